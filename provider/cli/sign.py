@@ -1,0 +1,56 @@
+"""``manifest-provider sign``: sign manifests in the k8s-manifest-sigstore format."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..errors import RequestError
+from . import EXIT_OK
+from ._common import input_files, password, read_documents, read_text
+
+HELP = "sign a manifest file or directory (writes <file>.signed)"
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("sign", help=HELP, description=HELP + ". The private key's password is read from MANIFEST_PROVIDER_PASSWORD.")
+    p.add_argument("-f", "--filename", required=True, metavar="FILE|DIR", help="manifest file, or a directory of .yaml/.yml files")
+    p.add_argument("-k", "--key", required=True, metavar="PRIVATE.pem", help="PKCS#8 PEM private key (ECDSA, RSA or Ed25519)")
+    p.add_argument("-o", "--output", metavar="OUT", help="output file (default <FILE>.signed; - for stdout)")
+    p.add_argument("--append-signature", action="store_true", help="add signature_N to already signed input, keeping earlier signatures valid")
+    p.add_argument("--tarball", action="store_true", help="sign a tar.gz of the input files (upstream's deprecated --tarball=yes) instead of a YAML stream")
+    p.add_argument("--annotation-domain", default=None, metavar="D", help="signature annotation domain (default cosign.sigstore.dev)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..envelope import DEFAULT_DOMAIN
+    from ..keys import load_private_key
+    from ..signing import append_signature, dump_yaml, sign_documents
+
+    domain = args.annotation_domain or DEFAULT_DOMAIN
+    key = load_private_key(read_text(args.key), password())
+    if args.filename == "-":
+        raise RequestError("sign reads a file or directory, not standard input")
+    files = input_files(args.filename)
+    documents = [doc for path in files for doc in read_documents(str(path))]
+    for index, doc in enumerate(documents):
+        if not isinstance(doc, dict):
+            raise RequestError(f"document {index + 1} is a {type(doc).__name__}, not a Kubernetes object")
+    if args.append_signature:
+        if args.tarball:
+            raise RequestError("--append-signature reuses the existing message; --tarball does not apply")
+        signed = append_signature(documents, key, domain=domain)
+    else:
+        base = Path(args.filename)
+        tarball = [(str(p.relative_to(base)) if base.is_dir() else p.name, p.read_bytes()) for p in files] if args.tarball else None
+        signed = sign_documents(documents, key, domain=domain, tarball_files=tarball)
+    text = dump_yaml(signed)
+    out = args.output or f"{args.filename.rstrip('/')}.signed"
+    if out == "-":
+        sys.stdout.write(text)
+    else:
+        Path(out).write_text(text)
+        print(f"signed {len(signed)} object{'s' if len(signed) != 1 else ''} -> {out}", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,221 @@
+"""Public keys, private keys and raw signatures.
+
+A *key* is one PEM block: ``PUBLIC KEY`` (SubjectPublicKeyInfo), ``RSA PUBLIC
+KEY`` (PKCS#1) or ``CERTIFICATE`` (its subject key is used; the certificate
+itself is not validated -- that is what signer roots are for). A string with
+several PEM blocks is several keys.
+
+Supported algorithms, with the hash each one signs with (sigstore's defaults
+per key type, so signatures made by ``cosign``/``kubectl sigstore`` verify):
+
+============  ===========================  =========
+key           signature                    hash
+============  ===========================  =========
+ECDSA P-256   ASN.1 DER (r, s)             SHA-256
+ECDSA P-384   ASN.1 DER (r, s)             SHA-384
+ECDSA P-521   ASN.1 DER (r, s)             SHA-512
+RSA >= 2048   PKCS#1 v1.5                  SHA-256
+Ed25519       raw 64 bytes (pure EdDSA)    --
+============  ===========================  =========
+
+Each key is identified by its fingerprint, ``sha256:<hex>`` of the DER
+SubjectPublicKeyInfo (the key id sigstore computes), so the same key gives the
+same fingerprint whether it arrives as a public key or inside a certificate.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Literal
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
+
+from .errors import KeyLoadError
+
+KeyType = Literal["ecdsa-p256", "ecdsa-p384", "ecdsa-p521", "rsa", "ed25519"]
+
+#: Smallest RSA modulus accepted (NIST SP 800-131A: 2048 bits after 2013).
+MIN_RSA_BITS = 2048
+
+_PEM_BLOCK = re.compile(
+    r"-----BEGIN ([A-Z0-9 ]{1,40})-----\r?\n(.*?)-----END \1-----", re.DOTALL
+)
+
+_CURVES: dict[str, tuple[KeyType, hashes.HashAlgorithm]] = {
+    "secp256r1": ("ecdsa-p256", hashes.SHA256()),
+    "secp384r1": ("ecdsa-p384", hashes.SHA384()),
+    "secp521r1": ("ecdsa-p521", hashes.SHA512()),
+}
+
+PublicKeyTypes = ec.EllipticCurvePublicKey | rsa.RSAPublicKey | ed25519.Ed25519PublicKey
+PrivateKeyTypes = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
+
+
+def fingerprint_of(key: PublicKeyTypes) -> str:
+    der = key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return "sha256:" + hashlib.sha256(der).hexdigest()
+
+
+def _describe(key: PublicKeyTypes) -> tuple[KeyType, Callable[[bytes, bytes], None]]:
+    """Map a key to its type and a ``verify(signature, data)`` that raises InvalidSignature."""
+    if isinstance(key, ec.EllipticCurvePublicKey):
+        entry = _CURVES.get(key.curve.name)
+        if entry is None:
+            raise KeyLoadError(
+                f"ECDSA curve {key.curve.name} is not supported; use P-256, P-384 or P-521"
+            )
+        key_type, digest = entry
+        algorithm = ec.ECDSA(digest)
+        return key_type, lambda sig, data: key.verify(sig, data, algorithm)
+    if isinstance(key, rsa.RSAPublicKey):
+        if key.key_size < MIN_RSA_BITS:
+            raise KeyLoadError(
+                f"RSA key of {key.key_size} bits is too weak; at least {MIN_RSA_BITS} bits are required"
+            )
+        return "rsa", lambda sig, data: key.verify(sig, data, padding.PKCS1v15(), hashes.SHA256())
+    if isinstance(key, ed25519.Ed25519PublicKey):
+        return "ed25519", key.verify
+    raise KeyLoadError(
+        f"{type(key).__name__.removeprefix('_')} keys are not supported; "
+        "use ECDSA (P-256/P-384/P-521), RSA (>= 2048 bits) or Ed25519"
+    )
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    """One trusted public key."""
+
+    key_type: KeyType
+    fingerprint: str
+    _verify: Callable[[bytes, bytes], None] = field(repr=False, compare=False)
+    _key: PublicKeyTypes = field(repr=False, compare=False)
+    name: str | None = None
+
+    @classmethod
+    def from_crypto(cls, key: object, *, name: str | None = None) -> PublicKey:
+        if not isinstance(key, (ec.EllipticCurvePublicKey, rsa.RSAPublicKey, ed25519.Ed25519PublicKey)):
+            kind = type(key).__name__.removeprefix("_")
+            raise KeyLoadError(
+                f"{kind} keys are not supported; use ECDSA (P-256/P-384/P-521), RSA (>= 2048 bits) or Ed25519"
+            )
+        key_type, verify = _describe(key)
+        return cls(key_type, fingerprint_of(key), verify, key, name)
+
+    @property
+    def crypto_key(self) -> PublicKeyTypes:
+        return self._key
+
+    def verifies(self, signature: bytes, data: bytes) -> bool:
+        """True when ``signature`` is this key's signature over ``data``."""
+        try:
+            self._verify(signature, data)
+        except (InvalidSignature, ValueError, UnsupportedAlgorithm):
+            return False
+        return True
+
+    def label(self) -> str:
+        short = self.fingerprint[:19]
+        return f"{self.name} ({short}…)" if self.name else short + "…"
+
+
+def _load_block(label: str, body: str, name: str | None) -> PublicKey:
+    pem = f"-----BEGIN {label}-----\n{body}-----END {label}-----\n".encode()
+    try:
+        if label == "CERTIFICATE":
+            key: object = x509.load_pem_x509_certificate(pem).public_key()
+        elif label in ("PUBLIC KEY", "RSA PUBLIC KEY"):
+            key = serialization.load_pem_public_key(pem)
+        elif "PRIVATE KEY" in label:
+            raise KeyLoadError(
+                "a private key was given where a public key is expected; "
+                "never put private keys in a policy (export the public half with `openssl pkey -pubout`)"
+            )
+        else:
+            raise KeyLoadError(f"PEM block '{label}' is not a public key or certificate")
+    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        raise KeyLoadError(f"PEM block '{label}' could not be read: {str(exc)[:120]}") from exc
+    return PublicKey.from_crypto(key, name=name)
+
+
+@lru_cache(maxsize=512)
+def load_public_keys(pem_text: str, name: str | None = None) -> tuple[PublicKey, ...]:
+    """Every key in ``pem_text`` (one or more PEM blocks), in order.
+
+    Cached: policies arrive with every admission request and carry the same keys.
+    """
+    if not isinstance(pem_text, str):
+        raise KeyLoadError("a key must be a PEM string")
+    blocks = _PEM_BLOCK.findall(pem_text.replace("\r\n", "\n"))
+    if not blocks:
+        hint = " (it looks base64-wrapped; decode it first)" if "BEGIN" not in pem_text else ""
+        raise KeyLoadError(f"no PEM block found in key{hint}")
+    return tuple(_load_block(label, body, name) for label, body in blocks)
+
+
+# --- private keys: signing and generation -----------------------------------------
+
+
+def load_private_key(pem: bytes, password: bytes | None) -> PrivateKeyTypes:
+    try:
+        key = serialization.load_pem_private_key(pem, password=password)
+    except TypeError as exc:
+        raise KeyLoadError(
+            "the private key is encrypted; set MANIFEST_PROVIDER_PASSWORD"
+            if password is None
+            else f"the private key could not be read: {exc}"
+        ) from exc
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise KeyLoadError(
+            f"the private key could not be read (expected PKCS#8 PEM, or a wrong password): {str(exc)[:120]}"
+        ) from exc
+    if not isinstance(key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey, ed25519.Ed25519PrivateKey)):
+        raise KeyLoadError(f"{type(key).__name__.removeprefix('_')} private keys are not supported")
+    _describe(key.public_key())  # the same type/strength rules as for verification
+    return key
+
+
+def sign_bytes(key: PrivateKeyTypes, data: bytes) -> bytes:
+    """A raw signature over ``data`` in the format :meth:`PublicKey.verifies` expects."""
+    if isinstance(key, ec.EllipticCurvePrivateKey):
+        _, digest = _CURVES[key.curve.name]
+        return key.sign(data, ec.ECDSA(digest))
+    if isinstance(key, rsa.RSAPrivateKey):
+        return key.sign(data, padding.PKCS1v15(), hashes.SHA256())
+    return key.sign(data)
+
+
+_GENERATORS: dict[str, Callable[[], PrivateKeyTypes]] = {
+    "ecdsa-p256": lambda: ec.generate_private_key(ec.SECP256R1()),
+    "ecdsa-p384": lambda: ec.generate_private_key(ec.SECP384R1()),
+    "ecdsa-p521": lambda: ec.generate_private_key(ec.SECP521R1()),
+    "rsa": lambda: rsa.generate_private_key(public_exponent=65537, key_size=3072),
+    "ed25519": ed25519.Ed25519PrivateKey.generate,
+}
+KEY_TYPES = tuple(_GENERATORS)
+
+
+def generate_key(key_type: str) -> PrivateKeyTypes:
+    try:
+        return _GENERATORS[key_type]()
+    except KeyError:
+        raise KeyLoadError(f"unknown key type {key_type!r}; choose one of {', '.join(KEY_TYPES)}") from None
+
+
+def private_pem(key: PrivateKeyTypes, password: bytes | None) -> bytes:
+    encryption: serialization.KeySerializationEncryption = (
+        serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
+    )
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+
+
+def public_pem(key: PrivateKeyTypes | PublicKeyTypes) -> bytes:
+    public = key.public_key() if hasattr(key, "private_bytes") else key
+    return public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)  # type: ignore[union-attr]
+

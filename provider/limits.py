@@ -1,0 +1,53 @@
+"""Size limits for everything an attacker can put in front of the verifier.
+
+One frozen dataclass holds every limit, with documented defaults. Every limit
+hit is reported as ``malformed-message`` (for the signature envelope) or
+``request-invalid`` (for the request), in bounded time and memory: decoders
+check a limit *before* doing the work it bounds (a gzip bomb is refused after
+inflating at most ``max_payload_bytes``, never all of it).
+
+The defaults are generous for real manifests (the largest objects Kubernetes
+stores are bounded by etcd's 1.5 MiB request limit) and small enough that one
+request cannot exhaust a worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+@dataclass(frozen=True)
+class Limits:
+    #: Bytes of the base64 ``message`` annotation. Kubernetes caps all
+    #: annotations of one object at 256 KiB (apimachinery TotalAnnotationSizeLimitB).
+    max_message_bytes: int = 256 * KIB
+    #: Bytes after gunzip (payload P), and again after the inner tar.gz is
+    #: inflated. A gzip bomb stops here.
+    max_payload_bytes: int = 4 * MIB
+    #: Members read from a tarball message (directories included).
+    max_tar_members: int = 512
+    #: YAML documents in one payload.
+    max_documents: int = 1000
+    #: YAML/JSON nodes in one parse, counting each alias as the full size of
+    #: what it refers to (so a "billion laughs" stops here).
+    max_nodes: int = 200_000
+    #: Nesting depth of mappings and sequences.
+    max_depth: int = 100
+    #: ``signature``/``signature_N`` annotations on one object.
+    max_signatures: int = 64
+    #: Decoded bytes of one signature (RSA-8192 is 1024 bytes).
+    max_signature_bytes: int = 2048
+    #: Decoded bytes of one certificate or bundle annotation (after gunzip).
+    max_certificate_bytes: int = 64 * KIB
+    #: Keys plus signer entries in one policy.
+    max_keys: int = 64
+    #: Difference items reported in a result (the count is always exact).
+    max_diff_items: int = 50
+    #: Characters of a value quoted in a human message.
+    max_quoted_value: int = 80
+
+
+DEFAULT_LIMITS = Limits()

@@ -1,0 +1,368 @@
+"""The one policy schema every entry point speaks.
+
+A policy arrives as a mapping: a CLI ``--config`` file, Gatekeeper constraint
+parameters, a Kyverno ``data`` entry. :meth:`Policy.from_dict` validates it
+completely -- unknown fields, wrong types and impossible combinations are a
+:class:`~provider.errors.PolicyError`, because a typo must never weaken a
+policy -- and compiles it (keys loaded, patterns compiled) once.
+
+Reference: ``docs/policy.md``.
+
+Fields (camelCase on the wire)::
+
+    keys: [PEM | {publicKey: PEM, name: str}]   # each PEM block is one key
+    signers: [{subject | subjectRegExp, issuer | issuerRegExp, roots}]  # keyless / certificates
+    keyOperation: AtLeastOne | MustAll           # default AtLeastOne
+    threshold: N                                 # at least N distinct keys/signers
+    trustedRoot: ...                             # sigstore TrustedRoot for keyless signers
+    annotationDomain: cosign.sigstore.dev
+    ignoreFields: [{objects: [ObjectRef], fields: [pattern]}]
+    skipObjects: [ObjectRef]
+    inScopeObjects: [ObjectRef]                  # empty = every object is in scope
+    skipUsers: [{users: [pattern], groups: [pattern], objects: [ObjectRef]}]
+    dryRun: {enabled: bool, namespace: str}
+    defaults: [k8s-manifest-sigstore, common, kyverno]   # built-in profiles
+    unsafeUnanchoredIgnoreFields: false          # upstream's regex matching (opt-in)
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Literal
+
+from .compare import IgnoreSet
+from .envelope import DEFAULT_DOMAIN
+from .errors import PolicyError
+from .keys import PublicKey, load_public_keys
+from .limits import DEFAULT_LIMITS, Limits
+from .parsing import load_yaml_stream
+from .patterns import FieldTrie, NamePattern, ObjectIdentity, ObjectRef, Segment, parse_field_pattern, unanchored_matcher
+
+KeyOperation = Literal["AtLeastOne", "MustAll"]
+KEY_OPERATIONS: tuple[KeyOperation, ...] = ("AtLeastOne", "MustAll")
+
+#: Built-in profiles, shipped in ``provider/profiles/<name>.yaml``.
+PROFILES = ("k8s-manifest-sigstore", "common", "kyverno")
+DEFAULT_PROFILES = ("k8s-manifest-sigstore", "common")
+
+_DOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
+
+_POLICY_FIELDS = (
+    "keys", "signers", "keyOperation", "threshold", "trustedRoot", "annotationDomain",
+    "ignoreFields", "skipObjects", "inScopeObjects", "skipUsers", "dryRun", "defaults",
+    "unsafeUnanchoredIgnoreFields",
+)  # fmt: skip
+
+
+def unknown_field_message(where: str, name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(str(name), list(known), n=1)
+    hint = f"; did you mean '{close[0]}'?" if close else f"; known fields: {', '.join(known)}"
+    return f"{where}: unknown field '{str(name)[:60]}'{hint}"
+
+
+def _check_fields(data: Any, where: str, known: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise PolicyError(f"{where}: expected a mapping, got {type(data).__name__}")
+    for name in data:
+        if name not in known:
+            raise PolicyError(unknown_field_message(where, name, known))
+    # ``null`` means "not given" (Gatekeeper and Kyverno serialise unset optionals that way).
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise PolicyError(f"{where}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def _str(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise PolicyError(f"{where}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _refs(value: Any, where: str) -> tuple[ObjectRef, ...]:
+    return tuple(ObjectRef.from_dict(item, f"{where}[{i}]") for i, item in enumerate(_list(value, where)))
+
+
+# --- rule types -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IgnoreRule:
+    objects: tuple[ObjectRef, ...]
+    fields: tuple[str, ...]
+    segments: tuple[tuple[Segment, ...], ...] = field(repr=False)
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> IgnoreRule:
+        data = _check_fields(data, where, ("objects", "fields"))
+        fields = tuple(_str(f, f"{where}.fields[{i}]") for i, f in enumerate(_list(data.get("fields"), f"{where}.fields")))
+        if not fields:
+            raise PolicyError(f"{where}.fields: at least one field pattern is required")
+        segments = tuple(parse_field_pattern(f, f"{where}.fields[{i}]") for i, f in enumerate(fields))
+        # No ``objects`` means every object, as upstream reads it.
+        return cls(_refs(data.get("objects"), f"{where}.objects"), fields, segments)
+
+    def applies_to(self, ident: ObjectIdentity) -> bool:
+        return not self.objects or any(ref.matches(ident) for ref in self.objects)
+
+
+@dataclass(frozen=True)
+class UserRule:
+    """Requests by these users (or members of these groups) on these objects pass unsigned."""
+
+    users: tuple[NamePattern, ...]
+    groups: tuple[NamePattern, ...]
+    objects: tuple[ObjectRef, ...]
+    description: str = ""
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> UserRule:
+        data = _check_fields(data, where, ("users", "groups", "objects", "description"))
+        users = tuple(NamePattern.compile(u, f"{where}.users[{i}]") for i, u in enumerate(_list(data.get("users"), f"{where}.users")))
+        groups = tuple(NamePattern.compile(g, f"{where}.groups[{i}]") for i, g in enumerate(_list(data.get("groups"), f"{where}.groups")))
+        if not users and not groups:
+            raise PolicyError(f"{where}: name at least one user or group; an entry without them would skip everyone")
+        for pattern in users + groups:
+            if pattern.matches_anything:
+                raise PolicyError(f"{where}: pattern {pattern.text!r} matches every user; list the users to skip")
+        description = _str(data.get("description", ""), f"{where}.description")
+        return cls(users, groups, _refs(data.get("objects"), f"{where}.objects"), description)
+
+    def matches(self, username: str, groups: tuple[str, ...], ident: ObjectIdentity) -> bool:
+        """Every criterion given must hold: a listed user (if any), a listed group (if any), a listed object (if any)."""
+        if self.users and not any(p.matches(username) for p in self.users):
+            return False
+        if self.groups and not any(p.matches(g) for p in self.groups for g in groups):
+            return False
+        return not self.objects or any(ref.matches(ident) for ref in self.objects)
+
+    def describe(self) -> str:
+        if self.description:
+            return self.description
+        who = ", ".join(p.text for p in self.users + self.groups)
+        return f"skipUsers entry for {who}"
+
+
+@dataclass(frozen=True)
+class SignerSpec:
+    """A keyless (Fulcio) or certificate signer identity; verified by :mod:`provider.keyless`."""
+
+    subject: str | None = None
+    subject_regexp: re.Pattern[str] | None = None
+    issuer: str | None = None
+    issuer_regexp: re.Pattern[str] | None = None
+    roots: str | None = None  # PEM CA bundle for certificate signers without Fulcio
+
+    @classmethod
+    def from_value(cls, data: Any, where: str) -> SignerSpec:
+        if isinstance(data, str):  # upstream's config: a list of signer names (any issuer)
+            return cls(subject=data)
+        data = _check_fields(data, where, ("subject", "subjectRegExp", "issuer", "issuerRegExp", "roots"))
+        if "subject" in data and "subjectRegExp" in data:
+            raise PolicyError(f"{where}: give subject or subjectRegExp, not both")
+        if "issuer" in data and "issuerRegExp" in data:
+            raise PolicyError(f"{where}: give issuer or issuerRegExp, not both")
+        if "subject" not in data and "subjectRegExp" not in data:
+            raise PolicyError(f"{where}: subject or subjectRegExp is required; a signer without an identity would accept anyone")
+
+        def regexp(name: str) -> re.Pattern[str] | None:
+            if name not in data:
+                return None
+            try:
+                return re.compile(_str(data[name], f"{where}.{name}"))
+            except re.error as exc:
+                raise PolicyError(f"{where}.{name}: not a valid regular expression: {exc}") from exc
+
+        subject = _str(data["subject"], f"{where}.subject") if "subject" in data else None
+        issuer = _str(data["issuer"], f"{where}.issuer") if "issuer" in data else None
+        roots = _str(data["roots"], f"{where}.roots") if "roots" in data else None
+        return cls(subject, regexp("subjectRegExp"), issuer, regexp("issuerRegExp"), roots)
+
+    def describe(self) -> str:
+        subject = self.subject if self.subject is not None else f"/{self.subject_regexp.pattern if self.subject_regexp else ''}/"
+        issuer = self.issuer if self.issuer is not None else (f"/{self.issuer_regexp.pattern}/" if self.issuer_regexp else "any issuer")
+        return f"{subject} ({issuer})"
+
+
+@dataclass(frozen=True)
+class DryRunOptions:
+    enabled: bool = False
+    namespace: str = ""
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> DryRunOptions:
+        data = _check_fields(data, where, ("enabled", "namespace"))
+        enabled = data.get("enabled", False)
+        if not isinstance(enabled, bool):
+            raise PolicyError(f"{where}.enabled: expected true or false")
+        return cls(enabled, _str(data.get("namespace", ""), f"{where}.namespace"))
+
+
+# --- built-in profiles ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    ignore_fields: tuple[IgnoreRule, ...]
+    skip_users: tuple[UserRule, ...]
+    out_of_scope: tuple[ObjectRef, ...]
+
+
+@lru_cache(maxsize=None)
+def load_profile(name: str) -> Profile:
+    if name not in PROFILES:
+        raise PolicyError(f"unknown built-in profile {name!r}; choose from {', '.join(PROFILES)}")
+    text = resources.files("provider").joinpath("profiles", f"{name}.yaml").read_text()
+    (data,) = load_yaml_stream(text, error=PolicyError, what=f"profile {name}")
+    where = f"profile {name}"
+    data = _check_fields(data, where, ("description", "ignoreFields", "skipUsers", "outOfScope"))
+    return Profile(
+        name,
+        _str(data.get("description", ""), f"{where}.description"),
+        tuple(IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]") for i, r in enumerate(_list(data.get("ignoreFields"), where))),
+        tuple(UserRule.from_dict(r, f"{where}.skipUsers[{i}]") for i, r in enumerate(_list(data.get("skipUsers"), where))),
+        _refs(data.get("outOfScope"), f"{where}.outOfScope"),
+    )
+
+
+# --- the policy -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Policy:
+    keys: tuple[PublicKey, ...]
+    signers: tuple[SignerSpec, ...] = ()
+    key_operation: KeyOperation = "AtLeastOne"
+    threshold: int | None = None
+    trusted_root: Any = None
+    annotation_domain: str = DEFAULT_DOMAIN
+    ignore_fields: tuple[IgnoreRule, ...] = ()
+    skip_objects: tuple[ObjectRef, ...] = ()
+    in_scope_objects: tuple[ObjectRef, ...] = ()
+    skip_users: tuple[UserRule, ...] = ()
+    dry_run: DryRunOptions = DryRunOptions()
+    defaults: tuple[str, ...] = DEFAULT_PROFILES
+    unsafe_unanchored_ignore_fields: bool = False
+    _ignore_cache: dict[tuple[int, ...], IgnoreSet] = field(default_factory=dict, repr=False, compare=False)
+
+    # -- construction --
+
+    @classmethod
+    def from_dict(cls, data: Any, *, limits: Limits = DEFAULT_LIMITS, where: str = "policy") -> Policy:
+        data = _check_fields(data, where, _POLICY_FIELDS)
+        keys: list[PublicKey] = []
+        for i, item in enumerate(_list(data.get("keys"), f"{where}.keys")):
+            spot = f"{where}.keys[{i}]"
+            if isinstance(item, dict):
+                entry = _check_fields(item, spot, ("publicKey", "name"))
+                name = _str(entry["name"], f"{spot}.name") if "name" in entry else None
+                pem = _str(entry.get("publicKey"), f"{spot}.publicKey")
+            else:
+                name, pem = None, _str(item, spot)
+            try:
+                keys.extend(load_public_keys(pem, name))
+            except PolicyError as exc:
+                raise PolicyError(f"{spot}: {exc.message}") from exc
+        signers = tuple(SignerSpec.from_value(s, f"{where}.signers[{i}]") for i, s in enumerate(_list(data.get("signers"), f"{where}.signers")))
+        anchors = len(keys) + len(signers)
+        if anchors == 0:
+            raise PolicyError(f"{where}: no keys or signers; an empty key list would accept nothing (or, worse, anything)")
+        if anchors > limits.max_keys:
+            raise PolicyError(f"{where}: {anchors} keys and signers; at most {limits.max_keys} are allowed")
+        if len({k.fingerprint for k in keys}) != len(keys):
+            raise PolicyError(f"{where}.keys: the same key is listed twice; MustAll and threshold count distinct keys")
+
+        operation = data.get("keyOperation", "AtLeastOne")
+        if operation not in KEY_OPERATIONS:
+            raise PolicyError(f"{where}.keyOperation: {str(operation)[:40]!r} is not one of {', '.join(KEY_OPERATIONS)}")
+        threshold = data.get("threshold")
+        if threshold is not None:
+            if type(threshold) is not int or threshold < 1:
+                raise PolicyError(f"{where}.threshold: expected a whole number of at least 1")
+            if threshold > anchors:
+                raise PolicyError(f"{where}.threshold: {threshold} exceeds the {anchors} keys and signers listed; it could never be met")
+            if operation == "MustAll":
+                raise PolicyError(f"{where}: give keyOperation MustAll or a threshold, not both")
+
+        domain = _str(data.get("annotationDomain", DEFAULT_DOMAIN), f"{where}.annotationDomain")
+        if not _DOMAIN_RE.match(domain):
+            raise PolicyError(f"{where}.annotationDomain: {domain[:60]!r} is not a DNS subdomain")
+
+        defaults = tuple(_str(d, f"{where}.defaults[{i}]") for i, d in enumerate(_list(data.get("defaults", list(DEFAULT_PROFILES)), f"{where}.defaults")))
+        for name in defaults:
+            if name not in PROFILES:
+                raise PolicyError(f"{where}.defaults: unknown profile {name!r}; choose from {', '.join(PROFILES)}")
+
+        unanchored = data.get("unsafeUnanchoredIgnoreFields", False)
+        if not isinstance(unanchored, bool):
+            raise PolicyError(f"{where}.unsafeUnanchoredIgnoreFields: expected true or false")
+
+        return cls(
+            keys=tuple(keys),
+            signers=signers,
+            key_operation=operation,
+            threshold=threshold,
+            trusted_root=data.get("trustedRoot"),
+            annotation_domain=domain,
+            ignore_fields=tuple(IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]") for i, r in enumerate(_list(data.get("ignoreFields"), f"{where}.ignoreFields"))),
+            skip_objects=_refs(data.get("skipObjects"), f"{where}.skipObjects"),
+            in_scope_objects=_refs(data.get("inScopeObjects"), f"{where}.inScopeObjects"),
+            skip_users=tuple(UserRule.from_dict(r, f"{where}.skipUsers[{i}]") for i, r in enumerate(_list(data.get("skipUsers"), f"{where}.skipUsers"))),
+            dry_run=DryRunOptions.from_dict(data.get("dryRun", {}), f"{where}.dryRun"),
+            defaults=defaults,
+            unsafe_unanchored_ignore_fields=unanchored,
+        )
+
+    # -- derived --
+
+    @property
+    def anchor_count(self) -> int:
+        return len(self.keys) + len(self.signers)
+
+    @property
+    def required_count(self) -> int:
+        """How many distinct keys/signers must verify."""
+        if self.threshold is not None:
+            return self.threshold
+        return self.anchor_count if self.key_operation == "MustAll" else 1
+
+    def requirement(self) -> str:
+        if self.threshold is not None:
+            return f"threshold {self.threshold}"
+        return self.key_operation
+
+    @property
+    def profiles(self) -> tuple[Profile, ...]:
+        return tuple(load_profile(name) for name in self.defaults)
+
+    def ignore_set_for(self, ident: ObjectIdentity) -> IgnoreSet:
+        """The compiled ignore patterns that apply to this object (cached per set of rules)."""
+        rules = [rule for profile in self.profiles for rule in profile.ignore_fields] + list(self.ignore_fields)
+        own = len(rules) - len(self.ignore_fields)
+        applicable = tuple(i for i, rule in enumerate(rules) if rule.applies_to(ident))
+        cached = self._ignore_cache.get(applicable)
+        if cached is not None:
+            return cached
+        anchored: list[tuple[Segment, ...]] = []
+        unanchored = []
+        for i in applicable:
+            if i >= own and self.unsafe_unanchored_ignore_fields:
+                unanchored.extend(unanchored_matcher(f) for f in rules[i].fields)
+            else:
+                anchored.extend(rules[i].segments)
+        result = IgnoreSet(FieldTrie(tuple(anchored)), tuple(unanchored))
+        if len(self._ignore_cache) < 256:
+            self._ignore_cache[applicable] = result
+        return result

@@ -1,0 +1,79 @@
+"""The verdict: what was decided, why, and what it rests on.
+
+``to_dict()`` gives the wire shape every entry point returns::
+
+    {"allowed": bool, "verified": bool, "reason": "<code>", "message": "<one sentence>",
+     "signers": ["sha256:<key fingerprint>" | {"subject": ..., "issuer": ...}, ...],
+     "diff": [{"key": "data.key1", "values": {"before": "val1", "after": "val2"}}, ...]}
+
+``allowed`` is true when the object verified, or when the policy does not ask
+for a signature (skipped user or object, out of scope, a dry-run request).
+``reason`` is a stable code (see :data:`REASONS`); ``message`` is for people.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .compare import DiffItem
+
+Reason = Literal[
+    # allowed
+    "verified",
+    "skipped-user",
+    "skipped-object",
+    "out-of-scope",
+    "dry-run-request",
+    # denied: the object
+    "unsigned",
+    "no-matching-manifest",
+    "signature-invalid",
+    "key-threshold-not-met",
+    "content-mismatch",
+    "malformed-message",
+    "certificate-untrusted",
+    "tlog-entry-invalid",
+    "certificate-expired-at-signing",
+    "identity-mismatch",
+    # denied: the request, the policy, or the cluster
+    "policy-invalid",
+    "request-invalid",
+    "dry-run-failed",
+]
+REASONS: tuple[str, ...] = Reason.__args__  # type: ignore[attr-defined]
+
+#: Which part of a policy let an unsigned request through.
+Profile = Literal["common", "policy"]
+
+Signer = str | dict[str, str]
+
+
+@dataclass(frozen=True)
+class Result:
+    allowed: bool
+    verified: bool
+    reason: str
+    message: str
+    signers: tuple[Signer, ...] = ()
+    diff: tuple[DiffItem, ...] = ()
+    #: Total differences found (``diff`` may be truncated to ``Limits.max_diff_items``).
+    diff_count: int = 0
+    #: For skipped/out-of-scope verdicts: the built-in common profile, or the policy itself.
+    profile: Profile | None = None
+    #: True when the verdict depends on the live cluster (a dry-run was made): not cacheable.
+    used_cluster: bool = False
+
+    @classmethod
+    def allow(cls, reason: str, message: str, profile: Profile | None = None) -> Result:
+        return cls(allowed=True, verified=False, reason=reason, message=message, profile=profile)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "allowed": self.allowed,
+            "verified": self.verified,
+            "reason": self.reason,
+            "message": self.message,
+            "signers": list(self.signers),
+            "diff": [item.to_dict() for item in self.diff],
+        }

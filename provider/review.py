@@ -1,0 +1,90 @@
+"""What the verifier is asked about: an object, and who asks to write it.
+
+:class:`Review` is read from the shape Kubernetes admission uses everywhere --
+an ``admission.k8s.io/v1`` ``AdmissionRequest``, which is also what Gatekeeper
+exposes as ``input.review`` and Kyverno as ``{{ request }}``. Fields we do not
+use are ignored (the request carries many); fields we use must have the right
+type, or the request is refused.
+
+A review without an operation and without a user is an *audit* review
+(Gatekeeper's audit sends the stored object alone): it is verified without
+``skipUsers``, since nobody is asking.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import RequestError
+
+
+def _opt_str(data: dict[str, Any], name: str, where: str) -> str | None:
+    value = data.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise RequestError(f"{where}.{name}: expected a string, got {type(value).__name__}")
+    return value
+
+
+@dataclass(frozen=True)
+class Review:
+    object: dict[str, Any] | None
+    old_object: dict[str, Any] | None = None
+    operation: str | None = None
+    username: str | None = None
+    groups: tuple[str, ...] = ()
+    namespace: str | None = None
+    name: str | None = None
+    dry_run: bool = False
+    sub_resource: str | None = None
+
+    @property
+    def is_audit(self) -> bool:
+        return self.operation is None and self.username is None
+
+    @classmethod
+    def for_object(cls, obj: dict[str, Any]) -> Review:
+        """A review of an object with nobody asking (the CLI, Gatekeeper audit)."""
+        return cls(object=obj)
+
+    @classmethod
+    def from_admission(cls, data: Any, where: str = "review") -> Review:
+        """Read an AdmissionRequest (or Gatekeeper's ``input.review``)."""
+        if not isinstance(data, dict):
+            raise RequestError(f"{where}: expected an object, got {type(data).__name__}")
+        obj = data.get("object")
+        old = data.get("oldObject")
+        for label, value in (("object", obj), ("oldObject", old)):
+            if value is not None and not isinstance(value, dict):
+                raise RequestError(f"{where}.{label}: expected an object, got {type(value).__name__}")
+        user = data.get("userInfo")
+        if user is None:
+            user = {}
+        if not isinstance(user, dict):
+            raise RequestError(f"{where}.userInfo: expected an object, got {type(user).__name__}")
+        groups = user.get("groups")
+        if groups is None:
+            groups = []
+        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+            raise RequestError(f"{where}.userInfo.groups: expected a list of strings")
+        dry_run = data.get("dryRun", False)
+        if dry_run is None:
+            dry_run = False
+        if not isinstance(dry_run, bool):
+            raise RequestError(f"{where}.dryRun: expected true or false, got {type(dry_run).__name__}")
+        operation = _opt_str(data, "operation", where)
+        if operation is not None and operation not in ("CREATE", "UPDATE", "DELETE", "CONNECT"):
+            raise RequestError(f"{where}.operation: {operation[:20]!r} is not CREATE, UPDATE, DELETE or CONNECT")
+        return cls(
+            object=obj,
+            old_object=old,
+            operation=operation,
+            username=_opt_str(user, "username", f"{where}.userInfo"),
+            groups=tuple(groups),
+            namespace=_opt_str(data, "namespace", where),
+            name=_opt_str(data, "name", where),
+            dry_run=dry_run,
+            sub_resource=_opt_str(data, "subResource", where),
+        )

@@ -1,0 +1,125 @@
+"""Sign manifests in the k8s-manifest-sigstore format.
+
+What ``kubectl sigstore sign`` writes, and therefore what ``kubectl sigstore
+verify-resource`` and Kyverno's ``validate.manifests`` accept:
+
+* the payload ``P`` is the whole input -- every document of every file -- as a
+  plain YAML stream with sorted keys (``--tarball=no``, upstream's default
+  since v0.5.0), or a tar.gz of the input files (``--tarball=yes``);
+* every output document carries the same ``message`` = base64(gzip(P)) and
+  ``signature`` = base64(raw signature over P);
+* ``append_signature`` adds ``signature_N`` over the *existing* message bytes,
+  so earlier signatures stay valid (several signers, key rotation).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import re
+from typing import Any
+
+import yaml
+
+from .envelope import DEFAULT_DOMAIN, decode_message, encode_message, make_tarball, message_key, set_key
+from .errors import RequestError
+from .keys import PrivateKeyTypes, sign_bytes
+from .limits import DEFAULT_LIMITS, Limits
+
+
+def dump_yaml(documents: list[Any]) -> str:
+    """YAML as upstream's Go marshaller writes it: block style, sorted keys."""
+    return yaml.dump_all(
+        documents,
+        Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
+        sort_keys=True,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=2**31 - 1,
+    )
+
+
+def _envelope_keys(domain: str) -> re.Pattern[str]:
+    return re.compile(re.escape(domain) + r"/(?:message|(?:signature|certificate|bundle)(?:_\d+)?)\Z")
+
+
+def _annotations(doc: dict[str, Any]) -> dict[str, Any]:
+    meta = doc.setdefault("metadata", {})
+    if not isinstance(meta, dict):
+        raise RequestError("a document's metadata is not a mapping")
+    annotations = meta.get("annotations")
+    if annotations is None:
+        annotations = meta["annotations"] = {}
+    if not isinstance(annotations, dict):
+        raise RequestError("a document's metadata.annotations is not a mapping")
+    return annotations
+
+
+def strip_envelope(documents: list[dict[str, Any]], domain: str = DEFAULT_DOMAIN) -> list[dict[str, Any]]:
+    """Copies of ``documents`` without signature annotations (re-signing replaces them)."""
+    pattern = _envelope_keys(domain)
+    clean = []
+    for doc in documents:
+        doc = copy.deepcopy(doc)
+        meta = doc.get("metadata")
+        if isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
+            kept = {k: v for k, v in meta["annotations"].items() if not pattern.match(k)}
+            if kept:
+                meta["annotations"] = kept
+            else:
+                del meta["annotations"]
+        clean.append(doc)
+    return clean
+
+
+def sign_documents(
+    documents: list[dict[str, Any]],
+    key: PrivateKeyTypes,
+    *,
+    domain: str = DEFAULT_DOMAIN,
+    tarball_files: list[tuple[str, bytes]] | None = None,
+) -> list[dict[str, Any]]:
+    """Signed copies of ``documents``, all carrying one message over all of them.
+
+    With ``tarball_files`` the payload is a tar.gz of those files (their bytes
+    as given) instead of a YAML stream of the documents.
+    """
+    if not documents:
+        raise RequestError("nothing to sign: the input holds no Kubernetes objects")
+    clean = strip_envelope(documents, domain)
+    payload = make_tarball(tarball_files) if tarball_files is not None else dump_yaml(clean).encode()
+    message = encode_message(payload)
+    signature = base64.b64encode(sign_bytes(key, payload)).decode()
+    for doc in clean:
+        annotations = _annotations(doc)
+        annotations[message_key(domain)] = message
+        annotations[set_key(domain, "signature", 0)] = signature
+    return clean
+
+
+def append_signature(
+    documents: list[dict[str, Any]],
+    key: PrivateKeyTypes,
+    *,
+    domain: str = DEFAULT_DOMAIN,
+    limits: Limits = DEFAULT_LIMITS,
+) -> list[dict[str, Any]]:
+    """Add ``signature_N`` over the documents' existing message, keeping earlier signatures valid."""
+    if not documents:
+        raise RequestError("nothing to sign: the input holds no Kubernetes objects")
+    documents = copy.deepcopy(documents)
+    messages = {_annotations(doc).get(message_key(domain)) for doc in documents}
+    if None in messages:
+        raise RequestError(f"--append-signature needs signed input, but a document has no {message_key(domain)} annotation")
+    if len(messages) != 1:
+        raise RequestError("--append-signature needs every document to carry the same message; sign them together first")
+    (message,) = messages
+    payload = decode_message(message, limits).data
+    signature = base64.b64encode(sign_bytes(key, payload)).decode()
+    for doc in documents:
+        annotations = _annotations(doc)
+        index = 0
+        while set_key(domain, "signature", index) in annotations:
+            index += 1
+        annotations[set_key(domain, "signature", index)] = signature
+    return documents
