@@ -48,6 +48,12 @@ Profile = Literal["common", "policy"]
 
 Signer = str | dict[str, str]
 
+#: The paper's six classes of admission traffic (section 4, Table 2).
+TrafficClass = Literal[
+    "out-of-scope", "common-profile", "app-profile", "valid-signature", "invalid-signature", "unprocessed"
+]
+TRAFFIC_CLASSES: tuple[str, ...] = TrafficClass.__args__  # type: ignore[attr-defined]
+
 
 @dataclass(frozen=True)
 class Result:
@@ -67,6 +73,24 @@ class Result:
     @classmethod
     def allow(cls, reason: str, message: str, profile: Profile | None = None) -> Result:
         return cls(allowed=True, verified=False, reason=reason, message=message, profile=profile)
+
+    @property
+    def traffic_class(self) -> TrafficClass:
+        """Where this verdict falls in the paper's table.
+
+        Unsigned objects are "unprocessed" (in scope, unsigned, matched by no
+        profile); every other denial -- a bad signature, a changed object, a
+        request or policy that could not be read -- is "invalid-signature".
+        """
+        if self.reason in ("out-of-scope", "dry-run-request"):
+            return "out-of-scope"
+        if self.reason in ("skipped-user", "skipped-object"):
+            return "common-profile" if self.profile == "common" else "app-profile"
+        if self.verified:
+            return "valid-signature"
+        if self.reason == "unsigned":
+            return "unprocessed"
+        return "invalid-signature"
 
     def to_dict(self) -> dict[str, Any]:
         return {
