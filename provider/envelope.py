@@ -217,6 +217,11 @@ def read_envelope(annotations: Any, domain: str = DEFAULT_DOMAIN, limits: Limits
         sets.append(SignatureSet(index, signature, certificate, bundle))
         index += 1
     unread = tuple(sorted(k.rsplit("/", 1)[-1] for k in numbered if k not in {set_key(domain, "signature", i) for i in range(index)}))
+    if not sets:
+        raise Unsigned(
+            f"the object carries no readable signature: {', '.join(unread)} present, but numbering starts at "
+            f"{domain}/signature and stops at the first gap"
+        )
     return Envelope(domain, payload, tuple(sets), unread)
 
 

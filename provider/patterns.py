@@ -190,9 +190,11 @@ def parse_field_pattern(text: Any, where: str = "field pattern") -> tuple[Segmen
         if not expect_segment:
             raise PolicyError(f"{where}: expected '.' or '[' at character {i + 1} of {text!r}")
         j = i
-        while j < n and text[j] not in ".[":
+        while j < n and text[j] not in ".[]":
             j += 1
         token = text[i:j]
+        if not token:
+            raise PolicyError(f"{where}: unexpected {text[i]!r} at character {i + 1} of {text!r}")
         if token == "*":
             segments.append(("star", None))
         elif "*" in token:

@@ -1,0 +1,119 @@
+"""The policy schema: complete validation, because a typo must never weaken a policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from provider.errors import PolicyError
+from provider.patterns import ObjectIdentity
+from provider.policy import PROFILES, Policy, load_profile
+from tests.support import UPSTREAM, load_yaml, make_key, public_key_pem
+
+KEY = public_key_pem(make_key())
+KEY2 = public_key_pem(make_key("ecdsa-p256", 1))
+
+
+def policy(**fields: Any) -> Policy:
+    return Policy.from_dict({"keys": [KEY], **fields})
+
+
+def test_defaults() -> None:
+    p = policy()
+    assert p.key_operation == "AtLeastOne"
+    assert p.required_count == 1
+    assert p.annotation_domain == "cosign.sigstore.dev"
+    assert p.defaults == ("k8s-manifest-sigstore", "common")
+    assert not p.dry_run.enabled
+
+
+def test_key_forms_and_counts() -> None:
+    p = Policy.from_dict({"keys": [KEY + KEY2, {"publicKey": public_key_pem(make_key("ed25519")), "name": "team-b"}], "keyOperation": "MustAll"})
+    assert len(p.keys) == 3
+    assert p.keys[2].name == "team-b"
+    assert p.required_count == 3
+    assert Policy.from_dict({"keys": [KEY, KEY2], "threshold": 2}).required_count == 2
+
+
+def test_null_optionals_mean_absent() -> None:
+    assert policy(threshold=None, ignoreFields=None, dryRun=None).threshold is None
+
+
+BAD = [
+    ("no-keys", {"keys": []}, "no keys or signers"),
+    ("keys-missing", {}, "no keys or signers"),
+    ("unknown-field", {"keys": [KEY], "ignoreFeilds": []}, "did you mean 'ignoreFields'"),
+    ("unknown-nested", {"keys": [KEY], "ignoreFields": [{"fields": ["a"], "object": []}]}, "did you mean 'objects'"),
+    ("bad-operation", {"keys": [KEY], "keyOperation": "mustall"}, "is not one of AtLeastOne, MustAll"),
+    ("threshold-zero", {"keys": [KEY], "threshold": 0}, "at least 1"),
+    ("threshold-bool", {"keys": [KEY], "threshold": True}, "whole number"),
+    ("threshold-too-high", {"keys": [KEY], "threshold": 2}, "could never be met"),
+    ("threshold-and-mustall", {"keys": [KEY, KEY2], "threshold": 1, "keyOperation": "MustAll"}, "not both"),
+    ("duplicate-key", {"keys": [KEY, KEY]}, "listed twice"),
+    ("bad-key", {"keys": ["nope"]}, r"keys\[0\]: no PEM block"),
+    ("key-not-string", {"keys": [3]}, "expected a string"),
+    ("keys-not-list", {"keys": KEY}, "expected a list"),
+    ("bad-domain", {"keys": [KEY], "annotationDomain": "Not A Domain"}, "DNS subdomain"),
+    ("unknown-profile", {"keys": [KEY], "defaults": ["comon"]}, "unknown profile"),
+    ("empty-fields", {"keys": [KEY], "ignoreFields": [{"objects": [{"kind": "X"}], "fields": []}]}, "at least one field"),
+    ("bad-field-pattern", {"keys": [KEY], "ignoreFields": [{"fields": ["a..b"]}]}, "empty segment"),
+    ("skip-user-without-users", {"keys": [KEY], "skipUsers": [{"objects": [{"kind": "Pod"}]}]}, "would skip everyone"),
+    ("skip-user-wildcard", {"keys": [KEY], "skipUsers": [{"users": ["*"]}]}, "matches every user"),
+    ("dryrun-enabled-string", {"keys": [KEY], "dryRun": {"enabled": "yes"}}, "true or false"),
+    ("signer-without-identity", {"signers": [{"issuer": "https://x"}]}, "subject or subjectRegExp is required"),
+    ("signer-bad-regexp", {"signers": [{"subjectRegExp": "("}]}, "not a valid regular expression"),
+    ("signer-both", {"signers": [{"subject": "a", "subjectRegExp": "a"}]}, "not both"),
+    ("not-a-mapping", ["keys"], "expected a mapping"),
+    ("unsafe-not-bool", {"keys": [KEY], "unsafeUnanchoredIgnoreFields": "true"}, "true or false"),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "fragment"), BAD, ids=[b[0] for b in BAD])
+def test_invalid_policies(name: str, data: Any, fragment: str) -> None:
+    with pytest.raises(PolicyError, match=fragment) as info:
+        Policy.from_dict(data)
+    assert info.value.reason == "policy-invalid"
+
+
+def test_too_many_keys() -> None:
+    from provider.limits import Limits
+
+    with pytest.raises(PolicyError, match="at most 1"):
+        Policy.from_dict({"keys": [KEY, KEY2]}, limits=Limits(max_keys=1))
+
+
+def test_upstream_configs_parse() -> None:
+    for path in sorted((UPSTREAM / "configs").glob("*.yaml")):
+        (data,) = load_yaml(path)
+        data.setdefault("keys", [KEY])
+        Policy.from_dict(data)
+
+
+def test_signer_string_form_is_upstreams() -> None:
+    p = Policy.from_dict({"signers": ["test-signer@example.com"]})
+    assert p.signers[0].subject == "test-signer@example.com"
+    assert p.signers[0].issuer is None
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_builtin_profiles_load(name: str) -> None:
+    profile = load_profile(name)
+    assert profile.description
+
+
+def test_ignore_set_depends_on_the_object_and_is_cached() -> None:
+    p = policy(ignoreFields=[{"objects": [{"kind": "ConfigMap", "name": "a"}], "fields": ["data.x"]}])
+    a = ObjectIdentity("", "v1", "ConfigMap", "a", "ns")
+    b = ObjectIdentity("", "v1", "ConfigMap", "b", "ns")
+    assert p.ignore_set_for(a).ignores(("data", "x"))
+    assert not p.ignore_set_for(b).ignores(("data", "x"))
+    assert p.ignore_set_for(a) is p.ignore_set_for(a)
+    svc = ObjectIdentity("", "v1", "Service", "s", "ns")
+    assert p.ignore_set_for(svc).ignores(("spec", "clusterIP"))  # the upstream default list
+    assert not policy(defaults=[]).ignore_set_for(svc).ignores(("spec", "clusterIP"))
+
+
+def test_ignore_fields_without_objects_apply_to_everything() -> None:
+    p = policy(ignoreFields=[{"fields": ["data.x"]}])
+    assert p.ignore_set_for(ObjectIdentity("apps", "v1", "Deployment", "d", "ns")).ignores(("data", "x"))
