@@ -40,6 +40,16 @@ class Limits:
     max_signatures: int = 64
     #: Decoded bytes of one signature (RSA-8192 is 1024 bytes).
     max_signature_bytes: int = 2048
+    #: ``jws-kubeconfig-<token-id>`` keys in one ``cluster-info`` ConfigMap: the
+    #: bootstrap signer writes one per live signing token (kubeadm clusters hold
+    #: a handful); each costs one token lookup.
+    max_jws_signatures: int = 32
+    #: Characters of one detached JWS value. The bootstrap signer's is 85
+    #: (a 40-character protected header, ``..``, a 43-character HS256 MAC).
+    max_jws_chars: int = 512
+    #: Decoded bytes of a CertificateSigningRequest's ``spec.request`` (PEM). A
+    #: kubelet's ECDSA P-256 request is ~600 bytes, an RSA-4096 one ~2 KiB.
+    max_csr_bytes: int = 64 * KIB
     #: Decoded bytes of one certificate or bundle annotation (after gunzip).
     max_certificate_bytes: int = 64 * KIB
     #: Keys plus signer entries in one policy.
