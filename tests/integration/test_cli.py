@@ -1,0 +1,146 @@
+"""The real CLI, as a user runs it: interop outcomes, sign/verify round trips, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from provider.keys import KEY_TYPES
+from tests.interop_cases import ALL_CASES, Case
+from tests.support import KYVERNO, UPSTREAM, configmap
+
+pytestmark = pytest.mark.integration
+
+
+def cli(*args: str | Path, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "COLUMNS": "100", **(env or {})}
+    full_env.pop("MANIFEST_PROVIDER_PASSWORD", None) if env is None or "MANIFEST_PROVIDER_PASSWORD" not in env else None
+    return subprocess.run(
+        [sys.executable, "-m", "provider.cli", *map(str, args)],
+        capture_output=True, text=True, env=full_env, input=stdin, timeout=60, check=False,
+    )
+
+
+def results(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    return json.loads(proc.stdout)["results"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=[c.id for c in ALL_CASES])
+def test_interop_case_through_the_cli(case: Case, tmp_path: Path) -> None:
+    args: list[str | Path] = ["verify", "-f", case.file, "-o", "json"]
+    for key in case.keys:
+        args += ["--key", key]
+    if case.config:
+        config = tmp_path / "policy.yaml"
+        config.write_text(yaml.safe_dump(case.config))
+        args += ["--config", config]
+    proc = cli(*args)
+    assert proc.returncode == (0 if case.reason == "verified" else 1), proc.stderr
+    assert {r["reason"] for r in results(proc)} == {case.reason}
+
+
+@pytest.mark.parametrize("key_type", KEY_TYPES)
+def test_keygen_sign_verify_round_trip(key_type: str, tmp_path: Path) -> None:
+    prefix = tmp_path / "k"
+    assert cli("keygen", "--type", key_type, "-o", prefix).returncode == 0
+    assert stat.S_IMODE((tmp_path / "k.key").stat().st_mode) == 0o600
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text(yaml.safe_dump_all([configmap("a"), configmap("b")]))
+    assert cli("sign", "-f", manifest, "--key", tmp_path / "k.key").returncode == 0
+    proc = cli("verify", "-f", tmp_path / "cm.yaml.signed", "--key", tmp_path / "k.pub", "-o", "json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [r["reason"] for r in results(proc)] == ["verified", "verified"]
+
+
+def test_tampered_unsigned_and_text_output(tmp_path: Path) -> None:
+    cli("keygen", "-o", tmp_path / "k")
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text(yaml.safe_dump(configmap("a", key="good")))
+    cli("sign", "-f", manifest, "-k", tmp_path / "k.key", "-o", tmp_path / "signed.yaml")
+    tampered = tmp_path / "tampered.yaml"
+    tampered.write_text((tmp_path / "signed.yaml").read_text().replace("key: good", "key: evil"))
+    proc = cli("verify", "-f", tampered, "-k", tmp_path / "k.pub")
+    assert proc.returncode == 1
+    assert "FAIL [content-mismatch]" in proc.stdout and "data.key differs: signed 'good', admitted 'evil'" in proc.stdout
+    proc = cli("verify", "-f", manifest, "-k", tmp_path / "k.pub", "-o", "json")
+    assert proc.returncode == 1 and results(proc)[0]["reason"] == "unsigned"
+
+
+def test_sign_directory_tarball_and_append(tmp_path: Path) -> None:
+    cli("keygen", "-o", tmp_path / "a")
+    cli("keygen", "--type", "ed25519", "-o", tmp_path / "b")
+    app = tmp_path / "app"
+    (app / "sub").mkdir(parents=True)
+    (app / "cm.yaml").write_text(yaml.safe_dump(configmap("one")))
+    (app / "sub" / "more.yml").write_text(yaml.safe_dump(configmap("two")))
+    (app / "notes.txt").write_text("ignored")
+    assert cli("sign", "-f", app, "-k", tmp_path / "a.key", "--tarball", "-o", tmp_path / "app.yaml").returncode == 0
+    assert cli("sign", "-f", tmp_path / "app.yaml", "-k", tmp_path / "b.key", "--append-signature", "-o", tmp_path / "both.yaml").returncode == 0
+    proc = cli("verify", "-f", tmp_path / "both.yaml", "-k", tmp_path / "a.pub", "-k", tmp_path / "b.pub", "--key-operation", "MustAll", "-o", "json")
+    assert proc.returncode == 0, proc.stdout
+    assert all(len(r["signers"]) == 2 for r in results(proc))
+
+
+def test_encrypted_key_and_stdout(tmp_path: Path) -> None:
+    env = {"MANIFEST_PROVIDER_PASSWORD": "pw"}
+    assert cli("keygen", "-o", tmp_path / "k", env=env).returncode == 0
+    assert b"ENCRYPTED" in (tmp_path / "k.key").read_bytes()
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text(yaml.safe_dump(configmap()))
+    no_password = cli("sign", "-f", manifest, "-k", tmp_path / "k.key", "-o", "-")
+    assert no_password.returncode == 2 and "MANIFEST_PROVIDER_PASSWORD" in no_password.stderr
+    proc = cli("sign", "-f", manifest, "-k", tmp_path / "k.key", "-o", "-", env=env)
+    assert proc.returncode == 0 and f"cosign.sigstore.dev/signature" in proc.stdout
+    verify = cli("verify", "-f", "-", "-k", tmp_path / "k.pub", stdin=proc.stdout)
+    assert verify.returncode == 0, verify.stdout
+
+
+def test_upstream_config_file_with_skip_objects(tmp_path: Path) -> None:
+    config = UPSTREAM / "configs" / "example-config.yaml"
+    unsigned = tmp_path / "root-ca.yaml"
+    unsigned.write_text(yaml.safe_dump(configmap("kube-root-ca.crt")))
+    proc = cli("verify", "-f", unsigned, "--config", config, "-k", UPSTREAM / "keys" / "testpub.pem", "-o", "json")
+    assert proc.returncode == 0 and results(proc)[0]["reason"] == "skipped-object"
+
+
+def test_admission_review_input(tmp_path: Path) -> None:
+    request = json.loads((KYVERNO / "manifests" / "cm-signed-admissionrequest.json").read_text())
+    review = tmp_path / "review.json"
+    review.write_text(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}))
+    proc = cli("verify", "-f", review, "-k", KYVERNO / "keys" / "key1.pub", "-o", "json")
+    assert proc.returncode == 0 and results(proc)[0]["reason"] == "verified"
+
+
+USAGE = [
+    ("no-keys", ["verify", "-f", UPSTREAM / "manifests" / "cm-unsigned.yaml"], "no keys or signers"),
+    ("missing-file", ["verify", "-f", "/nonexistent.yaml", "-k", UPSTREAM / "keys" / "testpub.pem"], "No such file"),
+    ("bad-key-file", ["verify", "-f", UPSTREAM / "manifests" / "cm-unsigned.yaml", "-k", UPSTREAM / "README.md"], "no PEM block"),
+    ("bad-config", ["verify", "-f", UPSTREAM / "manifests" / "cm-unsigned.yaml", "-k", UPSTREAM / "keys" / "testpub.pem", "--config", UPSTREAM / "expected.json"], "unknown field"),
+    ("bad-yaml-input", ["verify", "-f", UPSTREAM / "README.md", "-k", UPSTREAM / "keys" / "testpub.pem"], ""),
+    ("bad-flag", ["verify", "-f", "x.yaml", "--frobnicate"], "unrecognized arguments"),
+    ("no-command", [], "required"),
+    ("sign-public-key", ["sign", "-f", UPSTREAM / "manifests" / "cm-unsigned.yaml", "-k", UPSTREAM / "keys" / "testpub.pem"], "could not be read"),
+]
+
+
+@pytest.mark.parametrize(("name", "args", "fragment"), USAGE, ids=[u[0] for u in USAGE])
+def test_usage_errors_exit_2(name: str, args: list[str | Path], fragment: str) -> None:
+    proc = cli(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert fragment in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_keygen_refuses_to_overwrite(tmp_path: Path) -> None:
+    assert cli("keygen", "-o", tmp_path / "k").returncode == 0
+    again = cli("keygen", "-o", tmp_path / "k")
+    assert again.returncode == 2 and "--force" in again.stderr
+    assert cli("keygen", "-o", tmp_path / "k", "--force").returncode == 0

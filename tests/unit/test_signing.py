@@ -1,0 +1,90 @@
+"""Signing writes what upstream writes, and what our verifier (and upstream's) accepts."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+
+import pytest
+
+from provider import Policy, Review, decide
+from provider.envelope import read_envelope
+from provider.errors import RequestError
+from provider.signing import append_signature, dump_yaml, sign_documents, strip_envelope
+from tests.support import KYVERNO, UPSTREAM, configmap, load_yaml, make_key, public_key_pem
+
+D = "cosign.sigstore.dev"
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    [UPSTREAM / "manifests" / "cm-plain-2keys-multi-signed.yaml", KYVERNO / "manifests" / "svc-two-signatures.yaml", KYVERNO / "manifests" / "secret-signed-docs.yaml"],
+    ids=["upstream-configmap", "kyverno-service", "kyverno-docs-secret"],
+)
+def test_plain_payload_is_byte_identical_to_upstreams(fixture: object) -> None:
+    """For the same document, our message payload is exactly the one kubectl sigstore wrote."""
+    (doc,) = load_yaml(fixture)  # type: ignore[arg-type]
+    upstream_payload = gzip.decompress(base64.b64decode(doc["metadata"]["annotations"][f"{D}/message"]))
+    (signed,) = sign_documents(strip_envelope([doc]), make_key())
+    ours = read_envelope(signed["metadata"]["annotations"]).payload.data
+    assert ours == upstream_payload
+
+
+def test_every_document_carries_the_same_message() -> None:
+    docs = sign_documents([configmap("a"), configmap("b")], make_key())
+    messages = {d["metadata"]["annotations"][f"{D}/message"] for d in docs}
+    assert len(messages) == 1
+    payload = read_envelope(docs[0]["metadata"]["annotations"]).payload
+    assert [d["metadata"]["name"] for d in payload.documents()] == ["a", "b"]
+
+
+def test_signing_is_deterministic_for_the_message() -> None:
+    a = sign_documents([configmap()], make_key())[0]["metadata"]["annotations"][f"{D}/message"]
+    b = sign_documents([configmap()], make_key())[0]["metadata"]["annotations"][f"{D}/message"]
+    assert a == b
+
+
+def test_resigning_replaces_the_old_envelope() -> None:
+    key, other = make_key(), make_key("ed25519")
+    once = sign_documents([configmap()], key)
+    twice = sign_documents(append_signature(once, other), key)
+    annotations = twice[0]["metadata"]["annotations"]
+    assert sorted(annotations) == [f"{D}/message", f"{D}/signature"]
+    payload = read_envelope(annotations).payload.documents()[0]
+    assert "annotations" not in payload["metadata"]  # the signed content never contains signatures
+
+
+def test_append_keeps_earlier_signatures_valid() -> None:
+    first, second, third = make_key(), make_key("rsa"), make_key("ecdsa-p384")
+    docs = append_signature(append_signature(sign_documents([configmap()], first), second), third)
+    annotations = docs[0]["metadata"]["annotations"]
+    assert {f"{D}/signature", f"{D}/signature_1", f"{D}/signature_2"} <= set(annotations)
+    policy = Policy.from_dict({"keys": [public_key_pem(k) for k in (first, second, third)], "keyOperation": "MustAll"})
+    assert decide(Review.for_object(docs[0]), policy).reason == "verified"
+
+
+def test_append_needs_one_shared_message() -> None:
+    with pytest.raises(RequestError, match="needs signed input"):
+        append_signature([configmap()], make_key())
+    a = sign_documents([configmap("a")], make_key())
+    b = sign_documents([configmap("b")], make_key())
+    with pytest.raises(RequestError, match="same message"):
+        append_signature(a + b, make_key())
+
+
+def test_tarball_payload() -> None:
+    files = [("cm.yaml", dump_yaml([configmap()]).encode())]
+    (doc,) = sign_documents([configmap()], make_key(), tarball_files=files)
+    env = read_envelope(doc["metadata"]["annotations"])
+    assert env.payload.format == "tarball"
+    assert decide(Review.for_object(doc), Policy.from_dict({"keys": [public_key_pem(make_key())]})).reason == "verified"
+
+
+def test_nothing_to_sign() -> None:
+    with pytest.raises(RequestError, match="nothing to sign"):
+        sign_documents([], make_key())
+
+
+def test_dump_yaml_keeps_long_values_on_one_line() -> None:
+    text = dump_yaml([{"a": "x" * 500}])
+    assert text.count("\n") == 1
