@@ -58,6 +58,12 @@ class Limits:
     max_diff_items: int = 50
     #: Characters of a value quoted in a human message.
     max_quoted_value: int = 80
+    #: Bytes of one audit-log line (one ``audit.k8s.io/v1`` Event). An event at
+    #: level RequestResponse holds a request body (the API server accepts up to
+    #: 3 MiB, apiserver ``MaxRequestBodyBytes``) and a stored object (etcd's
+    #: default 1.5 MiB request limit), JSON-escaped; longer lines are counted
+    #: as malformed and skipped without being held in memory.
+    max_audit_line_bytes: int = 8 * MIB
 
 
 DEFAULT_LIMITS = Limits()

@@ -26,6 +26,7 @@ Reason = Literal[
     "out-of-scope",
     "dry-run-request",
     "no-signatures",
+    "unverifiable-operation",  # a DELETE/CONNECT no profile covers: no new object, nothing to verify
     # denied: the object
     "unsigned",
     "no-matching-manifest",
@@ -106,8 +107,12 @@ class Result:
         """Where this verdict falls in the paper's table.
 
         Unsigned objects are "unprocessed" (in scope, unsigned, matched by no
-        profile); every other denial -- a bad signature, a changed object, a
-        request or policy that could not be read -- is "invalid-signature".
+        profile), and so is anything else let through unverified without a
+        profile or scope rule saying so -- a person's DELETE (the paper counts
+        by object and requester, not by verb: a deletion of an in-scope object
+        that no profile covers is in scope and unprotected). Every other
+        denial -- a bad signature, a changed object, a request or policy that
+        could not be read -- is "invalid-signature".
         """
         if self.reason in ("out-of-scope", "dry-run-request"):
             return "out-of-scope"
@@ -115,7 +120,7 @@ class Result:
             return "common-profile" if self.profile == "common" else "app-profile"
         if self.verified:
             return "valid-signature"
-        if self.reason == "unsigned":
+        if self.reason == "unsigned" or self.allowed:
             return "unprocessed"
         return "invalid-signature"
 

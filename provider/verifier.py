@@ -270,7 +270,8 @@ def decide(
 ) -> Result:
     """The verdict for one admission review.
 
-    Order: our own dry-run requests; operations without a new object; scope
+    Order: our own dry-run requests; operations without a new object (DELETE,
+    CONNECT: matched by the object they act on, then allowed); scope
     (``inScopeObjects``, the common profile's out-of-scope kinds); ``skipObjects``;
     ``skipUsers`` (common profile first, then the policy's; not for audit
     reviews); then :func:`verify`. Raises only :class:`RequestError` (the
@@ -279,9 +280,13 @@ def decide(
     """
     if review.dry_run:
         return Result.allow("dry-run-request", "dry-run requests change nothing and are allowed (this also lets the verifier's own dry-runs through)")
-    if review.operation in ("DELETE", "CONNECT"):
+    # A DELETE (or CONNECT) carries no new object: scope and profiles are read
+    # from the object it acts on (admission's oldObject), so the traffic table
+    # can tell a controller's deletes from a person's.
+    no_new_object = review.operation in ("DELETE", "CONNECT")
+    obj = review.old_object if no_new_object else review.object
+    if no_new_object and not isinstance(obj, dict):
         return Result.allow("out-of-scope", f"{review.operation} requests carry no new object to verify", "policy")
-    obj = review.object
     if not isinstance(obj, dict):
         raise RequestError("the review has no object to verify")
     ident = ObjectIdentity.of(obj, review.namespace)
@@ -302,6 +307,8 @@ def decide(
         for rule in policy.skip_users:
             if rule.matches(user, groups, ident):
                 return Result.allow("skipped-user", f"{user} may change {what} unsigned: {rule.describe()}", "policy")
+    if no_new_object:
+        return Result.allow("unverifiable-operation", f"{review.operation} of {what} by {review.username or 'an unnamed user'}: there is no new object and so no signature to check; allowed unverified, no profile covers it")
     try:
         facts = verify(obj, policy, namespace=review.namespace, dry_runner=dry_runner, now=now, limits=limits)
     except VerificationFailure as failure:
