@@ -118,7 +118,7 @@ def _walk(a: Any, b: Any, path: Path, states: tuple[_Node, ...], out: list[DiffI
         for key in a.keys() | b.keys():
             sub, ignored = advance(states, key) if states else ((), False)
             if not ignored:
-                _walk(a.get(key), b.get(key), path + (key,), sub, out)
+                _walk(a.get(key), b.get(key), (*path, key), sub, out)
         return
     if ta is list or tb is list:
         if ta is not list:
@@ -135,7 +135,7 @@ def _walk(a: Any, b: Any, path: Path, states: tuple[_Node, ...], out: list[DiffI
                 _walk(
                     a[index] if index < len(a) else None,
                     b[index] if index < len(b) else None,
-                    path + (index,),
+                    (*path, index),
                     sub,
                     out,
                 )

@@ -216,6 +216,8 @@ def private_pem(key: PrivateKeyTypes, password: bytes | None) -> bytes:
 
 
 def public_pem(key: PrivateKeyTypes | PublicKeyTypes) -> bytes:
-    public = key.public_key() if hasattr(key, "private_bytes") else key
-    return public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)  # type: ignore[union-attr]
+    public: PublicKeyTypes = (
+        key.public_key() if isinstance(key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey, ed25519.Ed25519PrivateKey)) else key
+    )
+    return public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
 

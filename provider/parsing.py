@@ -54,7 +54,7 @@ def _scalar_value(event: ev.ScalarEvent, error: type[DataError]) -> Any:
     if tag is None or tag == "!":
         if tag == "!" or not event.implicit[0]:
             return value  # quoted or non-specific: always a string
-        tag = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False))
+        tag = _RESOLVER.resolve(yaml.ScalarNode, value, (True, False))  # type: ignore[no-untyped-call]
     if tag in (_STR, _TIMESTAMP, _VALUE):
         return value
     if tag == _NULL:
@@ -91,7 +91,7 @@ def _key_text(key: Any) -> str:
 
 
 class _Frame:
-    __slots__ = ("container", "start", "anchor", "key", "merges", "is_map")
+    __slots__ = ("anchor", "container", "is_map", "key", "merges", "start")
 
     def __init__(self, container: Any, start: int, anchor: str | None, is_map: bool) -> None:
         self.container = container

@@ -138,7 +138,7 @@ class ObjectRef:
 
 
 class _Node:
-    __slots__ = ("terminal", "keys", "indices", "any_index", "star", "globs")
+    __slots__ = ("any_index", "globs", "indices", "keys", "star", "terminal")
 
     def __init__(self) -> None:
         self.terminal = False
@@ -195,7 +195,7 @@ def parse_field_pattern(text: Any, where: str = "field pattern") -> tuple[Segmen
         token = text[i:j]
         if not token:
             raise PolicyError(f"{where}: unexpected {text[i]!r} at character {i + 1} of {text!r}")
-        if token == "*":
+        if token == "*":  # noqa: S105 - a wildcard, not a password
             segments.append(("star", None))
         elif "*" in token:
             segments.append(("glob", token))

@@ -31,7 +31,7 @@ import difflib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
@@ -41,7 +41,15 @@ from .errors import PolicyError
 from .keys import PublicKey, load_public_keys
 from .limits import DEFAULT_LIMITS, Limits
 from .parsing import load_yaml_stream
-from .patterns import FieldTrie, NamePattern, ObjectIdentity, ObjectRef, Segment, parse_field_pattern, unanchored_matcher
+from .patterns import (
+    FieldTrie,
+    NamePattern,
+    ObjectIdentity,
+    ObjectRef,
+    Segment,
+    parse_field_pattern,
+    unanchored_matcher,
+)
 
 KeyOperation = Literal["AtLeastOne", "MustAll"]
 KEY_OPERATIONS: tuple[KeyOperation, ...] = ("AtLeastOne", "MustAll")
@@ -220,7 +228,7 @@ class Profile:
     out_of_scope: tuple[ObjectRef, ...]
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_profile(name: str) -> Profile:
     if name not in PROFILES:
         raise PolicyError(f"unknown built-in profile {name!r}; choose from {', '.join(PROFILES)}")
@@ -356,7 +364,7 @@ class Policy:
         if cached is not None:
             return cached
         anchored: list[tuple[Segment, ...]] = []
-        unanchored = []
+        unanchored: list[re.Pattern[str]] = []
         for i in applicable:
             if i >= own and self.unsafe_unanchored_ignore_fields:
                 unanchored.extend(unanchored_matcher(f) for f in rules[i].fields)

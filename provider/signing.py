@@ -59,8 +59,8 @@ def strip_envelope(documents: list[dict[str, Any]], domain: str = DEFAULT_DOMAIN
     """Copies of ``documents`` without signature annotations (re-signing replaces them)."""
     pattern = _envelope_keys(domain)
     clean = []
-    for doc in documents:
-        doc = copy.deepcopy(doc)
+    for original in documents:
+        doc = copy.deepcopy(original)
         meta = doc.get("metadata")
         if isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
             kept = {k: v for k, v in meta["annotations"].items() if not pattern.match(k)}

@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Protocol
 
 from .compare import DiffItem, diff
@@ -94,12 +94,25 @@ def _check_signer(spec: SignerSpec, envelope: Envelope, policy: Policy, now: dat
 
 
 def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None) -> tuple[Signer, ...]:
-    outcomes: list[tuple[str, Outcome]] = [(key.label(), _check_key(key, envelope)) for key in policy.keys]
-    outcomes += [(spec.describe(), _check_signer(spec, envelope, policy, now)) for spec in policy.signers]
-    verified = tuple(o.signer for _, o in outcomes if o.verified and o.signer is not None)
+    """The keys/signers that verify, in policy order, stopping once the requirement is met.
+
+    Keys are tried before keyless signers (a key costs one signature check, a
+    signer a certificate chain and a transparency-log entry). A verdict's
+    ``signers`` therefore lists the anchors that verified *until the policy was
+    satisfied*, not necessarily every listed key that signed.
+    """
     required = policy.required_count
-    if len(verified) >= required:
-        return verified
+    checks: list[tuple[str, Callable[[], Outcome]]] = [(key.label(), partial(_check_key, key, envelope)) for key in policy.keys]
+    checks += [(spec.describe(), partial(_check_signer, spec, envelope, policy, now)) for spec in policy.signers]
+    outcomes: list[tuple[str, Outcome]] = []
+    verified: list[Signer] = []
+    for label, run in checks:
+        outcome = run()
+        outcomes.append((label, outcome))
+        if outcome.verified and outcome.signer is not None:
+            verified.append(outcome.signer)
+            if len(verified) >= required:
+                return tuple(verified)
     failed = [(label, o) for label, o in outcomes if not o.verified]
     sets = len(envelope.sets)
     count = f"{sets} signature{'s' if sets != 1 else ''}"
@@ -119,7 +132,7 @@ def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None) -> 
     raise ThresholdNotMet(
         f"{len(verified)} of the {required} keys or signers required by {policy.requirement()} verified "
         f"the object's {count}; not verified: {missing}{unread}",
-        signers=verified,
+        signers=tuple(verified),
     )
 
 
@@ -129,7 +142,8 @@ def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None) -> 
 def find_document(documents: list[dict[str, Any]], obj: dict[str, Any], namespace: str | None) -> dict[str, Any]:
     """The document signed *for this object*: same group, kind and name (and namespace if it has one)."""
     ident = ObjectIdentity.of(obj, namespace)
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    raw_meta = obj.get("metadata")
+    meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
     name_field = "name" if meta.get("name") else "generateName"
     candidates = []
     same_kind = []
@@ -249,9 +263,15 @@ def verify(
         if dry_runner is not None:
             from .dryrun import compare_with_dry_run
 
-            items = compare_with_dry_run(document, obj, namespace, policy, ignore, dry_runner)
+            try:
+                items = compare_with_dry_run(document, obj, namespace, policy, ignore, dry_runner)
+            except VerificationFailure as failure:  # the API server rejected the signed manifest
+                failure.signers = signers
+                raise
             if not items:
                 return Verification(signers, document, envelope.payload.format, used_cluster=True)
+            # The "before" values are now the dry-run's, not the bare manifest's.
+            hint = " (compared with the API server's dry-run of the signed manifest)"
         else:
             hint = " (dry-run is enabled in the policy, but no cluster was available to run it)"
     raise ContentMismatch(describe_diff(items, limits) + hint, diff=tuple(items), signers=signers)

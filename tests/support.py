@@ -29,7 +29,7 @@ def load_yaml(path: Path) -> list[Any]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def make_key(key_type: str = "ecdsa-p256", n: int = 0) -> PrivateKeyTypes:
     """A real private key, generated once per (type, n) per test run."""
     return generate_key(key_type)

@@ -98,7 +98,7 @@ def test_encrypted_key_and_stdout(tmp_path: Path) -> None:
     no_password = cli("sign", "-f", manifest, "-k", tmp_path / "k.key", "-o", "-")
     assert no_password.returncode == 2 and "MANIFEST_PROVIDER_PASSWORD" in no_password.stderr
     proc = cli("sign", "-f", manifest, "-k", tmp_path / "k.key", "-o", "-", env=env)
-    assert proc.returncode == 0 and f"cosign.sigstore.dev/signature" in proc.stdout
+    assert proc.returncode == 0 and "cosign.sigstore.dev/signature" in proc.stdout
     verify = cli("verify", "-f", "-", "-k", tmp_path / "k.pub", stdin=proc.stdout)
     assert verify.returncode == 0, verify.stdout
 

@@ -69,8 +69,8 @@ def test_upstream_messages_decode(fixture: str, fmt: str, names: list[str]) -> N
 
 def test_tarball_member_names_are_absolute_temp_paths_and_never_touch_disk(tmp_path: object) -> None:
     env = read_envelope(annotations_of("manifests/cm-tarball-key-signed.yaml"))
-    inner = tarfile.open(fileobj=io.BytesIO(gzip.decompress(env.payload.data)))
-    assert inner.getnames()[0].startswith("/var/folders/")
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(env.payload.data))) as inner:
+        assert inner.getnames()[0].startswith("/var/folders/")
     assert env.payload.documents()[0]["kind"] == "ConfigMap"
 
 

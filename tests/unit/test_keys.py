@@ -12,7 +12,15 @@ from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, rsa
 from cryptography.x509.oid import NameOID
 
 from provider.errors import KeyLoadError, PolicyError
-from provider.keys import KEY_TYPES, generate_key, load_private_key, load_public_keys, private_pem, public_pem, sign_bytes
+from provider.keys import (
+    KEY_TYPES,
+    generate_key,
+    load_private_key,
+    load_public_keys,
+    private_pem,
+    public_pem,
+    sign_bytes,
+)
 from tests.support import UPSTREAM
 
 
