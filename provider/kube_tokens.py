@@ -1,0 +1,134 @@
+"""Bootstrap tokens read from the cluster, and the ``cluster-info`` check the service runs.
+
+:class:`KubeTokenSource` answers :class:`provider.bootstrap.TokenSource` lookups
+by reading the Secret ``kube-system/bootstrap-token-<id>`` -- the same objects
+the bootstrap signer signs with -- one GET per token id, never a list: with a
+policy ``tokenIds`` allow-list the service's RBAC can be narrowed to those
+Secret names (``docs/neighbours.md``). A missing Secret is an unknown token; a
+Secret the signer would ignore (wrong type, mismatched ``token-id``) is one too.
+Anything else that keeps the answer from arriving -- the API server down, a
+timeout, RBAC refusing the read -- is a :class:`~provider.errors.TransientError`
+(the whole request fails and Gatekeeper asks again: never a cached verdict).
+
+:func:`check_cluster_info` is the ``"cluster-info"`` entry of
+:data:`provider.checks.CHECKS`. It reads the policy strictly and marks its
+verdicts ``used_cluster`` whenever a token was looked up: a token expires or
+is deleted, so such verdicts must not be cached.
+
+The ``kubernetes`` package is imported only when a lookup happens.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from datetime import datetime
+from typing import Any, Protocol
+
+from .bootstrap import (
+    TOKEN_SECRET_NAMESPACE,
+    TOKEN_SECRET_PREFIX,
+    BootstrapToken,
+    ClusterInfoPolicy,
+    evaluate_cluster_info,
+)
+from .errors import RequestError, TransientError
+from .limits import DEFAULT_LIMITS, Limits
+from .parsing import load_json
+from .result import Result
+from .review import Review
+
+log = logging.getLogger(__name__)
+
+#: Seconds one Secret read may take: the service answers Gatekeeper within its
+#: 2.5 s deadline (Gatekeeper's webhook gives policies 3 s).
+DEFAULT_TIMEOUT = 1.0
+
+
+class KubeTokenSource:
+    """Looks bootstrap tokens up as Secrets through the official ``kubernetes`` client.
+
+    ``client`` is a ``kubernetes.client.ApiClient`` or anything with
+    ``CoreV1Api.read_namespaced_secret``'s signature.
+    """
+
+    description = f"no usable Secret {TOKEN_SECRET_NAMESPACE}/{TOKEN_SECRET_PREFIX}<id> of type bootstrap.kubernetes.io/token"
+
+    def __init__(self, client: Any, *, timeout: float = DEFAULT_TIMEOUT, limits: Limits = DEFAULT_LIMITS) -> None:
+        self._client = client
+        self._timeout = timeout
+        self._limits = limits
+        #: Token ids looked up so far (a verdict that used any is not cacheable).
+        self.lookups = 0
+
+    def _core(self) -> Any:
+        if hasattr(self._client, "read_namespaced_secret"):
+            return self._client
+        from kubernetes import client as k8s
+
+        return k8s.CoreV1Api(self._client)
+
+    def lookup(self, token_id: str) -> BootstrapToken | None:
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        self.lookups += 1
+        name = TOKEN_SECRET_PREFIX + token_id
+        where = f"Secret {TOKEN_SECRET_NAMESPACE}/{name}"
+        try:
+            response = self._core().read_namespaced_secret(
+                name, TOKEN_SECRET_NAMESPACE, _preload_content=False, _request_timeout=self._timeout
+            )
+            body = response.data
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            if exc.status in (401, 403):
+                raise TransientError(
+                    f"the API server refused to let the provider read {where} (HTTP {exc.status}); grant it get on that Secret"
+                ) from exc
+            raise TransientError(f"reading {where} failed: HTTP {exc.status} {str(exc.reason)[:80]}") from exc
+        except (HTTPError, OSError) as exc:
+            raise TransientError(f"reading {where} failed: {type(exc).__name__}") from exc
+        try:
+            secret = load_json(body, limits=self._limits, error=RequestError, what=where)
+        except RequestError as exc:
+            raise TransientError(f"the API server answered {where} with something that is not JSON") from exc
+        token = BootstrapToken.from_secret(secret, token_id)
+        if token is None:
+            log.info("ignoring %s: not a bootstrap token the signer would use", where)
+        return token
+
+
+class _Context(Protocol):
+    """The parts of :class:`provider.checks.CheckContext` this check reads."""
+
+    @property
+    def kube_client(self) -> Any: ...
+
+    @property
+    def now(self) -> datetime | None: ...
+
+    @property
+    def limits(self) -> Limits: ...
+
+
+class _Unconfigured:
+    """The token source when the service has no cluster client: a lookup cannot be answered."""
+
+    description = "no cluster configured"
+
+    def lookup(self, token_id: str) -> BootstrapToken | None:
+        raise TransientError(
+            f"cluster-info carries a signature by token {token_id}, but the provider has no Kubernetes client to read bootstrap token Secrets"
+        )
+
+
+def check_cluster_info(review: Review, policy: Any, context: _Context) -> Result:
+    """``"cluster-info"``: the bootstrap-token signatures of ``kube-public/cluster-info`` (:mod:`provider.bootstrap`)."""
+    parsed = ClusterInfoPolicy.from_dict(policy, context.limits)
+    if context.kube_client is None:
+        return evaluate_cluster_info(review, parsed, _Unconfigured(), now=context.now, limits=context.limits)
+    kube = KubeTokenSource(context.kube_client, limits=context.limits)
+    result = evaluate_cluster_info(review, parsed, kube, now=context.now, limits=context.limits)
+    return dataclasses.replace(result, used_cluster=True) if kube.lookups else result
