@@ -54,6 +54,15 @@ class Limits:
     max_certificate_bytes: int = 64 * KIB
     #: Keys plus signer entries in one policy.
     max_keys: int = 64
+    #: Certificates in one ``certificate[_N]`` annotation (the signer's leaf plus
+    #: the intermediates it brings), and the most intermediates a path from a
+    #: leaf to a trusted root may pass (cryptography's ``max_chain_depth``).
+    #: Fulcio paths have one intermediate; enterprise PKIs rarely exceed three.
+    max_chain_certificates: int = 5
+    #: Bytes of one sigstore TrustedRoot document (the public-good root is ~6 KiB).
+    max_trusted_root_bytes: int = 1 * MIB
+    #: CA certificates in one signer's ``roots`` or one TrustedRoot.
+    max_root_certificates: int = 64
     #: Difference items reported in a result (the count is always exact).
     max_diff_items: int = 50
     #: Characters of a value quoted in a human message.
