@@ -1,21 +1,248 @@
-"""Keyless (Fulcio + Rekor) and certificate signers.
+"""Keyless (Fulcio + Rekor) and certificate signers, verified offline.
 
-Placeholder until offline keyless verification lands: every signer entry
-fails closed with ``certificate-untrusted``.
+Contract: :func:`check_signer` returns an :class:`~provider.verifier.Outcome`
+for one ``signers`` entry against the object's signature sets -- verified with
+``signer = {"subject": ..., "issuer": ...}`` when at least one set carries a
+certificate that passes every check, otherwise the most specific failure
+(``tlog-entry-invalid``, ``certificate-untrusted``,
+``certificate-expired-at-signing``, ``signature-invalid``,
+``identity-mismatch``, in the order the checks run, the furthest one reached
+wins). A trusted root that cannot be used raises
+:class:`~provider.errors.PolicyError`: that is the policy's fault, not the
+object's. No network access, ever: everything needed is in the trusted root.
+
+Keyless signer (no ``roots``), per signature set with a certificate
+(steps numbered as in ``docs/keyless.md``):
+
+1. the bundle's SET verifies with the Rekor key chosen by its ``logID``,
+2. the logged hashedrekord/rekord entry names sha256(P), this signature and
+   this certificate (:mod:`provider.keyless_rekor`);
+3. the certificate chains to a Fulcio CA of the trusted root whose validity
+   window contains ``integratedTime``, and is a code-signing certificate;
+4. the certificate was valid at ``integratedTime`` (Fulcio certificates live
+   ten minutes; the log's timestamp proves when the signature existed);
+5. the signature over P verifies with the certificate's key;
+6. a SAN identity matches ``subject``/``subjectRegExp`` and the issuer matches
+   ``issuer``/``issuerRegExp`` (regular expressions must match the whole value).
+
+Certificate signer (``roots`` given): the certificate (plus any intermediates
+sent after it in the annotation) chains to one of ``roots`` *now*; no
+transparency log is consulted, so there is no signing time -- the certificate
+must be valid at verification time -- and steps 5 and 6 apply unchanged.
+
+Steps 1-5 do not depend on the signer entry or the clock, so their outcome for
+a keyless set is cached (keyed by the SHA-256 of root, payload, signature,
+certificate and bundle): several signer entries, or the same object reviewed
+again, cost one hash.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import hashlib
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from .errors import KeyLoadError, VerificationFailure
+from .keyless_cert import (
+    CertificateExpired,
+    CertificateUntrusted,
+    Identity,
+    IdentityMismatch,
+    chains_to,
+    clamp_to_validity,
+    identity_of,
+    read_certificates,
+    require_code_signing,
+    valid_at,
+    validity,
+)
+from .keyless_rekor import TlogEntryInvalid, check_bundle
+from .keys import PublicKey
+from .limits import DEFAULT_LIMITS, Limits
+from .trust import TrustRoot, load_signer_roots, load_trusted_root
+
 if TYPE_CHECKING:
-    from .envelope import Envelope
+    from .envelope import Envelope, SignatureSet
     from .policy import SignerSpec
     from .verifier import Outcome
 
+#: Failure reasons in the order the checks run: the furthest one reached is reported.
+_PROGRESS = (
+    "tlog-entry-invalid",
+    "certificate-untrusted",
+    "certificate-expired-at-signing",
+    "signature-invalid",
+    "identity-mismatch",
+)
+_CACHE_SIZE = 1024
 
-def check_signer(spec: SignerSpec, envelope: Envelope, trusted_root: Any, *, now: datetime | None = None) -> Outcome:
+
+@dataclass(frozen=True)
+class Certified:
+    """What steps 1-5 prove about one signature set: who the certificate names, and when it signed."""
+
+    identity: Identity
+    signed_at: datetime | None  # None for certificate signers: no transparency log
+
+
+@dataclass(frozen=True)
+class _Failed:
+    reason: str
+    message: str
+
+
+_lock = threading.Lock()
+_cache: OrderedDict[bytes, Certified | _Failed] = OrderedDict()
+
+
+def _signature_verifies(leaf: Any, signature: bytes, payload: bytes) -> None:
+    try:
+        key = PublicKey.from_crypto(leaf.public_key())
+    except KeyLoadError as exc:  # a key type or size no signature may use
+        raise CertificateUntrusted(f"the certificate's key cannot be used: {exc.message}") from exc
+    if not key.verifies(signature, payload):
+        raise VerificationFailure("the signature over the message does not verify with the certificate's key", reason="signature-invalid")
+
+
+def certify_keyless(sig_set: SignatureSet, payload: bytes, root: TrustRoot, limits: Limits = DEFAULT_LIMITS) -> Certified:
+    """Steps 1-5 for a Fulcio certificate and its Rekor bundle (see the module docstring)."""
+    if sig_set.certificate is None:
+        raise CertificateUntrusted("the signature carries no certificate")
+    leaf, extra = read_certificates(sig_set.certificate, limits)
+    if sig_set.bundle is None:
+        raise TlogEntryInvalid(
+            "the signature has a certificate but no Rekor bundle; keyless signatures must be logged "
+            "(use a signer with `roots` for certificates without a transparency log)"
+        )
+    # 1-2. the log vouches for this payload, signature and certificate at integratedTime
+    entry = check_bundle(sig_set.bundle, root, payload, sig_set.signature, leaf, limits=limits)
+    signed_at = entry.integrated_time
+    # 3. a Fulcio CA valid at signing time issued it. The path is checked at an
+    # instant inside the leaf's own validity so that a genuine certificate used
+    # after it expired is reported as such (step 4), not as untrusted.
+    authorities = root.authorities_at(signed_at)
+    if not authorities:
+        raise CertificateUntrusted(f"no certificate authority of the trusted root was valid at {signed_at.isoformat()}")
+    path_time = clamp_to_validity(leaf, signed_at)
+    if not any(chains_to(leaf, ca.intermediates + extra, ca.store, path_time, limits) for ca in authorities):
+        names = ", ".join(ca.label for ca in authorities[:3])
+        raise CertificateUntrusted(
+            f"the certificate (issuer {leaf.issuer.rfc4514_string()[:80]}) does not chain to a certificate authority "
+            f"of the trusted root valid at {signed_at.isoformat()} ({names})"
+        )
+    require_code_signing(leaf)
+    # 4. valid when logged
+    if not valid_at(leaf, signed_at):
+        raise CertificateExpired(f"the certificate ({validity(leaf)}) was not valid when the signature was logged ({signed_at.isoformat()})")
+    # 5. the signature itself
+    _signature_verifies(leaf, sig_set.signature, payload)
+    return Certified(identity_of(leaf), signed_at)
+
+
+def certify_with_roots(sig_set: SignatureSet, payload: bytes, roots_pem: str, now: datetime, limits: Limits = DEFAULT_LIMITS) -> Certified:
+    """Steps 3-5 for a certificate signer: chain to the given roots, valid now, signature good."""
+    if sig_set.certificate is None:
+        raise CertificateUntrusted("the signature carries no certificate")
+    roots = load_signer_roots(roots_pem, limits)
+    leaf, extra = read_certificates(sig_set.certificate, limits)
+    if not chains_to(leaf, extra, roots.store, clamp_to_validity(leaf, now), limits):
+        raise CertificateUntrusted(f"the certificate (issuer {leaf.issuer.rfc4514_string()[:80]}) does not chain to the signer's roots")
+    require_code_signing(leaf)
+    if not valid_at(leaf, now):
+        # Without a transparency log nothing proves when the signature was made.
+        raise CertificateUntrusted(f"the certificate ({validity(leaf)}) is not valid now; without a transparency log it must be")
+    _signature_verifies(leaf, sig_set.signature, payload)
+    return Certified(identity_of(leaf), None)
+
+
+def _cache_key(root: TrustRoot, payload: bytes, sig_set: SignatureSet) -> bytes:
+    digest = hashlib.sha256(root.digest.encode())
+    for part in (payload, sig_set.signature, sig_set.certificate or b"", sig_set.bundle or b""):
+        digest.update(len(part).to_bytes(8, "big"))
+        digest.update(part)
+    return digest.digest()
+
+
+def _certify_cached(sig_set: SignatureSet, payload: bytes, root: TrustRoot, limits: Limits) -> Certified:
+    key = _cache_key(root, payload, sig_set)
+    with _lock:
+        known = _cache.get(key)
+        if known is not None:
+            _cache.move_to_end(key)
+    if known is None:
+        try:
+            known = certify_keyless(sig_set, payload, root, limits)
+        except VerificationFailure as failure:
+            known = _Failed(failure.reason, failure.message)
+        with _lock:
+            _cache[key] = known
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+    if isinstance(known, _Failed):
+        raise VerificationFailure(known.message, reason=known.reason)
+    return known
+
+
+def clear_cache() -> None:
+    """Forget cached set outcomes (benchmarks measure the uncached cost)."""
+    with _lock:
+        _cache.clear()
+
+
+def match_identity(spec: SignerSpec, identity: Identity) -> dict[str, str]:
+    """Step 6: the signer entry's subject and issuer against the certificate's; full matches only."""
+    if spec.subject is not None:
+        subject = next((s for s in identity.subjects if s == spec.subject), None)
+    else:
+        pattern = spec.subject_regexp
+        subject = next((s for s in identity.subjects if pattern is not None and pattern.fullmatch(s)), None)
+    named = ", ".join(s[:80] for s in identity.subjects[:3]) or "no email or URI"
+    if subject is None:
+        wanted = spec.subject if spec.subject is not None else f"/{spec.subject_regexp.pattern if spec.subject_regexp else ''}/"
+        raise IdentityMismatch(f"the certificate names {named}, not {wanted[:80]}")
+    if spec.issuer is not None and identity.issuer != spec.issuer:
+        raise IdentityMismatch(f"{subject[:80]} was certified by issuer {identity.issuer[:80]!r}, not {spec.issuer[:80]!r}")
+    if spec.issuer_regexp is not None and not spec.issuer_regexp.fullmatch(identity.issuer):
+        raise IdentityMismatch(f"{subject[:80]} was certified by issuer {identity.issuer[:80]!r}, which does not match /{spec.issuer_regexp.pattern[:80]}/")
+    return {"subject": subject, "issuer": identity.issuer}
+
+
+def check_signer(
+    spec: SignerSpec,
+    envelope: Envelope,
+    trusted_root: Any,
+    *,
+    now: datetime | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> Outcome:
+    """Check one ``signers`` entry against every signature set (see the module docstring)."""
     from .verifier import Outcome
 
-    return Outcome(False, None, "certificate-untrusted", f"signer {spec.describe()}: keyless verification is not available")
+    label = f"signer {spec.describe()}"
+    certified_sets = [s for s in envelope.sets if s.certificate is not None]
+    if not certified_sets:
+        return Outcome(False, None, "signature-invalid", f"{label}: no signature carries a certificate")
+    payload = envelope.payload.data
+    moment = now or datetime.now(UTC)
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    # The trusted root is loaded only for keyless entries: certificate signers never need it.
+    root = load_trusted_root(trusted_root, limits=limits) if spec.roots is None else None
+    worst: tuple[int, SignatureSet, VerificationFailure] | None = None
+    for sig_set in certified_sets:
+        try:
+            if root is not None:
+                facts = _certify_cached(sig_set, payload, root, limits)
+            else:
+                facts = certify_with_roots(sig_set, payload, spec.roots or "", moment, limits)
+            return Outcome(True, match_identity(spec, facts.identity))
+        except VerificationFailure as failure:
+            rank = _PROGRESS.index(failure.reason) if failure.reason in _PROGRESS else 0
+            if worst is None or rank > worst[0]:
+                worst = (rank, sig_set, failure)
+    if worst is None:  # pragma: no cover - every set either verified or failed
+        return Outcome(False, None, "signature-invalid", f"{label}: no signature verified")
+    _, worst_set, worst_failure = worst
+    return Outcome(False, None, worst_failure.reason, f"{label}: {worst_set.name}: {worst_failure.message}")
