@@ -1,0 +1,391 @@
+"""Keyless and certificate signers in a sigstore world of our own: what verifies, and every attack refused.
+
+The world (tests/assets/keyless/world.py) is a Fulcio-like CA and a Rekor-like
+log key generated per test module; signatures, certificates and SETs are real.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import gzip
+import json
+import socket
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from provider import Policy, Review, decide
+from provider.envelope import read_envelope
+from provider.keyless import check_signer, clear_cache
+from provider.policy import SignerSpec
+from tests.assets.keyless.world import GITHUB, GOOGLE, SIGNED_AT, D, World, issue_leaf, make_ca, pem
+from tests.support import configmap, make_key, public_key_pem, sign
+
+WORLD = World()
+ROGUE = World()  # another CA and log: trusted by nobody here
+NOW = SIGNED_AT + timedelta(days=30)  # long after the ten-minute certificates expired
+
+
+def policy(*signers: Any, root: Any = None, **fields: Any) -> Policy:
+    return Policy.from_dict({"signers": list(signers or ["jane@example.com"]), "trustedRoot": root or WORLD.trusted_root(), **fields})
+
+
+def check(obj: dict[str, Any], pol: Policy | None = None) -> Any:
+    return decide(Review.for_object(obj), pol or policy(), now=NOW)
+
+
+def cm() -> dict[str, Any]:
+    return configmap("cm", "ns", key="value")
+
+
+def anns(obj: dict[str, Any]) -> dict[str, Any]:
+    annotations: dict[str, Any] = obj["metadata"]["annotations"]
+    return annotations
+
+
+def reblob(obj: dict[str, Any], name: str, change: Any) -> dict[str, Any]:
+    """``obj`` with the gzipped JSON annotation ``name`` rewritten by ``change``."""
+    obj = copy.deepcopy(obj)
+    data = json.loads(gzip.decompress(base64.b64decode(anns(obj)[f"{D}/{name}"])))
+    change(data)
+    anns(obj)[f"{D}/{name}"] = base64.b64encode(gzip.compress(json.dumps(data).encode())).decode()
+    return obj
+
+
+# --- what verifies ------------------------------------------------------------------
+
+
+def test_keyless_signature_verifies_and_names_the_identity() -> None:
+    result = check(WORLD.sign(cm()))
+    assert (result.allowed, result.verified, result.reason) == (True, True, "verified")
+    assert result.signers == ({"subject": "jane@example.com", "issuer": GOOGLE},)
+    assert "signed by jane@example.com" in result.message
+
+
+@pytest.mark.parametrize(
+    ("leaf", "signer", "expected"),
+    [
+        ({"email": None, "uri": "https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main", "issuer": "https://token.actions.githubusercontent.com"},
+         {"subjectRegExp": r"https://github\.com/org/repo/\.github/workflows/[^@]+@refs/heads/main", "issuer": "https://token.actions.githubusercontent.com"},
+         "https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main"),
+        ({"email": None, "username": "jane", "issuer": "https://oidc.example"}, {"subject": "jane", "issuer": "https://oidc.example"}, "jane"),
+        ({"issuer": None, "issuer_v1": GITHUB}, {"subject": "jane@example.com", "issuer": GITHUB}, "jane@example.com"),
+        ({"issuer": GITHUB, "issuer_v1": GITHUB}, {"subject": "jane@example.com", "issuerRegExp": r"https://github\.com/.*"}, "jane@example.com"),
+        ({}, {"subjectRegExp": r"[a-z]+@example\.com"}, "jane@example.com"),
+    ],
+    ids=["uri-san-regexp", "username-othername", "issuer-v1-extension", "issuer-both-extensions-agree", "subject-regexp-any-issuer"],
+)
+def test_identity_forms(leaf: dict[str, Any], signer: dict[str, Any], expected: str) -> None:
+    key, cert = WORLD.leaf(**leaf)
+    result = check(WORLD.sign(cm(), key=key, cert=cert), policy(signer))
+    assert result.reason == "verified", result.message
+    assert result.signers[0]["subject"] == expected
+
+
+def test_rekord_entries_and_root_first_chains_verify() -> None:
+    """Upstream's 2021 fixtures log ``rekord`` entries; root-signing copies list the root first."""
+    result = check(WORLD.sign(cm(), kind="rekord"), policy(root=WORLD.trusted_root(root_first=True)))
+    assert result.reason == "verified", result.message
+
+
+def test_second_signature_set_verifies_when_the_first_is_someone_else() -> None:
+    key, cert = WORLD.leaf(email="bob@example.com", issuer=GITHUB)
+    obj = WORLD.sign(WORLD.sign(cm()), key=key, cert=cert, index=1)
+    result = check(obj, policy({"subject": "bob@example.com", "issuer": GITHUB}))
+    assert result.signers == ({"subject": "bob@example.com", "issuer": GITHUB},)
+    both = check(obj, policy("jane@example.com", "bob@example.com", keyOperation="MustAll"))
+    assert both.reason == "verified" and len(both.signers) == 2
+
+
+def test_keys_and_signers_count_together_for_threshold() -> None:
+    key = make_key()
+    (obj,) = sign(cm(), key)
+    obj = WORLD.sign(obj, index=1)
+    two = Policy.from_dict({"keys": [public_key_pem(key)], "signers": ["jane@example.com"], "trustedRoot": WORLD.trusted_root(), "threshold": 2})
+    assert check(obj, two).reason == "verified"
+    other = Policy.from_dict({"keys": [public_key_pem(key)], "signers": ["mallory@example.com"], "trustedRoot": WORLD.trusted_root(), "threshold": 2})
+    result = check(obj, other)
+    assert result.reason == "key-threshold-not-met"
+    assert "mallory@example.com" in result.message
+
+
+def test_verification_needs_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Air-gapped clusters: a keyless verification opens no socket."""
+    obj = WORLD.sign(cm())
+    clear_cache()
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("keyless verification tried to use the network")
+
+    monkeypatch.setattr(socket, "socket", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    result = check(obj)
+    assert result.reason == "verified", result.message
+
+
+# --- attacks ------------------------------------------------------------------------
+
+
+def forged() -> dict[str, Any]:
+    key, cert = WORLD.forged_leaf(email="jane@example.com")
+    return WORLD.sign(cm(), key=key, cert=cert)  # the log (like the real Rekor) logs anything
+
+
+def rogue_ca() -> dict[str, Any]:
+    key, cert = ROGUE.leaf(email="jane@example.com")
+    return WORLD.sign(cm(), key=key, cert=cert)
+
+
+def expired_at_signing() -> dict[str, Any]:
+    key, cert = WORLD.leaf(not_before=SIGNED_AT - timedelta(hours=1))  # expired 50 minutes before logging
+    return WORLD.sign(cm(), key=key, cert=cert)
+
+
+def not_yet_valid_at_signing() -> dict[str, Any]:
+    key, cert = WORLD.leaf(not_before=SIGNED_AT + timedelta(minutes=5))
+    return WORLD.sign(cm(), key=key, cert=cert)
+
+
+def tampered_set() -> dict[str, Any]:
+    return reblob(WORLD.sign(cm()), "bundle", lambda b: b["Payload"].update(integratedTime=b["Payload"]["integratedTime"] - 3600))
+
+
+def set_over_other_bytes() -> dict[str, Any]:
+    return WORLD.sign(cm(), set_over={"logIndex": 1})
+
+
+def set_by_rogue_log() -> dict[str, Any]:
+    return WORLD.sign(cm(), log_key=ROGUE.rekor, log_id=ROGUE.log_id)
+
+
+def set_by_rogue_log_claiming_our_id() -> dict[str, Any]:
+    return WORLD.sign(cm(), log_key=ROGUE.rekor, log_id=WORLD.log_id)
+
+
+def bundle_for_another_hash() -> dict[str, Any]:
+    return WORLD.sign(cm(), logged_hash="ab" * 32)
+
+
+def bundle_for_another_signature() -> dict[str, Any]:
+    return WORLD.sign(cm(), logged_signature=b"\x30\x06\x02\x01\x01\x02\x01\x01")
+
+
+def bundle_for_another_certificate() -> dict[str, Any]:
+    _, other = WORLD.leaf(email="jane@example.com")
+    return WORLD.sign(cm(), logged_cert=other)
+
+
+def bundle_from_another_object() -> dict[str, Any]:
+    """A perfectly valid bundle, lifted from another signed object of the same signer."""
+    key, cert = WORLD.leaf()
+    donor = WORLD.sign(configmap("other", "ns", key="other"), key=key, cert=cert)
+    obj = WORLD.sign(cm(), key=key, cert=cert)
+    anns(obj)[f"{D}/bundle"] = anns(donor)[f"{D}/bundle"]
+    return obj
+
+
+def no_bundle() -> dict[str, Any]:
+    return WORLD.sign(cm(), bundle=False)
+
+
+def wrong_issuer() -> dict[str, Any]:
+    key, cert = WORLD.leaf(issuer=GITHUB)
+    return WORLD.sign(cm(), key=key, cert=cert)
+
+
+def conflicting_issuers() -> dict[str, Any]:
+    key, cert = WORLD.leaf(issuer=GOOGLE, issuer_v1=GITHUB)
+    return WORLD.sign(cm(), key=key, cert=cert)
+
+
+def other_subject() -> dict[str, Any]:
+    key, cert = WORLD.leaf(email="jane@example.com.evil.test")
+    return WORLD.sign(cm(), key=key, cert=cert)
+
+
+def not_code_signing() -> dict[str, Any]:
+    key, cert = WORLD.leaf(code_signing=False)
+    return WORLD.sign(cm(), key=key, cert=cert)
+
+
+def signature_by_other_key() -> dict[str, Any]:
+    """Certificate, bundle and log all name signature S, but S is not the certificate key's."""
+    _, cert = WORLD.leaf()
+    return WORLD.sign(cm(), key=ec.generate_private_key(ec.SECP256R1()), cert=cert)
+
+
+def content_changed_after_signing() -> dict[str, Any]:
+    obj = WORLD.sign(cm())
+    obj["data"]["key"] = "changed"
+    return obj
+
+
+ATTACKS = [
+    ("self-signed-victim-identity", forged, "certificate-untrusted"),
+    ("rogue-ca", rogue_ca, "certificate-untrusted"),
+    ("not-code-signing", not_code_signing, "certificate-untrusted"),
+    ("expired-at-integrated-time", expired_at_signing, "certificate-expired-at-signing"),
+    ("not-yet-valid-at-integrated-time", not_yet_valid_at_signing, "certificate-expired-at-signing"),
+    ("tampered-set", tampered_set, "tlog-entry-invalid"),
+    ("set-over-other-payload", set_over_other_bytes, "tlog-entry-invalid"),
+    ("set-by-unknown-log", set_by_rogue_log, "tlog-entry-invalid"),
+    ("set-by-other-key-claiming-trusted-log-id", set_by_rogue_log_claiming_our_id, "tlog-entry-invalid"),
+    ("bundle-names-another-hash", bundle_for_another_hash, "tlog-entry-invalid"),
+    ("bundle-names-another-signature", bundle_for_another_signature, "tlog-entry-invalid"),
+    ("bundle-names-another-certificate", bundle_for_another_certificate, "tlog-entry-invalid"),
+    ("bundle-from-another-object", bundle_from_another_object, "tlog-entry-invalid"),
+    ("no-bundle", no_bundle, "tlog-entry-invalid"),
+    ("signature-by-another-key", signature_by_other_key, "signature-invalid"),
+    ("wrong-issuer", wrong_issuer, "identity-mismatch"),
+    ("conflicting-issuer-extensions", conflicting_issuers, "identity-mismatch"),
+    ("subject-is-only-a-prefix-match", other_subject, "identity-mismatch"),
+    ("content-changed-after-signing", content_changed_after_signing, "content-mismatch"),
+]
+
+
+@pytest.mark.parametrize(("make", "reason"), [(m, r) for _, m, r in ATTACKS], ids=[i for i, _, _ in ATTACKS])
+def test_attack_is_refused(make: Any, reason: str) -> None:
+    result = check(make(), policy({"subject": "jane@example.com", "issuer": GOOGLE}))
+    assert (result.allowed, result.verified) == (False, False)
+    assert result.reason == reason, result.message
+    if reason != "content-mismatch":
+        assert result.signers == ()
+
+
+def test_regexps_must_match_the_whole_value() -> None:
+    obj = WORLD.sign(cm())
+    assert check(obj, policy({"subjectRegExp": "jane"})).reason == "identity-mismatch"
+    assert check(obj, policy({"subjectRegExp": "jane@example.com", "issuerRegExp": "https://accounts"})).reason == "identity-mismatch"
+    assert check(obj, policy({"subjectRegExp": "jane@example\\.com", "issuerRegExp": "https://accounts\\.google\\.com"})).reason == "verified"
+
+
+def test_ca_outside_its_trusted_root_window_is_untrusted() -> None:
+    """A CA the root retired before the signature was logged issues nothing trusted."""
+    root = WORLD.trusted_root(ca_valid_for={"start": "2020-01-01T00:00:00Z", "end": "2025-12-31T23:59:59Z"})
+    result = check(WORLD.sign(cm()), policy(root=root))
+    assert result.reason == "certificate-untrusted"
+    assert "no certificate authority" in result.message
+
+
+def test_log_key_outside_its_window_is_refused() -> None:
+    root = WORLD.trusted_root(log_valid_for={"start": "2027-01-01T00:00:00Z"})
+    result = check(WORLD.sign(cm()), policy(root=root))
+    assert result.reason == "tlog-entry-invalid"
+    assert "outside the validity" in result.message
+
+
+def test_key_signed_object_gives_no_keyless_signer() -> None:
+    (obj,) = sign(cm(), make_key())
+    result = check(obj)
+    assert result.reason == "signature-invalid"
+    assert "no signature carries a certificate" in result.message
+
+
+def test_furthest_failure_is_reported() -> None:
+    """One set from a rogue CA, one genuine set for someone else: the identity is what is wrong."""
+    key, cert = WORLD.leaf(email="bob@example.com")
+    obj = WORLD.sign(rogue_ca(), key=key, cert=cert, index=1)
+    result = check(obj)
+    assert result.reason == "identity-mismatch"
+    assert "bob@example.com" in result.message
+
+
+def test_failures_are_cached_and_still_fail() -> None:
+    obj = forged()
+    spec = SignerSpec(subject="jane@example.com")
+    envelope = read_envelope(anns(obj))
+    first = check_signer(spec, envelope, WORLD.trusted_root(), now=NOW)
+    second = check_signer(spec, envelope, WORLD.trusted_root(), now=NOW)
+    assert first == second
+    assert (first.verified, first.reason) == (False, "certificate-untrusted")
+
+
+# --- certificate signers: chains to the signer's own roots, no transparency log -------------
+
+
+PKI_ROOT = make_ca("corp-root")
+PKI_ISSUING = make_ca("corp-code-signing", PKI_ROOT, path_length=0)
+
+
+def corp_signed(*, not_before: datetime | None = None, chain: bool = True, ca: Any = PKI_ISSUING, **leaf: Any) -> dict[str, Any]:
+    start = not_before or datetime.now(UTC) - timedelta(days=1)
+    key, cert = issue_leaf(ca, not_before=start, lifetime=timedelta(days=365), issuer=None, email="build@corp.example", **leaf)
+    return WORLD.sign(cm(), key=key, cert=cert, chain=(ca.cert,) if chain else (), bundle=False)
+
+
+def corp_policy(**signer: Any) -> Policy:
+    entry = {"subject": "build@corp.example", "roots": pem(PKI_ROOT.cert).decode(), **signer}
+    return Policy.from_dict({"signers": [entry]})
+
+
+def test_certificate_signer_chains_to_its_roots() -> None:
+    result = decide(Review.for_object(corp_signed()), corp_policy())
+    assert result.reason == "verified", result.message
+    assert result.signers == ({"subject": "build@corp.example", "issuer": "CN=corp-code-signing,O=test.example"},)
+    pinned = corp_policy(issuer="CN=corp-code-signing,O=test.example")
+    assert decide(Review.for_object(corp_signed()), pinned).reason == "verified"
+    only_issuing_ca = Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": pem(PKI_ISSUING.cert).decode()}]})
+    assert decide(Review.for_object(corp_signed(chain=False)), only_issuing_ca).reason == "verified"
+
+
+def test_chain_work_is_bounded() -> None:
+    """At most ``max_chain_certificates`` certificates are read from an annotation."""
+    ca = PKI_ROOT
+    chain = []
+    for i in range(6):
+        ca = make_ca(f"level-{i}", ca)
+        chain.insert(0, ca.cert)
+    key, cert = issue_leaf(ca, not_before=datetime.now(UTC) - timedelta(days=1), lifetime=timedelta(days=30), issuer=None, email="build@corp.example")
+    too_many = WORLD.sign(cm(), key=key, cert=cert, chain=tuple(chain), bundle=False)
+    result = decide(Review.for_object(too_many), corp_policy())
+    assert result.reason == "certificate-untrusted"
+    assert "at most 5 are read" in result.message
+    longest = WORLD.sign(cm(), key=key, cert=cert, chain=tuple(chain[:4]), bundle=False)  # leaf + 4: within the limit
+    roots = pem(chain[4]).decode()
+    assert decide(Review.for_object(longest), Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": roots}]})).reason == "verified"
+
+
+CERT_SIGNER_FAILURES = [
+    ("intermediate-not-sent", lambda: corp_signed(chain=False), {}, "certificate-untrusted"),
+    ("other-pki", lambda: corp_signed(ca=make_ca("other-issuing", make_ca("other-root"), path_length=0)), {}, "certificate-untrusted"),
+    ("keyless-certificate-under-roots", lambda: WORLD.sign(cm()), {"subject": "jane@example.com"}, "certificate-untrusted"),
+    ("expired-now", lambda: corp_signed(not_before=datetime.now(UTC) - timedelta(days=400)), {}, "certificate-untrusted"),
+    ("wrong-issuing-ca", corp_signed, {"issuer": "CN=another-ca,O=test.example"}, "identity-mismatch"),
+    ("wrong-subject", corp_signed, {"subject": "intern@corp.example"}, "identity-mismatch"),
+]
+
+
+@pytest.mark.parametrize(("make", "signer", "reason"), [(m, s, r) for _, m, s, r in CERT_SIGNER_FAILURES], ids=[i for i, *_ in CERT_SIGNER_FAILURES])
+def test_certificate_signer_failures(make: Any, signer: dict[str, Any], reason: str) -> None:
+    result = decide(Review.for_object(make()), corp_policy(**signer))
+    assert (result.allowed, result.reason) == (False, reason), result.message
+
+
+def test_certificate_signer_never_reads_the_trusted_root() -> None:
+    """A policy with only certificate signers works with a trusted root that would not even parse."""
+    pol = Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": pem(PKI_ROOT.cert).decode()}], "trustedRoot": "/nonexistent/root.json"})
+    assert decide(Review.for_object(corp_signed()), pol).reason == "verified"
+
+
+@pytest.mark.parametrize(
+    ("roots", "message"),
+    [
+        ("not pem", "no PEM certificate"),
+        ("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", "not a PEM bundle"),
+        (None, "not a CA certificate"),
+    ],
+    ids=["not-pem", "bad-der", "leaf-as-root"],
+)
+def test_bad_roots_are_a_policy_error(roots: str | None, message: str) -> None:
+    from provider.errors import PolicyError
+
+    if roots is None:
+        _, leaf = WORLD.leaf()
+        roots = pem(leaf).decode()
+    obj = corp_signed()
+    with pytest.raises(PolicyError, match=message):
+        decide(Review.for_object(obj), Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": roots}]}))
