@@ -67,6 +67,15 @@ class Limits:
     max_diff_items: int = 50
     #: Characters of a value quoted in a human message.
     max_quoted_value: int = 80
+    #: Bytes of one Kubernetes API response the dry-run client reads (a
+    #: created object, a discovery document). Objects are capped by etcd's
+    #: 1.5 MiB request limit; managedFields can roughly double that.
+    max_api_response_bytes: int = 8 * MIB
+    #: Seconds one server-side dry-run may take in total (discovery, the
+    #: create, one retry after a name clash); past it the verdict is
+    #: ``dry-run-failed``. It must fit well inside the admission webhook's own
+    #: timeout, which also covers the rest of the verification.
+    dry_run_timeout: float = 1.5
     #: Bytes of one audit-log line (one ``audit.k8s.io/v1`` Event). An event at
     #: level RequestResponse holds a request body (the API server accepts up to
     #: 3 MiB, apiserver ``MaxRequestBodyBytes``) and a stored object (etcd's
