@@ -1,0 +1,386 @@
+"""The Kubernetes adapter: server-side dry-run through the official ``kubernetes`` client.
+
+:class:`KubeDryRunner` implements :class:`provider.verifier.DryRunner`. One
+:meth:`~KubeDryRunner.dry_run` is, within one deadline
+(:attr:`Limits.dry_run_timeout <provider.limits.Limits.dry_run_timeout>`, 1.5 s):
+
+1. discovery -- ``GET /api/v1`` or ``GET /apis/<group>/<version>`` maps the
+   manifest's kind to its resource name and scope (the server's answer, never
+   a guessed plural). One request per group/version, cached for
+   ``discovery_ttl`` seconds; a kind missing from a cached document causes one
+   refetch (at most every :data:`MISS_REFETCH_SECONDS`) so a CRD installed
+   since shows up. The client's ``DynamicClient`` is not used: with an empty
+   cache it fetches ``/version``, ``/apis`` and, for ``v1``, the ``/apis/<g>/v1``
+   document of *every* group (``shared/dryrun/discovery/_python-client-requests.json``
+   records 17 requests) where this needs one;
+2. ``POST <collection>?dryRun=All`` -- namespaced kinds in the given namespace
+   (or the kubeconfig context's / the pod's own), cluster-scoped kinds
+   cluster-wide; on 409 AlreadyExists the manifest is renamed
+   (:func:`provider.dryrun.renamed_for_retry`) and sent once more.
+
+Failures, and why each error class (``docs/dryrun.md``):
+
+=====================================  ===========================================
+the API server could not be asked      :class:`TransientError` ``dry-run-failed``:
+(refused, TLS, slower than the         retrying may succeed; never cached (a
+deadline, 5xx, 429, 401)               ``systemError`` for Gatekeeper)
+403 Forbidden                          :class:`TransientError`: the message names
+                                       the missing permission (verb, resource,
+                                       group, namespace); RBAC, quota or another
+                                       webhook -- the cluster's state, not the object
+404 for the namespace                  :class:`TransientError`: the dry-run
+                                       namespace does not exist (yet)
+400 Bad Request, 422 Invalid           :class:`VerificationFailure` ``dry-run-failed``:
+                                       the signed manifest itself is refused; the
+                                       same manifest is refused every time, so the
+                                       deny is deterministic (and cacheable). The
+                                       one 400 that is the cluster's doing -- a
+                                       webhook without dry-run support -- is transient
+kind not served (discovery, after      :class:`VerificationFailure`: the object under
+one refetch)                           review *is* served, so the signed apiVersion
+                                       is what the cluster does not know
+=====================================  ===========================================
+
+The ``kubernetes`` package is imported only when a runner is built: commands
+that never dry-run do not pay for it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import __version__
+from .dryrun import renamed_for_retry
+from .errors import DataError, PolicyError, TransientError, VerificationFailure
+from .limits import DEFAULT_LIMITS, Limits
+from .parsing import load_json
+from .patterns import split_api_version
+
+#: Seconds a discovery document is trusted (kubectl's disk cache keeps them
+#: for 6 hours; a shorter life here bounds how long a removed kind lingers).
+DISCOVERY_TTL_SECONDS = 600.0
+#: After a kind is missing from a cached document, refetch at most this often.
+MISS_REFETCH_SECONDS = 10.0
+#: ``fieldManager`` of the dry-run creates (shows in their managedFields).
+FIELD_MANAGER = "manifest-provider"
+#: Where a pod finds its own namespace (the service account volume).
+POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+#: apimachinery's name-generator alphabet (no vowels, no look-alikes).
+_TOKEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # noqa: S105 - not a secret
+#: How the RBAC authorizer words a denial (k8s.io/apiserver forbidden messages).
+_RBAC_DENIAL = re.compile(
+    r'User "(?P<user>[^"]*)" cannot (?P<verb>\S+) resource "(?P<resource>[^"]*)" in API group "(?P<group>[^"]*)"'
+    r'(?: in the namespace "(?P<namespace>[^"]*)"| at the cluster scope)'
+)
+
+
+def _failed(message: str) -> TransientError:
+    return TransientError(message, reason="dry-run-failed")
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One entry of a discovery document: what a kind is called in URLs, and its scope."""
+
+    group: str
+    version: str
+    kind: str
+    name: str
+    namespaced: bool
+    verbs: tuple[str, ...]
+
+    def collection(self, namespace: str | None) -> str:
+        root = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        return f"{root}/namespaces/{namespace}/{self.name}" if self.namespaced else f"{root}/{self.name}"
+
+    def describe(self) -> str:
+        return f"{self.name}.{self.group}" if self.group else self.name
+
+
+@dataclass(frozen=True)
+class _Discovered:
+    kinds: dict[str, Resource]
+    fetched: float
+    served: bool  # False: the API server does not serve this group/version at all
+
+
+@dataclass(frozen=True)
+class _Response:
+    status: int
+    body: Any  # parsed JSON, or the text of a non-JSON answer
+
+    def status_field(self, name: str) -> str:
+        value = self.body.get(name) if isinstance(self.body, dict) else None
+        return value if isinstance(value, str) else ""
+
+    @property
+    def message(self) -> str:
+        text = self.status_field("message") or (self.body.strip() if isinstance(self.body, str) else "")
+        return text[:600] or f"HTTP {self.status}"
+
+
+class _Deadline:
+    def __init__(self, seconds: float, clock: Callable[[], float]) -> None:
+        self.seconds = seconds
+        self.clock = clock
+        self.end = clock() + seconds
+
+    def remaining(self, what: str) -> float:
+        left = self.end - self.clock()
+        if left <= 0:
+            raise _failed(f"the dry-run did not finish within {self.seconds:g} s (before {what})")
+        return left
+
+
+class KubeDryRunner:
+    """Creates manifests with ``dryRun=All`` on one cluster; thread-safe, one per process."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        source: str,
+        default_namespace: str = "default",
+        timeout: float | None = None,
+        discovery_ttl: float = DISCOVERY_TTL_SECONDS,
+        limits: Limits = DEFAULT_LIMITS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = api_client
+        self.source = source
+        self.default_namespace = default_namespace
+        self.timeout = limits.dry_run_timeout if timeout is None else timeout
+        self.discovery_ttl = discovery_ttl
+        self.limits = limits
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._discovery: dict[tuple[str, str], _Discovered] = {}
+        api_client.user_agent = f"manifest-provider/{__version__}"
+
+    # -- construction --
+
+    @classmethod
+    def from_kubeconfig(cls, path: str | None = None, *, context: str | None = None, **options: Any) -> KubeDryRunner:
+        """A runner for the cluster of a kubeconfig (None: ``$KUBECONFIG``, else ``~/.kube/config``)."""
+        import yaml
+        from kubernetes import client, config
+        from kubernetes.config.config_exception import ConfigException
+
+        files = path or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+        configuration = client.Configuration()
+        try:
+            config.load_kube_config(config_file=files, context=context, client_configuration=configuration, persist_config=False)  # type: ignore[no-untyped-call]
+            contexts, active = config.list_kube_config_contexts(config_file=files)  # type: ignore[no-untyped-call]
+        except (ConfigException, yaml.YAMLError, OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise PolicyError(f"kubeconfig {files}: {str(exc)[:300] or type(exc).__name__}") from exc
+        chosen = next((c for c in contexts or [] if c.get("name") == context), active) if context else active
+        namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
+        label = f"the cluster of kubeconfig {files} (context {(chosen or {}).get('name', '?')})"
+        return cls(_api_client(configuration), source=label, default_namespace=namespace, **options)
+
+    @classmethod
+    def in_cluster(cls, **options: Any) -> KubeDryRunner:
+        """A runner for the cluster this pod runs in, as the pod's service account."""
+        from kubernetes import client, config
+        from kubernetes.config.config_exception import ConfigException
+
+        configuration = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except ConfigException as exc:
+            raise PolicyError(f"in-cluster configuration: {exc}") from exc
+        try:
+            with open(POD_NAMESPACE_FILE, encoding="utf-8") as handle:
+                namespace = handle.read().strip() or "default"
+        except OSError:
+            namespace = "default"
+        return cls(_api_client(configuration), source="the API server (in-cluster)", default_namespace=namespace, **options)
+
+    def close(self) -> None:
+        self._client.close()
+        self._client.rest_client.close()
+
+    def __enter__(self) -> KubeDryRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- HTTP --
+
+    def _exchange(self, method: str, path: str, deadline: _Deadline, *, body: Any = None, what: str) -> _Response:
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+
+        timeout = deadline.remaining(what)
+        query = [("dryRun", "All"), ("fieldManager", FIELD_MANAGER)] if method == "POST" else None
+        params = self._client.param_serialize(
+            method,
+            path,
+            query_params=query,
+            header_params={"Accept": "application/json", "Content-Type": "application/json"},
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        limit = self.limits.max_api_response_bytes
+        try:
+            raw = self._client.call_api(*params, _request_timeout=timeout).response
+            try:
+                data = raw.read(limit + 1)
+                content_type = raw.headers.get("content-type", "")
+            finally:
+                raw.release_conn()
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            if deadline.clock() >= deadline.end:
+                raise _failed(f"{self.source} did not answer within {deadline.seconds:g} s ({what})") from exc
+            raise _failed(f"{self.source} could not be reached ({what}): {_why(exc)}") from exc
+        if len(data) > limit:
+            raise _failed(f"{self.source} answered {what} with more than {limit} bytes")
+        if "json" not in content_type:
+            return _Response(raw.status, data.decode("utf-8", "replace"))
+        try:
+            return _Response(raw.status, load_json(data, limits=self.limits, what=f"the answer to {what}"))
+        except DataError as exc:
+            raise _failed(f"{self.source}: {exc.message}") from exc
+
+    # -- discovery --
+
+    def _discover(self, group: str, version: str, deadline: _Deadline) -> _Discovered:
+        path = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+        response = self._exchange("GET", path, deadline, what=f"discovery GET {path}")
+        now = self._clock()
+        if response.status == 404:
+            return _Discovered({}, now, served=False)
+        if response.status != 200 or not isinstance(response.body, dict):
+            raise _failed(_transport_message(response, f"discovery GET {path}", self.source))
+        kinds: dict[str, Resource] = {}
+        for item in response.body.get("resources") or []:
+            if not isinstance(item, dict):
+                continue
+            name, kind, verbs = item.get("name"), item.get("kind"), item.get("verbs")
+            if not isinstance(name, str) or "/" in name or not isinstance(kind, str) or kind in kinds:
+                continue  # subresources (pods/status) share their parent's kind
+            verb_list = tuple(v for v in verbs if isinstance(v, str)) if isinstance(verbs, list) else ()
+            kinds[kind] = Resource(group, version, kind, name, item.get("namespaced") is True, verb_list)
+        return _Discovered(kinds, now, served=True)
+
+    def resource_for(self, api_version: Any, kind: Any, deadline: _Deadline | None = None) -> Resource:
+        """The resource serving ``kind`` in ``api_version``, from (cached) discovery."""
+        deadline = deadline or _Deadline(self.timeout, self._clock)
+        group, version = split_api_version(api_version)
+        if not version or not isinstance(kind, str) or not kind:
+            raise VerificationFailure(f"the signed manifest has no usable apiVersion/kind ({str(api_version)[:60]!r}, {str(kind)[:60]!r})", reason="dry-run-failed")
+        key = (group, version)
+        with self._lock:
+            entry = self._discovery.get(key)
+        now = self._clock()
+        stale = entry is None or now - entry.fetched >= self.discovery_ttl
+        missing = entry is not None and kind not in entry.kinds and now - entry.fetched >= MISS_REFETCH_SECONDS
+        if stale or missing:
+            entry = self._discover(group, version, deadline)
+            with self._lock:
+                self._discovery[key] = entry
+        assert entry is not None
+        resource = entry.kinds.get(kind)
+        if resource is None:
+            what = api_version if entry.served else f"{api_version} at all"
+            raise VerificationFailure(
+                f"the API server does not serve kind {kind} in {what} (discovery), so the signed manifest cannot be dry-run",
+                reason="dry-run-failed",
+            )
+        return resource
+
+    def forget(self, api_version: Any) -> None:
+        """Drop a cached discovery document (it named a resource the server no longer has)."""
+        with self._lock:
+            self._discovery.pop(split_api_version(api_version), None)
+
+    # -- the dry-run --
+
+    def dry_run(self, manifest: dict[str, Any], namespace: str | None) -> dict[str, Any]:
+        """Create ``manifest`` with ``dryRun=All``; the object the API server made of it."""
+        deadline = _Deadline(self.timeout, self._clock)
+        resource = self.resource_for(manifest.get("apiVersion"), manifest.get("kind"), deadline)
+        if "create" not in resource.verbs:
+            raise VerificationFailure(f"{resource.describe()} cannot be created (the API server lists no create verb), so it cannot be dry-run", reason="dry-run-failed")
+        where = (namespace or self.default_namespace) if resource.namespaced else None
+        body = dict(manifest)
+        meta = dict(body.get("metadata") or {})
+        if where:
+            meta["namespace"] = where
+        else:
+            meta.pop("namespace", None)
+        body["metadata"] = meta
+        path = resource.collection(where)
+        response = self._exchange("POST", path, deadline, body=body, what=f"dry-run POST {path}")
+        if response.status == 409 and response.status_field("reason") == "AlreadyExists":
+            body = renamed_for_retry(body, "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(5)))
+            response = self._exchange("POST", path, deadline, body=body, what=f"dry-run POST {path} (renamed after a name clash)")
+        if 200 <= response.status < 300 and isinstance(response.body, dict):
+            return response.body
+        raise self._failure(response, resource, where, body)
+
+    def _failure(self, response: _Response, resource: Resource, namespace: str | None, body: dict[str, Any]) -> Exception:
+        status, message = response.status, response.message
+        target = f"{resource.kind} {namespace + '/' if namespace else ''}{(body.get('metadata') or {}).get('name', '')}".strip()
+        if status in (400, 422) and "does not support dry run" not in message:
+            return VerificationFailure(f"the API server rejects the signed manifest (dry-run create of {target}): {message}", reason="dry-run-failed")
+        if status == 403:
+            return _failed(_forbidden_message(message, resource, namespace, self.source))
+        if status == 404:
+            details = response.body.get("details") if isinstance(response.body, dict) else None
+            if isinstance(details, dict) and details.get("kind") == "namespaces":
+                return _failed(f"the dry-run namespace {namespace!r} does not exist: {message}")
+            self.forget(f"{resource.group}/{resource.version}" if resource.group else resource.version)
+            return _failed(f"the API server no longer serves {resource.describe()} (its discovery document was out of date): {message}")
+        if status == 409:
+            return _failed(f"the dry-run create of {target} clashed twice with existing objects: {message}")
+        return _failed(_transport_message(response, f"the dry-run create of {target}", self.source))
+
+
+def _api_client(configuration: Any) -> Any:
+    from kubernetes import client
+
+    # No urllib3 retries: a retry would run past the deadline, and a
+    # dry-run that fails is answered (and retried) by the admission chain.
+    configuration.retries = False
+    return client.ApiClient(configuration)
+
+
+def _why(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", None)
+    text = str(reason if isinstance(reason, BaseException) else exc) or type(exc).__name__
+    return text[:300]
+
+
+def _transport_message(response: _Response, what: str, source: str) -> str:
+    status, reason = response.status, response.status_field("reason")
+    if status == 401:
+        return f"{source} refused the credentials for {what} (401 Unauthorized): {response.message}"
+    if status == 429 or status >= 500:
+        return f"{source} failed {what} ({status} {reason or 'error'}): {response.message}"
+    return f"{what} failed with HTTP {status}{' ' + reason if reason else ''}: {response.message}"
+
+
+def _forbidden_message(message: str, resource: Resource, namespace: str | None, source: str) -> str:
+    match = _RBAC_DENIAL.search(message)
+    if match is None:
+        # Not the authorizer: admission (a quota, a missing ServiceAccount,
+        # another webhook) refused the dry-run in this namespace.
+        where = f"namespace {namespace!r}" if namespace else "the cluster scope"
+        return f"admission refused the dry-run create of {resource.kind} in {where}: {message}"
+    verb, res, group = match["verb"], match["resource"], match["group"]
+    where = f'in namespace "{match["namespace"]}"' if match["namespace"] is not None else "cluster-wide"
+    binding = "a Role in that namespace" if match["namespace"] is not None else "a ClusterRole"
+    return (
+        f'dry-run forbidden: {match["user"]} may not {verb} {res} (API group "{group}") {where}; '
+        f'grant verb "{verb}" on resource "{res}" in API group "{group}" with {binding} '
+        f"(see manifests/base/dryrun-rbac.yaml). API server: {message}"
+    )
