@@ -82,6 +82,13 @@ class Limits:
     #: default 1.5 MiB request limit), JSON-escaped; longer lines are counted
     #: as malformed and skipped without being held in memory.
     max_audit_line_bytes: int = 8 * MIB
+    #: Bytes of one HTTP request body to the service (413 beyond). A key carries
+    #: the whole object (etcd stores at most 1.5 MiB), so 16 MiB holds a batch of
+    #: ten of the largest objects or hundreds of ordinary ones.
+    max_body_bytes: int = 16 * MIB
+    #: Keys in one Gatekeeper ProviderRequest. Gatekeeper sends one key per
+    #: object a template asks about; 128 leaves room for batched templates.
+    max_keys_per_request: int = 128
 
 
 DEFAULT_LIMITS = Limits()

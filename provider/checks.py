@@ -1,0 +1,273 @@
+"""Which check answers a key, and how the keys of one request are answered together.
+
+A *check* is a function ``(review, policy, context) -> Result``: the default,
+``"manifest"``, compiles the policy (:meth:`Policy.from_dict`, cached by a hash
+of its canonical JSON) and calls :func:`provider.verifier.decide`. Other checks
+register themselves in :data:`CHECKS` under their own name; a key or body names
+its check in ``"check"`` (default ``"manifest"``), and an unknown name is a
+:class:`~provider.errors.RequestError` for that key alone.
+
+A check raises only :class:`~provider.errors.DataError` (this key is bad: a
+per-key error, cacheable) or :class:`~provider.errors.TransientError` (ask
+again later: a whole-request ``systemError``); every verdict, allow or deny, is
+a :class:`~provider.result.Result`.
+
+:class:`Dispatcher` answers the keys of one request: verdicts that did not use
+the live cluster come from an LRU cache keyed by the hash of the key; the rest
+are computed concurrently on a per-process thread pool; when the request's
+deadline passes first, the request fails as a whole with
+:class:`DeadlineExceeded` (work already started finishes in the background and
+fills the cache, so Gatekeeper's retry is cheap).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .cache import LRUCache, digest
+from .csr import check_kubelet_serving_csr
+from .errors import DataError, PolicyError, RequestError, TransientError
+from .kube_tokens import check_cluster_info
+from .limits import DEFAULT_LIMITS, Limits
+from .policy import Policy
+from .result import Result
+from .review import Review
+from .verifier import DryRunner, decide
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CheckContext:
+    """What a check may use besides the review and the policy."""
+
+    #: Server-side dry-runs (``None``: no cluster configured).
+    dry_runner: DryRunner | None = None
+    #: A Kubernetes client for checks that read cluster objects (``None``: no cluster configured).
+    kube_client: Any = None
+    #: A fixed clock for tests; ``None`` means the verifier's own notion of now.
+    now: datetime | None = None
+    limits: Limits = DEFAULT_LIMITS
+
+
+Check = Callable[[Review, Any, CheckContext], Result]
+
+DEFAULT_CHECK = "manifest"
+
+
+# --- the manifest check -----------------------------------------------------------
+
+
+class PolicyCache:
+    """Compiled policies by the SHA-256 of their canonical JSON (LRU, bounded)."""
+
+    def __init__(self, max_entries: int = 256) -> None:
+        self._cache: LRUCache[Policy] = LRUCache(max_entries)
+
+    def resize(self, max_entries: int) -> None:
+        self._cache = LRUCache(max_entries)
+
+    def compile(self, raw: Any, limits: Limits = DEFAULT_LIMITS) -> Policy:
+        try:
+            canonical = json.dumps(raw, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise PolicyError(f"policy: not JSON data ({str(exc)[:80]})") from exc
+        key = digest(canonical, str(limits.max_keys))
+        policy = self._cache.get(key)
+        if policy is None:
+            policy = Policy.from_dict(raw, limits=limits)
+            self._cache.put(key, policy)
+        return policy
+
+
+POLICIES = PolicyCache()
+
+#: What :func:`provider.verifier.verify` appends when dry-run is on but no runner was given.
+_NO_RUNNER_HINT = " (dry-run is enabled in the policy, but no cluster was available to run it)"
+
+
+def check_manifest(review: Review, policy_raw: Any, ctx: CheckContext) -> Result:
+    """The object matches what the policy's keys/signers signed (:func:`provider.verifier.decide`)."""
+    policy = POLICIES.compile(policy_raw, ctx.limits)
+    result = decide(review, policy, dry_runner=ctx.dry_runner, now=ctx.now, limits=ctx.limits)
+    if ctx.dry_runner is None and policy.dry_run.enabled and result.reason == "content-mismatch":
+        # The policy relies on the cluster to explain the difference; without one
+        # the verdict is "could not check", not "tampered".
+        detail = result.message.removesuffix(_NO_RUNNER_HINT)
+        return dataclasses.replace(
+            result, reason="dry-run-failed", message=f"no cluster configured for the policy's dry-run; {detail}"
+        )
+    return result
+
+
+#: Every check by name. Other modules add theirs here (``CHECKS["name"] = check``).
+CHECKS: dict[str, Check] = {
+    DEFAULT_CHECK: check_manifest,
+    "cluster-info": check_cluster_info,
+    "kubelet-serving-csr": check_kubelet_serving_csr,
+}
+
+
+def run_check(name: str, review: Review, policy_raw: Any, ctx: CheckContext) -> Result:
+    check = CHECKS.get(name)
+    if check is None:
+        known = ", ".join(sorted(CHECKS))
+        raise RequestError(f"unknown check {str(name)[:60]!r}; known checks: {known}")
+    return check(review, policy_raw, ctx)
+
+
+# --- answering the keys of one request --------------------------------------------
+
+
+class DeadlineExceeded(TransientError):
+    reason = "deadline-exceeded"
+
+
+class InternalError(TransientError):
+    """A check failed in a way nobody planned for; logged, answered without detail, never cached."""
+
+    reason = "internal-error"
+
+
+@dataclass(frozen=True)
+class Question:
+    """One thing to decide: which check, about which review, under which policy."""
+
+    check: str
+    review: Review
+    policy: Any
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The object a verdict is about, for logs (kind, namespace, name; nothing else)."""
+
+    kind: str
+    namespace: str
+    name: str
+
+    @classmethod
+    def of(cls, review: Review) -> Subject:
+        obj: dict[str, Any] = review.object if isinstance(review.object, dict) else {}
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict):
+            meta = {}
+
+        def text(value: Any) -> str:
+            return value[:253] if isinstance(value, str) else ""
+
+        return cls(text(obj.get("kind")), text(meta.get("namespace")) or text(review.namespace), text(meta.get("name")) or text(review.name))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    check: str
+    result: Result
+    subject: Subject
+
+
+@dataclass(frozen=True)
+class Job:
+    """One key: its cache key (``None``: never cached) and how to read its :class:`Question`.
+
+    ``read`` runs on the pool, so parsing counts against the deadline too; it
+    raises :class:`~provider.errors.DataError` when the key is unusable.
+    """
+
+    cache_key: bytes | None
+    read: Callable[[], Question]
+
+
+@dataclass(frozen=True)
+class Answer:
+    verdict: Verdict | None
+    error: DataError | None
+    cached: bool = False
+    seconds: float = 0.0
+
+
+class Dispatcher:
+    """Answers jobs from the cache or on a bounded thread pool, under a deadline."""
+
+    def __init__(self, cache: LRUCache[Verdict], threads: int) -> None:
+        self.cache = cache
+        self._threads = threads
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _executor(self) -> ThreadPoolExecutor:
+        # Created on first use, after gunicorn has forked the worker: threads do not survive fork.
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="verify")
+            return self._pool
+
+    def shutdown(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
+
+    def _answer(self, job: Job, ctx: CheckContext) -> Answer:
+        start = time.perf_counter()
+        try:
+            question = job.read()
+            result = run_check(question.check, question.review, question.policy, ctx)
+        except DataError as exc:
+            return Answer(None, exc, seconds=time.perf_counter() - start)
+        verdict = Verdict(question.check, result, Subject.of(question.review))
+        if job.cache_key is not None and not result.used_cluster:
+            self.cache.put(job.cache_key, verdict)
+        return Answer(verdict, None, seconds=time.perf_counter() - start)
+
+    def run(self, jobs: Sequence[Job], ctx: CheckContext, deadline: float) -> list[Answer]:
+        """One answer per job, in order; raises :class:`~provider.errors.TransientError` for the whole request.
+
+        ``deadline`` is a :func:`time.monotonic` instant. Jobs with the same
+        cache key are computed once.
+        """
+        answers: list[Answer | None] = [None] * len(jobs)
+        groups: dict[bytes | int, list[int]] = {}
+        for index, job in enumerate(jobs):
+            if job.cache_key is not None:
+                hit = self.cache.get(job.cache_key)
+                if hit is not None:
+                    answers[index] = Answer(hit, None, cached=True)
+                    continue
+            groups.setdefault(job.cache_key if job.cache_key is not None else index, []).append(index)
+        if groups:
+            executor = self._executor()
+            futures: dict[Future[Answer], list[int]] = {
+                executor.submit(self._answer, jobs[indices[0]], ctx): indices for indices in groups.values()
+            }
+            done, not_done = wait(futures, timeout=max(0.0, deadline - time.monotonic()), return_when=FIRST_EXCEPTION)
+            for future in done:
+                error = future.exception()
+                if error is not None:
+                    for other in not_done:
+                        other.cancel()
+                    if isinstance(error, TransientError):
+                        raise error
+                    log.error("a check failed unexpectedly", exc_info=error)
+                    raise InternalError("internal error while verifying; see the service's log") from error
+            if not_done:
+                for future in not_done:
+                    future.cancel()
+                finished = sum(len(futures[f]) for f in done) + sum(a is not None for a in answers)
+                raise DeadlineExceeded(
+                    f"deadline passed: {finished} of {len(jobs)} keys answered in time; the rest are still being verified, ask again"
+                )
+            for future in done:
+                answer = future.result()
+                for index in futures[future]:
+                    answers[index] = answer
+        return [a for a in answers if a is not None]

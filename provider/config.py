@@ -1,0 +1,240 @@
+"""The service's configuration: one frozen dataclass, read from the environment.
+
+Every setting has a documented default and an environment variable
+``MANIFEST_PROVIDER_<NAME>`` (``MANIFEST_PROVIDER_DEADLINE_SECONDS=1.5``).
+:func:`load_config` merges, in order of precedence: a mapping given in code
+(``create_app({"DEADLINE_SECONDS": 1})``, the CLI's flags), the environment,
+the defaults. A value that does not parse, or a mapping key nobody knows, is a
+:class:`ConfigError` -- a typo must not silently fall back to a default.
+
+Objects that cannot come from the environment are given in the mapping only:
+``DRY_RUNNER`` (a :class:`provider.verifier.DryRunner`), ``KUBE_CLIENT``,
+``TOKEN_REVIEWER`` (a :class:`provider.auth.TokenReviewer`) and ``NOW`` (a fixed
+clock for tests). When ``DRY_RUNNER``/``KUBE_CLIENT`` are absent the service
+builds them from ``KUBECONFIG`` or, inside a pod, from the in-cluster
+configuration (see :mod:`provider.app`).
+
+This module also sets up logging: JSON lines on standard error, one object per
+line, so that a log pipeline never has to parse prose.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, cast
+
+from .errors import ProviderError
+from .limits import DEFAULT_LIMITS, Limits
+
+ENV_PREFIX = "MANIFEST_PROVIDER_"
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class ConfigError(ProviderError):
+    """A setting is missing, unknown or does not parse (the CLI exits 2)."""
+
+    reason = "config-invalid"
+
+
+def _cpus() -> int:
+    return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class Config:
+    # -- decisions --
+    #: Seconds one request may take before it is answered with a ``systemError``.
+    #: Gatekeeper's webhook gives a policy 3 s (its ``--webhook-timeout`` default)
+    #: and advises providers to answer within 1-2 s; 2.5 s leaves it time to
+    #: read the answer.
+    deadline_seconds: float = 2.5
+    #: Bytes of one request body (HTTP 413 beyond).
+    max_body_bytes: int = DEFAULT_LIMITS.max_body_bytes
+    #: Keys in one Gatekeeper ProviderRequest (a ``systemError`` beyond).
+    max_keys: int = DEFAULT_LIMITS.max_keys_per_request
+    #: Threads per worker process that verify the keys of a request concurrently.
+    verify_threads: int = 4
+    #: Verdicts kept per worker process (LRU); 0 disables the cache.
+    cache_entries: int = 4096
+    #: Seconds a cached verdict is reused. Gatekeeper audits every 60 s and caches
+    #: answers itself for 3 min; 10 min bounds how stale a time-dependent verdict
+    #: (a certificate's validity) can be.
+    cache_ttl_seconds: float = 600.0
+    #: Compiled policies kept per worker process (LRU, keyed by canonical JSON).
+    policy_cache_entries: int = 256
+    # -- the cluster --
+    #: kubeconfig for dry-runs and Secret reads; unset: in-cluster config inside a pod, else no cluster.
+    kubeconfig: str | None = None
+    # -- authentication --
+    #: PEM CA bundle: API routes then require a client certificate it issued
+    #: (Gatekeeper's CA: ``ca.crt`` of Secret ``gatekeeper-webhook-server-cert``).
+    client_ca: str | None = None
+    #: When set, a bearer token whose TokenReview succeeds for this audience also
+    #: authenticates (Kyverno >= 1.18 sends one for ``kyverno-svc.kyverno.io``).
+    token_audience: str | None = None
+    #: Upper bound on how long an accepted token is trusted without asking again
+    #: (never longer than the token's own ``exp``).
+    token_cache_seconds: float = 300.0
+    # -- serving (the gunicorn launcher) --
+    bind: str = "0.0.0.0"  # noqa: S104 - a pod serves its Service on every interface; TLS and mTLS guard it
+    port: int = 8443
+    cert: str | None = None
+    key: str | None = None
+    #: gunicorn worker processes (default: one per CPU).
+    workers: int = field(default_factory=_cpus)
+    #: Connections each worker serves at once (gthread workers).
+    threads: int = 8
+    #: Seconds an idle kept-alive connection stays open. Gatekeeper and Kyverno
+    #: reuse connections; a TLS handshake costs more than a verification.
+    keepalive_seconds: float = 30.0
+    #: Plain HTTP, for local experiments only: warns on every request.
+    unsafe_http: bool = False
+    log_level: str = "info"
+    # -- objects, given in code only --
+    dry_runner: Any = field(default=None, compare=False, repr=False)
+    kube_client: Any = field(default=None, compare=False, repr=False)
+    token_reviewer: Any = field(default=None, compare=False, repr=False)
+    now: datetime | None = field(default=None, compare=False)
+    limits: Limits = field(default=DEFAULT_LIMITS, compare=False, repr=False)
+
+    @property
+    def effective_limits(self) -> Limits:
+        """The verifier's limits with the service's body and key limits applied."""
+        return dataclasses.replace(self.limits, max_body_bytes=self.max_body_bytes, max_keys_per_request=self.max_keys)
+
+
+#: Settings that are objects: given in the mapping, never read from the environment.
+_OBJECTS = frozenset({"dry_runner", "kube_client", "token_reviewer", "now", "limits"})
+_FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+
+
+def env_name(name: str) -> str:
+    """``deadline_seconds`` -> ``MANIFEST_PROVIDER_DEADLINE_SECONDS``."""
+    return ENV_PREFIX + name.upper()
+
+
+_KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "str | None": (str,)}
+
+
+def _parse(name: str, value: Any, kind: str) -> Any:
+    """A setting's value from text (the environment, a flag) or from code (checked for its type)."""
+    where = env_name(name)
+    if not isinstance(value, str):
+        allowed = _KINDS[kind]
+        if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
+            raise ConfigError(f"{where}: expected {kind}, got {type(value).__name__}")
+        return float(cast(float, value)) if kind == "float" else value
+    text = value.strip()
+    if kind == "str | None":
+        return text or None
+    if kind == "str":
+        return text
+    if kind == "bool":
+        lowered = text.lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off", ""):
+            return False
+        raise ConfigError(f"{where}: expected true or false, got {text[:40]!r}")
+    try:
+        return int(text) if kind == "int" else float(text)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: expected a {'whole number' if kind == 'int' else 'number'}, got {text[:40]!r}") from exc
+
+
+def _check(config: Config) -> Config:
+    def positive(name: str) -> None:
+        if not getattr(config, name) > 0:
+            raise ConfigError(f"{env_name(name)}: must be greater than 0, got {getattr(config, name)}")
+
+    for name in ("deadline_seconds", "max_body_bytes", "max_keys", "verify_threads", "workers", "threads",
+                 "keepalive_seconds", "token_cache_seconds", "policy_cache_entries"):
+        positive(name)
+    if config.cache_entries < 0:
+        raise ConfigError(f"{env_name('cache_entries')}: must be 0 (off) or more")
+    if config.cache_ttl_seconds < 0:
+        raise ConfigError(f"{env_name('cache_ttl_seconds')}: must be 0 or more")
+    if not 0 <= config.port <= 65535:
+        raise ConfigError(f"{env_name('port')}: {config.port} is not a TCP port")
+    if config.log_level not in LOG_LEVELS:
+        raise ConfigError(f"{env_name('log_level')}: {config.log_level[:20]!r} is not one of {', '.join(LOG_LEVELS)}")
+    if config.token_audience is not None and not config.token_audience:
+        raise ConfigError(f"{env_name('token_audience')}: must not be empty")
+    return config
+
+
+def load_config(overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """The configuration: ``overrides`` (upper-case names), then ``MANIFEST_PROVIDER_*``, then defaults."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for name, spec in _FIELDS.items():
+        if name in _OBJECTS:
+            continue
+        text = environ.get(env_name(name))
+        if text is not None:
+            values[name] = _parse(name, text, str(spec.type))
+    for upper, value in (overrides or {}).items():
+        name = upper.lower()
+        if name not in _FIELDS:
+            raise ConfigError(f"unknown setting {upper!r}; known: {', '.join(n.upper() for n in _FIELDS)}")
+        if value is None and name not in _OBJECTS:
+            continue  # a CLI flag that was not given
+        values[name] = value if name in _OBJECTS else _parse(name, value, str(_FIELDS[name].type))
+    try:
+        config = Config(**values)
+    except TypeError as exc:  # pragma: no cover - names were checked above
+        raise ConfigError(str(exc)) from exc
+    return _check(config)
+
+
+# --- logging ----------------------------------------------------------------------
+
+#: Attributes every LogRecord has; anything else was passed with ``extra=`` and is logged as a field.
+_RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message and the ``extra=`` fields.
+
+    Callers pass only facts they chose to log (decision, reason, object
+    identity, latency); request headers, tokens and whole objects are never
+    handed to a logger, so they cannot leak through this formatter.
+    """
+
+    converter = staticmethod(time.gmtime)  # timestamps in UTC, as the "Z" says
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _RECORD_FIELDS and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info and record.exc_info[0] is not None:
+            # The exception type and message, not the traceback: frames can hold request data.
+            entry["error"] = f"{record.exc_info[0].__name__}: {str(record.exc_info[1])[:300]}"
+        return json.dumps(entry, default=str, separators=(",", ":"))
+
+
+def configure_logging(level: str = "info") -> None:
+    """Send the ``provider`` loggers to standard error as JSON lines (once per process)."""
+    logger = logging.getLogger("provider")
+    logger.setLevel(level.upper())
+    if not any(getattr(h, "_manifest_provider", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter())
+        handler._manifest_provider = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.propagate = False
