@@ -1,0 +1,370 @@
+"""The HTTPS service's Flask app: ``create_app(config)``.
+
+Routes (reference: ``docs/api.md``, ``docs/openapi.yaml``):
+
+* ``POST /v1/gatekeeper/verify`` -- Gatekeeper external data
+  (:mod:`provider.wire.gatekeeper`); always 200 with a ``ProviderResponse``.
+* ``POST /v1/kyverno/verify`` -- Kyverno ``apiCall``/``http.Post``
+  (:mod:`provider.wire.kyverno`); always 200 with a verdict.
+* ``GET /healthz``, ``GET /readyz`` -- probes, no authentication.
+* ``GET /metrics`` -- Prometheus (:mod:`provider.metrics`).
+
+Both verify routes answer 401/403/503 when the caller is not authenticated
+(:mod:`provider.auth`) and 413 when the body is larger than
+``MAX_BODY_BYTES``; nothing else changes their status.
+
+Handlers are thin: read the wire format, hand the keys to
+:class:`provider.checks.Dispatcher`, shape the answer, count and log it. Each
+worker process holds one :class:`Service`: the verdict cache, the compiled
+policy cache, the thread pool, and -- built on first use -- the cluster clients.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from flask import Flask, Response, g, request
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+
+from . import metrics
+from .auth import Authenticator, KubeTokenReviewer, TokenReviewer, api_client
+from .cache import LRUCache, digest
+from .checks import POLICIES, Answer, CheckContext, Dispatcher, Job, Verdict
+from .config import Config, ConfigError, configure_logging, load_config
+from .errors import ProviderError, RequestError, TransientError
+from .wire import gatekeeper, kyverno
+
+log = logging.getLogger("provider.app")
+
+GATEKEEPER_PATH = "/v1/gatekeeper/verify"
+KYVERNO_PATH = "/v1/kyverno/verify"
+#: Routes a kubelet probe must reach without credentials.
+OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+
+
+# --- cluster clients, built on first use ------------------------------------------
+
+
+def _cluster_configured(config: Config) -> bool:
+    return bool(config.kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def _kube_module() -> Any:
+    # provider.kube holds the Kubernetes adapters; imported by name so that the
+    # service starts (and answers policies without dry-run) where it is absent.
+    return importlib.import_module("provider.kube")
+
+
+def _build_dry_runner(kubeconfig: str | None) -> Any:
+    runner = _kube_module().KubeDryRunner
+    return runner.from_kubeconfig(kubeconfig) if kubeconfig else runner.in_cluster()
+
+
+def _build_kube_client(kubeconfig: str | None) -> Any:
+    """``provider.kube.KubeClient`` when that module offers one, else a plain kubernetes ``ApiClient``."""
+    try:
+        factory = getattr(_kube_module(), "KubeClient", None)
+    except ImportError:
+        factory = None
+    if factory is not None:
+        return factory.from_kubeconfig(kubeconfig) if kubeconfig else factory.in_cluster()
+    return api_client(kubeconfig)
+
+
+class _Lazy:
+    """Builds its target on first use; a failure to build is transient (asked again next time)."""
+
+    def __init__(self, build: Callable[[], Any], what: str, reason: str) -> None:
+        self._build = build
+        self._what = what
+        self._reason = reason
+        self._target: Any = None
+        self._lock = threading.Lock()
+
+    def target(self) -> Any:
+        with self._lock:
+            if self._target is None:
+                try:
+                    self._target = self._build()
+                except Exception as exc:  # a broken kubeconfig too: the service's problem, not the key's
+                    log.error("cannot build the %s", self._what, exc_info=exc)
+                    detail = exc.message if isinstance(exc, ProviderError) else type(exc).__name__
+                    raise TransientError(f"the {self._what} is not available: {detail}", reason=self._reason) from exc
+            return self._target
+
+
+class LazyDryRunner(_Lazy):
+    """A :class:`~provider.verifier.DryRunner` that connects on the first dry-run."""
+
+    def dry_run(self, manifest: dict[str, Any], namespace: str | None) -> dict[str, Any]:
+        result: dict[str, Any] = self.target().dry_run(manifest, namespace)
+        return result
+
+
+class LazyClient(_Lazy):
+    """Any client object, built on first attribute access."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.target(), name)
+
+
+# --- the per-process service ------------------------------------------------------
+
+
+class Service:
+    """Everything the handlers of one worker process share."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.limits = config.effective_limits
+        self.cache: LRUCache[Verdict] = LRUCache(config.cache_entries, ttl=config.cache_ttl_seconds)
+        self.dispatcher = Dispatcher(self.cache, config.verify_threads)
+        POLICIES.resize(config.policy_cache_entries)
+        cluster = _cluster_configured(config)
+        kubeconfig = config.kubeconfig
+        self.dry_runner: Any = config.dry_runner
+        if self.dry_runner is None and cluster:
+            self.dry_runner = LazyDryRunner(lambda: _build_dry_runner(kubeconfig), "cluster dry-run client", "dry-run-failed")
+        self.kube_client: Any = config.kube_client
+        if self.kube_client is None and cluster:
+            self.kube_client = LazyClient(lambda: _build_kube_client(kubeconfig), "cluster client", "transient-error")
+        reviewer: Callable[[], TokenReviewer | None] | None = None
+        if config.token_reviewer is not None:
+            given: TokenReviewer = config.token_reviewer
+            reviewer = lambda: given  # noqa: E731 - a one-line factory
+        elif config.token_audience is not None:
+            if not cluster:
+                raise ConfigError(
+                    "MANIFEST_PROVIDER_TOKEN_AUDIENCE is set but no cluster is configured to review tokens "
+                    "(set MANIFEST_PROVIDER_KUBECONFIG or run in a pod)"
+                )
+            reviewer = lambda: KubeTokenReviewer(api_client(kubeconfig))  # noqa: E731
+        self.auth = Authenticator(
+            client_ca=bool(config.client_ca),
+            audience=config.token_audience,
+            reviewer=reviewer,
+            cache_seconds=config.token_cache_seconds,
+        )
+
+    def context(self) -> CheckContext:
+        return CheckContext(dry_runner=self.dry_runner, kube_client=self.kube_client, now=self.config.now, limits=self.limits)
+
+    def deadline(self) -> float:
+        start: float = g.get("start", time.monotonic())
+        return start + self.config.deadline_seconds
+
+
+# --- answers ----------------------------------------------------------------------
+
+#: Bytes read from the request at a time while looking for the end of a chunked body.
+_READ_SIZE = 64 * 1024
+
+
+def _read_body(limit: int) -> bytes:
+    """The request body, or 413 beyond ``limit`` bytes -- with or without Content-Length.
+
+    Werkzeug's own limit stops *silently* at the limit for a chunked body (the
+    truncated bytes would then fail to parse as JSON), so the body is read
+    here, from the WSGI input, one chunk past the limit at most.
+    """
+    length = request.content_length
+    if length is not None and length > limit:
+        raise RequestEntityTooLarge()
+    stream = request.environ["wsgi.input"]
+    if length is not None:
+        return bytes(stream.read(length))
+    if not request.environ.get("wsgi.input_terminated"):
+        return b""  # no length and a server that does not end the stream: nothing can be read safely
+    parts: list[bytes] = []
+    size = 0
+    while size <= limit:
+        part = stream.read(min(_READ_SIZE, limit + 1 - size))
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+    if size > limit:
+        raise RequestEntityTooLarge()
+    return b"".join(parts)
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    # ensure_ascii keeps keys with lone surrogates encodable; Gatekeeper decodes them to the same string.
+    return Response(json.dumps(body, separators=(",", ":")), status=status, mimetype="application/json")
+
+
+def _record(route: str, answer: Answer) -> None:
+    """Count and log one key's answer: decision, reason, object identity, latency; nothing else."""
+    metrics.CACHE_LOOKUPS.labels("hit" if answer.cached else "miss").inc()
+    if answer.verdict is not None:
+        verdict, result = answer.verdict, answer.verdict.result
+        metrics.DECISIONS.labels(route, verdict.check, result.reason, result.traffic_class).inc()
+        if not answer.cached:
+            metrics.VERIFICATION_SECONDS.labels(verdict.check).observe(answer.seconds)
+        log.info(
+            "decision",
+            extra={
+                "route": route,
+                "check": verdict.check,
+                "decision": "allow" if result.allowed else "deny",
+                "reason": result.reason,
+                "class": result.traffic_class,
+                "object": {"kind": verdict.subject.kind, "namespace": verdict.subject.namespace, "name": verdict.subject.name},
+                "cached": answer.cached,
+                "latency_ms": round(answer.seconds * 1000, 3),
+                "caller": g.get("identity", "anonymous"),
+            },
+        )
+    elif answer.error is not None:
+        metrics.KEY_ERRORS.labels(route, answer.error.reason).inc()
+        log.info(
+            "key error",
+            extra={"route": route, "decision": "error", "reason": answer.error.reason, "latency_ms": round(answer.seconds * 1000, 3),
+                   "caller": g.get("identity", "anonymous")},
+        )
+
+
+def _system_error(route: str, error: ProviderError) -> None:
+    metrics.SYSTEM_ERRORS.labels(route, error.reason).inc()
+    log.warning("request failed", extra={"route": route, "decision": "error", "reason": error.reason, "detail": error.message[:300],
+                                         "caller": g.get("identity", "anonymous")})
+
+
+# --- the app ----------------------------------------------------------------------
+
+
+def _split_config(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Settings of ours, and Flask's own (``TESTING``, ...); anything else is a ConfigError in load_config."""
+    ours: dict[str, Any] = {}
+    flask_own: dict[str, Any] = {}
+    for key, value in (config or {}).items():
+        (flask_own if key in Flask.default_config else ours)[key] = value
+    return ours, flask_own
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """The service as a WSGI app. ``config`` overrides ``MANIFEST_PROVIDER_*`` (see :mod:`provider.config`)."""
+    ours, flask_own = _split_config(config)
+    cfg = load_config(ours)
+    configure_logging(cfg.log_level)
+    service = Service(cfg)
+    app = Flask("provider")
+    app.config.update(flask_own)
+    app.config["MAX_CONTENT_LENGTH"] = cfg.max_body_bytes
+    app.extensions["manifest_provider"] = service
+    if not service.auth.enabled:
+        log.warning("no client CA and no token audience configured: every caller is accepted")
+
+    @app.before_request
+    def authenticate() -> Response | None:
+        g.start = time.monotonic()
+        if cfg.unsafe_http:
+            log.warning("serving plain HTTP (--unsafe-http): requests and verdicts travel unencrypted")
+        if request.path in OPEN_PATHS:
+            return None
+        decision = service.auth.authenticate(request.environ, request.headers.get("Authorization"))
+        if not decision.allowed:
+            response = _json({"error": {401: "unauthorized", 403: "forbidden"}.get(decision.status, "unavailable")}, decision.status)
+            if decision.status == 401 and service.auth.audience is not None:
+                response.headers["WWW-Authenticate"] = "Bearer"
+            return response
+        g.identity = decision.identity
+        return None
+
+    @app.after_request
+    def count(response: Response) -> Response:
+        route = request.url_rule.rule if request.url_rule is not None else "unmatched"
+        metrics.REQUESTS.labels(route, str(response.status_code)).inc()
+        if "start" in g:
+            metrics.REQUEST_SECONDS.labels(route).observe(time.monotonic() - g.start)
+        return response
+
+    @app.post(GATEKEEPER_PATH)
+    def gatekeeper_verify() -> Response:
+        route = "gatekeeper"
+        try:
+            keys = gatekeeper.read_request(_read_body(cfg.max_body_bytes), service.limits)
+            metrics.KEYS_PER_REQUEST.observe(len(keys))
+            jobs = [Job(digest("gatekeeper", key), functools.partial(gatekeeper.read_key, key, service.limits)) for key in keys]
+            answers = service.dispatcher.run(jobs, service.context(), service.deadline())
+        except (RequestError, TransientError) as exc:
+            _system_error(route, exc)
+            return _json(gatekeeper.response([], f"{exc.reason}: {exc.message}"))
+        except HTTPException:
+            raise
+        except Exception as exc:  # fail closed, without a traceback in the answer
+            log.error("internal error", exc_info=exc)
+            return _json(gatekeeper.response([], "internal-error: see the service's log"))
+        items: list[gatekeeper.Item] = []
+        for key, answer in zip(keys, answers, strict=True):
+            _record(route, answer)
+            if answer.verdict is not None:
+                items.append(gatekeeper.value_item(key, answer.verdict.result))
+            else:
+                assert answer.error is not None
+                items.append(gatekeeper.error_item(key, answer.error))
+        return _json(gatekeeper.response(items))
+
+    @app.post(KYVERNO_PATH)
+    def kyverno_verify() -> Response:
+        route = "kyverno"
+        try:
+            question, cache_key = kyverno.read_body(_read_body(cfg.max_body_bytes), service.limits)
+            (answer,) = service.dispatcher.run([Job(cache_key, lambda: question)], service.context(), service.deadline())
+        except RequestError as exc:
+            _record(route, Answer(None, exc))
+            return _json(kyverno.denial(exc.reason, exc.message))
+        except TransientError as exc:
+            _system_error(route, exc)
+            return _json(kyverno.denial(exc.reason, exc.message))
+        except HTTPException:
+            raise
+        except Exception as exc:
+            log.error("internal error", exc_info=exc)
+            return _json(kyverno.denial("internal-error", "internal error; see the service's log"))
+        _record(route, answer)
+        if answer.verdict is None:
+            assert answer.error is not None
+            return _json(kyverno.denial(answer.error.reason, answer.error.message))
+        return _json(kyverno.answer(answer.verdict.result))
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _json({"status": "ok"})
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        return _json({"status": "ready"})
+
+    @app.get("/metrics")
+    def prometheus() -> Response:
+        body, content_type = metrics.exposition()
+        return Response(body, mimetype=None, content_type=content_type)
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc: HTTPException) -> Response:
+        status = exc.code or 500
+        if status == 413:
+            message = f"request body larger than {cfg.max_body_bytes} bytes"
+            if request.path == GATEKEEPER_PATH:
+                return _json(gatekeeper.response([], f"request-invalid: {message}"), 413)
+            if request.path == KYVERNO_PATH:
+                return _json(kyverno.denial("request-invalid", message), 413)
+        return _json({"error": (exc.name or "error").lower()}, status)
+
+    @app.errorhandler(Exception)
+    def internal_error(exc: Exception) -> Response:
+        log.error("internal error", exc_info=exc)
+        return _json({"error": "internal error"}, 500)
+
+    return app

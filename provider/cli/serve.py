@@ -1,0 +1,53 @@
+"""``manifest-provider serve``: the HTTPS service for Gatekeeper and Kyverno.
+
+Every flag is also an environment variable ``MANIFEST_PROVIDER_<NAME>`` (a
+flag wins); settings without a flag (cache sizes, token cache, key threads)
+are environment-only. See ``docs/api.md`` and :mod:`provider.config`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..config import env_name
+
+HELP = "serve the HTTPS verification API for Gatekeeper external data and Kyverno (gunicorn, TLS only)"
+
+#: (flag, setting, type, metavar, help)
+FLAGS: tuple[tuple[str, str, type, str, str], ...] = (
+    ("--port", "port", int, "P", "TCP port (default 8443)"),
+    ("--bind", "bind", str, "ADDR", "address to listen on (default 0.0.0.0; fd://N for an inherited socket)"),
+    ("--cert", "cert", str, "FILE", "server certificate chain (PEM); required unless --unsafe-http"),
+    ("--key", "key", str, "FILE", "server private key (PEM)"),
+    ("--client-ca", "client_ca", str, "FILE", "CA bundle (PEM): API calls then need a client certificate it issued"),
+    ("--workers", "workers", int, "N", "worker processes (default: one per CPU)"),
+    ("--threads", "threads", int, "N", "connections served at once per worker (default 8)"),
+    ("--token-audience", "token_audience", str, "AUD", "also accept bearer tokens a TokenReview accepts for AUD (e.g. kyverno-svc.kyverno.io)"),
+    ("--kubeconfig", "kubeconfig", str, "FILE", "cluster for dry-runs and token reviews (default: in-cluster config inside a pod, else none)"),
+    ("--deadline-seconds", "deadline_seconds", float, "S", "answer within S seconds or fail the request (default 2.5)"),
+    ("--max-body-bytes", "max_body_bytes", int, "N", "largest request body (default 16 MiB; 413 beyond)"),
+    ("--max-keys", "max_keys", int, "N", "most keys in one Gatekeeper request (default 128)"),
+    ("--log-level", "log_level", str, "LEVEL", "debug, info (default), warning or error"),
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("serve", help=HELP, description=HELP)
+    for flag, setting, kind, metavar, text in FLAGS:
+        p.add_argument(flag, dest=setting, type=kind, metavar=metavar, default=None, help=f"{text} [{env_name(setting)}]")
+    p.add_argument("--unsafe-http", dest="unsafe_http", action="store_true", default=None,
+                   help=f"serve plain HTTP for local experiments; warns on every request; never for a cluster [{env_name('unsafe_http')}]")
+    p.set_defaults(run=run)
+
+
+def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings given as flags, by upper-case name (flags not given are left to the environment)."""
+    names = [setting for _, setting, *_ in FLAGS] + ["unsafe_http"]
+    return {name.upper(): getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..serve import serve  # gunicorn loads only for this command
+
+    return serve(overrides(args))

@@ -1,0 +1,98 @@
+"""``make run``: the service on https://127.0.0.1:8443 with throw-away certificates.
+
+Writes under ``.dev/`` (or ``$MANIFEST_PROVIDER_DEV_DIR``):
+
+* a CA, a server certificate for 127.0.0.1/localhost and a client certificate
+  (:func:`provider.devcerts.make_dev_pki`);
+* ``signing.pub`` (the private half is thrown away) and ``sample.yaml``, a
+  ConfigMap signed with it;
+* ``kyverno-request.json`` and ``gatekeeper-request.json``: ready-made bodies
+  that ask the service about the sample;
+
+prints a ``curl`` command that verifies the sample, then serves in the
+foreground with client certificates required (Ctrl-C stops it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from .devcerts import DevPki, make_dev_pki
+from .keys import generate_key, public_pem
+from .signing import dump_yaml, sign_documents
+
+DEV_DIR = Path(os.environ.get("MANIFEST_PROVIDER_DEV_DIR", ".dev"))
+HOST = "127.0.0.1"
+PORT = 8443
+
+SAMPLE: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "sample", "namespace": "default"},
+    "data": {"greeting": "hello, signed world"},
+}
+
+
+def write_samples(directory: Path) -> dict[str, Path]:
+    """Sign the sample with a fresh key and write the request bodies that ask about it."""
+    key = generate_key("ecdsa-p256")
+    public = public_pem(key).decode()
+    (signed,) = sign_documents([json.loads(json.dumps(SAMPLE))], key)
+    policy = {"keys": [public]}
+    review = {
+        "uid": "00000000-0000-0000-0000-000000000001",
+        "operation": "CREATE",
+        "namespace": "default",
+        "name": "sample",
+        "userInfo": {"username": "dev@example.com", "groups": ["system:authenticated"]},
+        "object": signed,
+    }
+    paths = {
+        "public key": directory / "signing.pub",
+        "signed sample": directory / "sample.yaml",
+        "kyverno": directory / "kyverno-request.json",
+        "gatekeeper": directory / "gatekeeper-request.json",
+    }
+    paths["public key"].write_text(public)
+    paths["signed sample"].write_text(dump_yaml([signed]))
+    paths["kyverno"].write_text(json.dumps({"request": review, "policy": policy}, indent=2) + "\n")
+    key_text = json.dumps({"review": review, "policy": policy})
+    request = {"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": [key_text]}}
+    paths["gatekeeper"].write_text(json.dumps(request, indent=2) + "\n")
+    return paths
+
+
+def curl_command(pki: DevPki, body: Path, path: str, port: int = PORT) -> str:
+    words = ["curl", "--cacert", str(pki.ca_cert), "--cert", str(pki.client_cert), "--key", str(pki.client_key),
+             "--data-binary", f"@{body}", f"https://{HOST}:{port}{path}"]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def main() -> int:
+    from .serve import serve  # gunicorn loads after the files are written
+
+    pki = make_dev_pki(DEV_DIR)
+    paths = write_samples(DEV_DIR)
+    port = int(os.environ.get("MANIFEST_PROVIDER_PORT", PORT))
+    print(f"throw-away CA, server and client certificates in {DEV_DIR}/; sample signed with {paths['public key']}")
+    print("\nverify the signed sample (Kyverno route):\n")
+    print("  " + curl_command(pki, paths["kyverno"], "/v1/kyverno/verify", port))
+    print("\nthe same through the Gatekeeper route:\n")
+    print("  " + curl_command(pki, paths["gatekeeper"], "/v1/gatekeeper/verify", port))
+    print(f"\nserving https://{HOST}:{port} (client certificates required; Ctrl-C stops)\n", flush=True)
+    return serve({
+        "BIND": HOST,
+        "PORT": port,
+        "CERT": str(pki.server_cert),
+        "KEY": str(pki.server_key),
+        "CLIENT_CA": str(pki.ca_cert),
+    })
+
+
+if __name__ == "__main__":
+    sys.exit(main())

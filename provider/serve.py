@@ -1,0 +1,214 @@
+"""The gunicorn launcher: HTTPS only, gthread workers, the app factory preloaded.
+
+Why these choices:
+
+* **gthread workers.** A sync worker serves one connection at a time and closes
+  it after each request, so every Gatekeeper call would pay a TLS handshake
+  (more than a verification costs). gthread workers keep connections alive
+  (``keepalive_seconds``) and serve ``threads`` of them per process.
+* **Preloaded app.** :func:`provider.app.create_app` runs once in the master,
+  so a configuration error stops the server before any worker forks, and
+  workers share the imported code. Everything that must not cross a fork
+  (the verification thread pool, cluster connections) is built on first use.
+* **TLS.** One :class:`ssl.SSLContext` (:func:`tls_context`), rebuilt only
+  when a certificate file changes (cert-manager rotates them in place):
+  TLS 1.2 at least, 1.3 whenever the client offers it, ECDHE+AEAD ciphers for
+  1.2. With a client CA the handshake asks for a certificate and rejects one
+  the CA did not issue; :mod:`provider.auth` refuses requests that brought
+  none (probes excepted). Without ``cert`` and ``key`` the server refuses to
+  start unless ``unsafe_http`` is set, which warns on every request.
+* **Metrics across workers.** ``PROMETHEUS_MULTIPROC_DIR`` is pointed at a
+  fresh directory before the app is imported, so ``/metrics`` sums every
+  worker (:mod:`provider.metrics`).
+* **Logs.** gunicorn's own log goes through the same JSON formatter; its
+  access log is off (it would record paths, addresses and user agents; the
+  app logs each decision instead).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import ssl
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+from .config import Config, ConfigError, configure_logging, load_config
+
+log = logging.getLogger("provider.serve")
+
+#: TLS 1.2 suites when 1.3 is not offered: forward secrecy and AEAD only (Mozilla "intermediate").
+TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
+#: Seconds gunicorn lets a busy worker stay silent before replacing it.
+WORKER_TIMEOUT = 30
+#: Seconds workers get to finish in-flight requests on SIGTERM (Kubernetes gives 30 in all).
+GRACEFUL_TIMEOUT = 10
+
+
+def tls_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLContext:
+    """The server's TLS settings; raises :class:`ConfigError` when a file is missing or unusable."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_ciphers(TLS12_CIPHERS)
+    context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
+    try:
+        context.load_cert_chain(cert, key)
+        if client_ca:
+            context.load_verify_locations(cafile=client_ca)
+            # OPTIONAL, not REQUIRED: kubelet probes bring no certificate; the app
+            # refuses certificate-less requests on every route but the probes.
+            context.verify_mode = ssl.CERT_OPTIONAL
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"TLS: cannot load the certificate, key or client CA ({exc})") from exc
+    return context
+
+
+class _RotatingContext:
+    """One SSLContext for every connection, rebuilt when a file's modification time changes."""
+
+    def __init__(self, cert: str, key: str, client_ca: str | None) -> None:
+        self._files = (cert, key, client_ca)
+        self._lock = threading.Lock()
+        self._stamp: tuple[float, ...] = ()
+        self._context: ssl.SSLContext | None = None
+
+    def _stamps(self) -> tuple[float, ...]:
+        try:
+            return tuple(os.stat(f).st_mtime for f in self._files if f)
+        except OSError:
+            return self._stamp  # a file mid-rotation: keep the context we have
+
+    def get(self) -> ssl.SSLContext:
+        stamp = self._stamps()
+        with self._lock:
+            if self._context is None or stamp != self._stamp:
+                cert, key, ca = self._files
+                assert cert is not None and key is not None
+                try:
+                    self._context = tls_context(cert, key, ca)
+                    self._stamp = stamp
+                except ConfigError:
+                    if self._context is None:
+                        raise
+                    log.error("new certificate files do not load; serving with the previous ones")
+            return self._context
+
+    def hook(self, _conf: Any, _default_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+        """gunicorn's ``ssl_context`` server hook."""
+        return self.get()
+
+
+def bind_address(config: Config) -> str:
+    if config.bind.startswith(("fd://", "unix:")):
+        return config.bind
+    host = f"[{config.bind}]" if ":" in config.bind else config.bind
+    return f"{host}:{config.port}"
+
+
+def _log_config(level: str) -> dict[str, Any]:
+    handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "provider.config.JsonFormatter"}},
+        "handlers": {"stderr": handler},
+        "root": {"level": "WARNING", "handlers": ["stderr"]},
+        "loggers": {
+            "gunicorn.error": {"level": level.upper(), "handlers": ["stderr"], "propagate": False},
+            "gunicorn.access": {"level": "CRITICAL", "handlers": [], "propagate": False},
+        },
+    }
+
+
+def _child_exit(_server: Any, worker: Any) -> None:
+    from . import metrics  # imported after PROMETHEUS_MULTIPROC_DIR is set
+
+    metrics.worker_exited(worker.pid)
+
+
+def gunicorn_options(config: Config) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "bind": [bind_address(config)],
+        "workers": config.workers,
+        "worker_class": "gthread",
+        "threads": config.threads,
+        "keepalive": max(1, round(config.keepalive_seconds)),
+        "timeout": WORKER_TIMEOUT,
+        "graceful_timeout": GRACEFUL_TIMEOUT,
+        "preload_app": True,
+        "accesslog": None,
+        "errorlog": "-",
+        "loglevel": config.log_level,
+        "logconfig_dict": _log_config(config.log_level),
+        "child_exit": _child_exit,
+        "proc_name": "manifest-provider",
+        # gunicorn >= 25.1 opens a control socket at a fixed per-user path: one
+        # more way in, and a clash between two servers on one machine.
+        "control_socket_disable": True,
+    }
+    if not config.unsafe_http:
+        assert config.cert is not None and config.key is not None
+        options.update(certfile=config.cert, keyfile=config.key, ssl_context=_RotatingContext(config.cert, config.key, config.client_ca).hook)
+        if config.client_ca:
+            options.update(ca_certs=config.client_ca, cert_reqs=ssl.CERT_OPTIONAL)
+    return options
+
+
+class ProviderApplication(BaseApplication):  # type: ignore[misc]
+    """gunicorn, configured in code (no gunicorn.conf.py, no command line of its own)."""
+
+    def __init__(self, options: Mapping[str, Any], app_config: Mapping[str, Any]) -> None:
+        self._options = dict(options)
+        self._app_config = dict(app_config)
+        super().__init__()
+
+    def load_config(self) -> None:
+        for name, value in self._options.items():
+            if name in self.cfg.settings:  # settings newer than the installed gunicorn are skipped
+                self.cfg.set(name, value)
+
+    def load(self) -> Any:
+        from .app import create_app  # after the metrics directory is set
+
+        return create_app(self._app_config)
+
+
+def check_serving(config: Config) -> None:
+    """Refuse to serve without TLS (unless told ``unsafe_http``), and fail early on unusable files."""
+    if config.unsafe_http:
+        if config.cert or config.key:
+            raise ConfigError("give a certificate or --unsafe-http, not both")
+        return
+    if not (config.cert and config.key):
+        raise ConfigError(
+            "HTTPS only: give --cert and --key (MANIFEST_PROVIDER_CERT, MANIFEST_PROVIDER_KEY); "
+            "--unsafe-http serves plain HTTP for local experiments"
+        )
+    tls_context(config.cert, config.key, config.client_ca)
+
+
+def serve(overrides: Mapping[str, Any] | None = None) -> int:
+    """Run the server in the foreground until SIGTERM/SIGINT; returns gunicorn's exit status."""
+    overrides = dict(overrides or {})
+    config = load_config(overrides)
+    configure_logging(config.log_level)
+    check_serving(config)
+    if config.unsafe_http:
+        log.warning("serving plain HTTP (--unsafe-http): never do this where anyone else can connect")
+    own_dir = None
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        own_dir = tempfile.mkdtemp(prefix="manifest-provider-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_dir
+    try:
+        ProviderApplication(gunicorn_options(config), overrides).run()
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 1
+    finally:
+        if own_dir is not None:
+            shutil.rmtree(own_dir, ignore_errors=True)
+    return 0
