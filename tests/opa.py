@@ -143,6 +143,10 @@ def template_rego(template_path: Path) -> str:
     return str(target["rego"])
 
 
+def _no_provider(request: dict[str, Any]) -> dict[str, Any]:
+    raise RuntimeError("external_data was called but no provider is configured")
+
+
 class ConstraintTemplateEngine:
     """One ConstraintTemplate's Rego in an OPA engine, evaluated as Gatekeeper does."""
 
@@ -150,8 +154,8 @@ class ConstraintTemplateEngine:
         self.package = package_of(rego)
         self.engine = OpaEngine()
         self.engine.print_handler = lambda message, location: None
-        if external_data is not None:
-            self.engine.register_function("external_data", external_data, arity=1)
+        # Gatekeeper always has the builtin; without a provider to call, a call is an error.
+        self.engine.register_function("external_data", external_data or _no_provider, arity=1)
         self.engine.add_policy("src.rego", rego)
         self.test_names: list[str] = []
         if tests is not None:

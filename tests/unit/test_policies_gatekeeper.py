@@ -1,0 +1,325 @@
+"""The Gatekeeper ConstraintTemplates under a real OPA engine.
+
+* each template's inlined Rego is byte for byte its ``src.rego``;
+* every ``src_test.rego`` rule passes (and a broken policy makes its test fail);
+* ``external_data`` answers in Gatekeeper's shape -- system_error, null
+  responses, cache hits with status_code 0, missing keys -- give the right
+  violations;
+* the samples give what their names say, with ``external_data`` answered by
+  the real verifier in-process (the HTTPS round trip is in
+  ``tests/integration/test_gatekeeper_provider.py``);
+* the template's parameter schema mirrors the policy schema.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from provider import policy as policy_module
+from provider.patterns import _REF_FIELDS
+from provider.policy import KEY_OPERATIONS, PROFILES, Policy
+from provider.review import Review
+from provider.verifier import decide
+from tests.opa import ConstraintTemplateEngine, handle_error, package_of, template_rego
+from tests.support import REPO, load_yaml
+
+GATEKEEPER = REPO / "policies" / "gatekeeper"
+SIGNATURE = GATEKEEPER / "verify-manifest-signature"
+PULL = GATEKEEPER / "always-pull-private-images"
+POLICY_DIRS = [SIGNATURE, PULL]
+
+
+def rego_tests(directory: Path) -> list[tuple[Path, str]]:
+    engine = ConstraintTemplateEngine((directory / "src.rego").read_text(), tests=(directory / "src_test.rego").read_text())
+    names = engine.test_names
+    engine.close()
+    return [(directory, name) for name in names]
+
+
+ALL_REGO_TESTS = [case for d in POLICY_DIRS for case in rego_tests(d)]
+
+
+def template(directory: Path) -> dict[str, Any]:
+    return yaml.safe_load((directory / "template.yaml").read_text())
+
+
+def samples(directory: Path) -> Path:
+    (sample_dir,) = (directory / "samples").iterdir()
+    return sample_dir
+
+
+def constraint(directory: Path) -> dict[str, Any]:
+    (doc,) = load_yaml(samples(directory) / "constraint.yaml")
+    return doc
+
+
+def review_of(obj: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]:
+    meta = obj.get("metadata", {})
+    return {
+        "uid": "b0b6b2a4-0000-4000-8000-000000000000",
+        "kind": {"group": "", "version": "v1", "kind": obj["kind"]},
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "operation": operation,
+        "userInfo": {"username": "alice@example.com", "groups": ["system:authenticated"]},
+        "object": obj,
+        "oldObject": None,
+        "dryRun": False,
+    }
+
+
+# --- the template is its src.rego ---------------------------------------------------
+
+
+@pytest.mark.parametrize("directory", POLICY_DIRS, ids=lambda d: d.name)
+def test_template_rego_equals_src_rego(directory: Path) -> None:
+    assert template_rego(directory / "template.yaml") == (directory / "src.rego").read_text()
+
+
+@pytest.mark.parametrize("directory", POLICY_DIRS, ids=lambda d: d.name)
+def test_template_names_follow_gatekeeper_rules(directory: Path) -> None:
+    doc = template(directory)
+    kind = doc["spec"]["crd"]["spec"]["names"]["kind"]
+    assert doc["apiVersion"] == "templates.gatekeeper.sh/v1"
+    assert doc["metadata"]["name"] == kind.lower()  # Gatekeeper requires it
+    assert package_of((directory / "src.rego").read_text()) == kind.lower()
+    assert "import rego.v1" in (directory / "src.rego").read_text()
+    assert constraint(directory)["kind"] == kind
+    assert constraint(directory)["spec"]["enforcementAction"] == "dryrun"  # shipped in audit mode
+
+
+# --- src_test.rego ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def engines() -> dict[Path, ConstraintTemplateEngine]:
+    return {
+        d: ConstraintTemplateEngine((d / "src.rego").read_text(), tests=(d / "src_test.rego").read_text())
+        for d in POLICY_DIRS
+    }
+
+
+@pytest.mark.parametrize(("directory", "name"), ALL_REGO_TESTS, ids=[f"{d.name}:{n}" for d, n in ALL_REGO_TESTS])
+def test_src_test_rego(engines: dict[Path, ConstraintTemplateEngine], directory: Path, name: str) -> None:
+    assert engines[directory].passes(name)
+
+
+def test_enough_rego_tests_ran() -> None:
+    assert len([t for t in ALL_REGO_TESTS if t[0] == SIGNATURE]) >= 15
+    assert len([t for t in ALL_REGO_TESTS if t[0] == PULL]) >= 6
+
+
+@pytest.mark.parametrize(
+    ("clause", "replacement", "test_name"),
+    [
+        ('error := object.get(response, "system_error", "")', 'error := ""', "test_system_error_wins_over_an_answer"),
+        ('not is_array(object.get(response, "responses", null))', "false", "test_null_responses_are_a_violation"),
+        ("count(errors) > 0", "false", "test_per_key_error_is_a_violation"),
+        ("not code in {0, 200}", "not code in {200}", "test_cache_hit_with_status_code_zero_is_an_answer"),
+    ],
+    ids=["system_error", "null-responses", "key-error", "status-0"],
+)
+def test_src_test_rego_catches_a_broken_policy(clause: str, replacement: str, test_name: str) -> None:
+    source = (SIGNATURE / "src.rego").read_text()
+    assert clause in source
+    broken = source.replace(clause, replacement, 1)
+    engine = ConstraintTemplateEngine(broken, tests=(SIGNATURE / "src_test.rego").read_text())
+    try:
+        assert not engine.passes(test_name)
+    finally:
+        engine.close()
+
+
+# --- external_data answers in Gatekeeper's shape (mocked) -----------------------------
+
+ALLOWED = {"allowed": True, "verified": True, "reason": "verified", "message": "ConfigMap demo/a matches its signed manifest", "signers": [], "diff": []}
+DENIED = {"allowed": False, "verified": False, "reason": "unsigned", "message": "ConfigMap demo/a: the object carries no signature", "signers": [], "diff": []}
+
+
+def answer(value: Any, status: int = 200, system_error: str = "") -> Callable[[dict[str, Any]], dict[str, Any]]:
+    return lambda req: {"responses": [[req["keys"][0], value]], "errors": [], "status_code": status, "system_error": system_error}
+
+
+MOCKS: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any]], str | None]] = [
+    ("allowed", answer(ALLOWED), None),
+    ("cache-hit-status-0", answer(ALLOWED, status=0), None),
+    ("denied", answer(DENIED), "the object carries no signature (reason: unsigned)"),
+    ("cache-hit-denied", answer(DENIED, status=0), "reason: unsigned"),
+    ("system-error", lambda req: handle_error(500, "Post \"https://manifest-provider\": dial tcp: connection refused"), "connection refused"),
+    ("system-error-beside-items", answer(ALLOWED, system_error="deadline-exceeded: 2.5 s"), "deadline-exceeded"),
+    ("null-responses", lambda req: {"responses": None, "errors": None, "status_code": 200, "system_error": ""}, "responses: null"),
+    ("missing-key", lambda req: {"responses": [["{}", ALLOWED]], "errors": [], "status_code": 200, "system_error": ""}, "0 answers"),
+    ("per-key-error", lambda req: {"responses": [], "errors": [[req["keys"][0], "policy-invalid: policy: no keys or signers"]], "status_code": 200, "system_error": ""}, "no keys or signers"),
+    ("allowed-not-boolean", answer({**ALLOWED, "allowed": "true"}), "reason: verified"),
+    ("value-not-object", answer(["allowed"]), "malformed"),
+]
+
+
+@pytest.mark.parametrize(("case", "mock", "expected"), MOCKS, ids=[m[0] for m in MOCKS])
+def test_external_data_answers(case: str, mock: Callable[[dict[str, Any]], dict[str, Any]], expected: str | None) -> None:
+    calls: list[dict[str, Any]] = []
+
+    def external_data(request: dict[str, Any]) -> dict[str, Any]:
+        calls.append(request)
+        return mock(request)
+
+    engine = ConstraintTemplateEngine((SIGNATURE / "src.rego").read_text(), external_data)
+    try:
+        obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "demo"}, "data": {"k": "v"}}
+        violations = engine.violations(review_of(obj), {"keys": ["PEM"]})
+    finally:
+        engine.close()
+    assert len(calls) == 1
+    assert calls[0]["provider"] == "manifest-provider"
+    if expected is None:
+        assert violations == []
+    else:
+        assert len(violations) == 1
+        assert expected in violations[0]["msg"]
+
+
+def test_key_is_a_json_string_of_review_fields_and_parameters() -> None:
+    seen: list[str] = []
+
+    def external_data(request: dict[str, Any]) -> dict[str, Any]:
+        seen.extend(request["keys"])
+        return answer(ALLOWED)(request)
+
+    engine = ConstraintTemplateEngine((SIGNATURE / "src.rego").read_text(), external_data)
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "demo"}}
+    review = review_of(obj)
+    try:
+        engine.violations(review, {"keys": ["PEM"], "skipUsers": [{"users": ["ci-bot"]}]})
+    finally:
+        engine.close()
+    (key,) = seen
+    decoded = json.loads(key)
+    assert decoded["policy"] == {"keys": ["PEM"], "skipUsers": [{"users": ["ci-bot"]}]}
+    assert set(decoded["review"]) == {"object", "oldObject", "operation", "userInfo", "namespace", "name", "kind", "dryRun"}
+    assert "uid" not in decoded["review"]  # a uid would defeat Gatekeeper's per-key cache
+
+
+# --- the samples, with external_data answered by the real verifier ---------------------
+
+
+def in_process_provider(request: dict[str, Any]) -> dict[str, Any]:
+    """What the service computes for each key, without HTTP (the wire is tested in integration)."""
+    responses, errors = [], []
+    for key in request["keys"]:
+        data = json.loads(key)
+        try:
+            result = decide(Review.from_admission(data["review"]), Policy.from_dict(data["policy"]))
+        except Exception as exc:  # a per-key error, as the service gives
+            errors.append([key, str(exc)])
+            continue
+        responses.append([key, result.to_dict()])
+    return {"responses": responses, "errors": errors, "status_code": 200, "system_error": ""}
+
+
+SIGNATURE_SAMPLES = sorted(p.name for p in samples(SIGNATURE).glob("example_*.yaml"))
+PULL_SAMPLES = sorted(p.name for p in samples(PULL).glob("example_*.yaml"))
+
+
+@pytest.mark.parametrize("sample", SIGNATURE_SAMPLES)
+def test_signature_samples(sample: str) -> None:
+    (obj,) = load_yaml(samples(SIGNATURE) / sample)
+    engine = ConstraintTemplateEngine((SIGNATURE / "src.rego").read_text(), in_process_provider)
+    try:
+        violations = engine.violations(review_of(obj), constraint(SIGNATURE)["spec"]["parameters"])
+    finally:
+        engine.close()
+    if sample.startswith("example_allowed"):
+        assert violations == []
+    else:
+        assert len(violations) == 1
+        expected_reason = {"tampered": "content-mismatch", "unsigned": "unsigned"}[sample.removesuffix(".yaml").rsplit("_", 1)[1]]
+        assert violations[0]["details"]["reason"] == expected_reason
+
+
+def test_signature_samples_cover_allowed_tampered_unsigned() -> None:
+    assert SIGNATURE_SAMPLES == ["example_allowed.yaml", "example_disallowed_tampered.yaml", "example_disallowed_unsigned.yaml"]
+
+
+@pytest.mark.parametrize("sample", PULL_SAMPLES)
+def test_pull_policy_samples(sample: str) -> None:
+    (obj,) = load_yaml(samples(PULL) / sample)
+    engine = ConstraintTemplateEngine((PULL / "src.rego").read_text())
+    try:
+        violations = engine.violations(review_of(obj), constraint(PULL)["spec"]["parameters"])
+    finally:
+        engine.close()
+    assert (violations == []) == sample.startswith("example_allowed")
+
+
+# --- the parameter schema mirrors the policy schema ----------------------------------------
+
+
+def parameter_schema() -> dict[str, Any]:
+    return template(SIGNATURE)["spec"]["crd"]["spec"]["validation"]["openAPIV3Schema"]
+
+
+def test_schema_properties_are_the_policy_fields() -> None:
+    assert set(parameter_schema()["properties"]) == set(policy_module._POLICY_FIELDS)
+
+
+def test_schema_enums_are_the_policy_enums() -> None:
+    props = parameter_schema()["properties"]
+    assert tuple(props["keyOperation"]["enum"]) == KEY_OPERATIONS
+    assert tuple(props["defaults"]["items"]["enum"]) == PROFILES
+    assert set(props["skipObjects"]["items"]["properties"]) == set(_REF_FIELDS)
+    assert set(props["ignoreFields"]["items"]["properties"]["objects"]["items"]["properties"]) == set(_REF_FIELDS)
+
+
+def test_every_schema_field_is_accepted_by_the_policy() -> None:
+    """An example with every property the schema names, nested ones included, is a valid policy."""
+    pem = constraint(SIGNATURE)["spec"]["parameters"]["keys"][0]
+    props = parameter_schema()["properties"]
+    ref = {name: "*" for name in props["skipObjects"]["items"]["properties"]}
+    example = {
+        "keys": [{"publicKey": pem, "name": "team"}],
+        "signers": [{"subject": "jane@example.com", "issuer": "https://accounts.google.com"}],
+        "keyOperation": "AtLeastOne",
+        "threshold": 1,
+        "trustedRoot": {"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1"},
+        "annotationDomain": "cosign.sigstore.dev",
+        "ignoreFields": [{name: ([ref] if name == "objects" else ["data.note"]) for name in props["ignoreFields"]["items"]["properties"]}],
+        "skipObjects": [ref],
+        "inScopeObjects": [ref],
+        "skipUsers": [{name: {"users": ["ci-bot"], "groups": ["ci"], "objects": [ref], "description": "CI"}[name]
+                       for name in props["skipUsers"]["items"]["properties"]}],
+        "dryRun": {name: {"enabled": False, "namespace": "scratch"}[name] for name in props["dryRun"]["properties"]},
+        "defaults": list(props["defaults"]["items"]["enum"]),
+        "unsafeUnanchoredIgnoreFields": False,
+    }
+    assert set(example) == set(props)
+    Policy.from_dict(example)  # raises PolicyError on any field the policy does not accept
+
+
+# --- the Provider -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [SIGNATURE / "provider.yaml", REPO / "manifests" / "overlays" / "gatekeeper" / "provider.yaml"],
+    ids=["policy-dir", "overlay"],
+)
+def test_provider_resource(path: Path) -> None:
+    (provider,) = load_yaml(path)
+    assert provider["apiVersion"] == "externaldata.gatekeeper.sh/v1beta1"
+    assert provider["kind"] == "Provider"
+    assert "namespace" not in provider["metadata"]  # cluster-scoped
+    rego = (SIGNATURE / "src.rego").read_text()
+    assert f'provider_name := "{provider["metadata"]["name"]}"' in rego
+    spec = provider["spec"]
+    assert spec["url"] == "https://manifest-provider.gatekeeper-system.svc:8443/v1/gatekeeper/verify"
+    # Whole seconds, below the Gatekeeper webhook's 3 s.
+    assert isinstance(spec["timeout"], int)
+    assert 1 <= spec["timeout"] < 3
+    assert "caBundle" in spec
+    assert "insecureTLSSkipVerify" not in spec

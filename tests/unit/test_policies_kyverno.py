@@ -1,0 +1,430 @@
+"""The Kyverno policies, evaluated piece by piece where Kyverno cannot run.
+
+Kyverno itself does not run here, so its parts are reproduced from its
+source: variable substitution (a value that is exactly ``{{ path }}`` becomes
+the JSON at that path), the service call's body (the ``data`` list as one
+object), ``jmesPath`` (standard JMESPath only, checked on the syntax tree) and
+the ``default`` stored when the call fails, the deny conditions; for the
+``ValidatingPolicy`` its CEL, with ``cel-python``. The helpers here are shared
+with ``tests/integration/test_kyverno_policies.py``, which sends the bodies to
+the real service.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import celpy
+import jmespath
+import pytest
+import yaml
+from celpy import celtypes
+
+from provider.policy import Policy
+from provider.review import Review
+from provider.verifier import decide
+from tests.support import REPO, load_yaml
+
+KYVERNO = REPO / "policies" / "kyverno"
+GATEKEEPER = REPO / "policies" / "gatekeeper"
+APICALL = KYVERNO / "verify-manifest-signature"
+CEL = KYVERNO / "verify-manifest-signature-cel"
+PULL = KYVERNO / "always-pull-private-images"
+POLICY_DIRS = [APICALL, CEL, PULL]
+SERVICE_PATH = "/v1/kyverno/verify"
+
+#: The functions of the JMESPath specification (jmespath.org/specification.html#built-in-functions).
+#: Kyverno adds its own (split, regex_match, ...); our policies use none of them.
+STANDARD_FUNCTIONS = frozenset({
+    "abs", "avg", "ceil", "contains", "ends_with", "floor", "join", "keys", "length", "map", "max", "max_by",
+    "merge", "min", "min_by", "not_null", "reverse", "sort", "sort_by", "starts_with", "sum", "to_array",
+    "to_number", "to_string", "type", "values",
+})  # fmt: skip
+
+_WHOLE_VARIABLE = re.compile(r"\A\{\{\s*(.+?)\s*\}\}\Z")
+_VARIABLE = re.compile(r"\{\{\s*(.+?)\s*\}\}")
+
+
+# --- Kyverno, reproduced ---------------------------------------------------------------
+
+
+def policy_doc(directory: Path) -> dict[str, Any]:
+    (doc,) = load_yaml(directory / f"{directory.name}.yaml")
+    return doc
+
+
+def substitute(value: Any, context: dict[str, Any]) -> Any:
+    """Kyverno's variable substitution: ``"{{ x }}"`` alone is x's JSON value; inside text, its text."""
+    if isinstance(value, dict):
+        return {k: substitute(v, context) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, context) for v in value]
+    if isinstance(value, str):
+        whole = _WHOLE_VARIABLE.match(value)
+        if whole:
+            return jmespath.search(whole.group(1), context)
+
+        def text(match: re.Match[str]) -> str:
+            found = jmespath.search(match.group(1), context)
+            return found if isinstance(found, str) else json.dumps(found)
+
+        return _VARIABLE.sub(text, value)
+    return value
+
+
+def api_call(doc: dict[str, Any]) -> dict[str, Any]:
+    (rule,) = doc["spec"]["rules"]
+    (entry,) = rule["context"]
+    return dict(entry["apiCall"])
+
+
+def request_body(doc: dict[str, Any], admission_request: dict[str, Any]) -> bytes:
+    """The body Kyverno POSTs: the ``data`` list as one JSON object, variables substituted."""
+    context = {"request": admission_request}
+    data = {item["key"]: substitute(item["value"], context) for item in api_call(doc)["data"]}
+    return json.dumps(data).encode()
+
+
+def stored_verdict(doc: dict[str, Any], answer: Any) -> Any:
+    """What the context entry holds after a successful call: the answer through ``jmesPath``."""
+    return jmespath.search(api_call(doc)["jmesPath"], answer)
+
+
+def denied(doc: dict[str, Any], verdict: Any) -> bool:
+    (rule,) = doc["spec"]["rules"]
+    conditions = rule["validate"]["deny"]["conditions"]["any"]
+    context = {"verdict": verdict}
+    for condition in conditions:
+        key = substitute(condition["key"], context)
+        if condition["operator"] == "NotEquals" and key != condition["value"]:
+            return True
+        if condition["operator"] == "Equals" and key == condition["value"]:
+            return True
+    return False
+
+
+def deny_message(doc: dict[str, Any], verdict: Any) -> str:
+    (rule,) = doc["spec"]["rules"]
+    return str(substitute(rule["validate"]["message"], {"verdict": verdict}))
+
+
+def function_names(expression: str) -> set[str]:
+    names: set[str] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if node.get("type") == "function_expression":
+                names.add(node["value"])
+            for child in node.get("children", []):
+                walk(child)
+
+    walk(jmespath.compile(expression).parsed)
+    return names
+
+
+def admission_request(obj: dict[str, Any], operation: str = "CREATE", username: str = "alice@example.com") -> dict[str, Any]:
+    meta = obj.get("metadata", {})
+    return {
+        "uid": "2a5f4c3e-0000-4000-8000-000000000000",
+        "kind": {"group": "", "version": "v1", "kind": obj["kind"]},
+        "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "operation": operation,
+        "userInfo": {"username": username, "groups": ["system:authenticated"]},
+        "object": obj,
+        "oldObject": None,
+        "dryRun": False,
+        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
+    }
+
+
+# --- the CEL policy, evaluated -------------------------------------------------------------
+
+Post = Callable[[str, str, Any, dict[str, str]], Any]
+
+
+def to_python(value: Any) -> Any:
+    return json.loads(json.dumps(value, cls=celpy.CELJSONEncoder))
+
+
+def cel_variables(doc: dict[str, Any], request: dict[str, Any], post: Post) -> dict[str, Any]:
+    """Evaluate ``spec.variables`` in order, ``http.Client(ca).Post(url, body, headers)`` calling ``post(ca, ...)``."""
+    env = celpy.Environment()
+
+    def client(_http: Any, ca: Any) -> Any:
+        return celtypes.MapType({celtypes.StringType("caBundle"): ca})
+
+    def do_post(handle: Any, url: Any, body: Any, headers: Any) -> Any:
+        answer = post(str(handle[celtypes.StringType("caBundle")]), str(url), to_python(body), to_python(headers))
+        return celpy.json_to_cel(answer)
+
+    activation: dict[str, Any] = {
+        "object": celpy.json_to_cel(request["object"]),
+        "oldObject": celpy.json_to_cel(request["oldObject"]),
+        "request": celpy.json_to_cel(request),
+        "http": celtypes.MapType({}),
+    }
+    variables: dict[Any, Any] = {}
+    for variable in doc["spec"]["variables"]:
+        activation["variables"] = celtypes.MapType(variables)
+        program = env.program(env.compile(variable["expression"]), functions={"Client": client, "Post": do_post})
+        variables[celtypes.StringType(variable["name"])] = program.evaluate(activation)
+    return {str(k): v for k, v in variables.items()}
+
+
+def cel_validate(doc: dict[str, Any], variables: dict[str, Any]) -> tuple[bool, str]:
+    """(passes, message) for the one validation."""
+    env = celpy.Environment()
+    activation = {"variables": celtypes.MapType({celtypes.StringType(k): v for k, v in variables.items()})}
+    (validation,) = doc["spec"]["validations"]
+    passed = env.program(env.compile(validation["expression"])).evaluate(activation)
+    message = env.program(env.compile(validation["messageExpression"])).evaluate(activation)
+    return bool(passed), str(message)
+
+
+def cel_verdict(doc: dict[str, Any], answer: dict[str, Any]) -> tuple[bool, str]:
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "demo"}}
+    variables = cel_variables(doc, admission_request(obj), lambda ca, url, body, headers: answer)
+    return cel_validate(doc, variables)
+
+
+# --- every policy: layout, annotations, audit mode ---------------------------------------------
+
+ANNOTATIONS = ("policies.kyverno.io/title", "policies.kyverno.io/category", "policies.kyverno.io/severity",
+               "policies.kyverno.io/subject", "policies.kyverno.io/description", "policies.kyverno.io/minversion")
+
+
+@pytest.mark.parametrize("directory", POLICY_DIRS, ids=lambda d: d.name)
+def test_layout_and_annotations(directory: Path) -> None:
+    doc = policy_doc(directory)
+    assert doc["metadata"]["name"] == directory.name
+    for name in ANNOTATIONS:
+        assert doc["metadata"]["annotations"].get(name), name
+    for file in ("kyverno-test.yaml", "resource.yaml", "values.yaml"):
+        assert (directory / ".kyverno-test" / file).is_file(), file
+
+
+@pytest.mark.parametrize("directory", POLICY_DIRS, ids=lambda d: d.name)
+def test_shipped_in_audit_mode(directory: Path) -> None:
+    doc = policy_doc(directory)
+    if doc["kind"] == "ValidatingPolicy":
+        assert doc["spec"]["validationActions"] == ["Audit"]
+        assert doc["spec"]["failurePolicy"] == "Fail"
+    else:
+        for rule in doc["spec"]["rules"]:
+            assert rule["validate"]["failureAction"] == "Audit"
+        assert "validationFailureAction" not in doc["spec"]
+
+
+@pytest.mark.parametrize("directory", POLICY_DIRS, ids=lambda d: d.name)
+def test_kyverno_test_files_agree_with_the_policy(directory: Path) -> None:
+    test_dir = directory / ".kyverno-test"
+    (test,) = load_yaml(test_dir / "kyverno-test.yaml")
+    doc = policy_doc(directory)
+    assert test["apiVersion"] == "cli.kyverno.io/v1alpha1"
+    assert test["kind"] == "Test"
+    assert [(test_dir / p).resolve() for p in test["policies"]] == [(directory / f"{directory.name}.yaml").resolve()]
+    assert test["resources"] == ["resource.yaml"]
+    assert test["variables"] == "values.yaml"
+    names = {r["metadata"]["name"] for r in load_yaml(test_dir / "resource.yaml")}
+    tested = [n for result in test["results"] for n in result["resources"]]
+    assert sorted(tested) == sorted(names)  # every resource has an expected result, once
+    rules = {r["name"] for r in doc["spec"].get("rules", [])}
+    for result in test["results"]:
+        assert result["policy"] == doc["metadata"]["name"]
+        assert result["result"] in ("pass", "fail")
+        if doc["kind"] == "ValidatingPolicy":
+            assert result["isValidatingPolicy"] is True
+        else:
+            assert result["rule"] in rules
+    (values,) = load_yaml(test_dir / "values.yaml")
+    assert values["kind"] == "Values"
+
+
+def expected_results(directory: Path) -> dict[str, str]:
+    (test,) = load_yaml(directory / ".kyverno-test" / "kyverno-test.yaml")
+    return {name: result["result"] for result in test["results"] for name in result["resources"]}
+
+
+# --- the ClusterPolicy's service call ---------------------------------------------------------
+
+
+def test_api_call_shape() -> None:
+    call = api_call(policy_doc(APICALL))
+    assert call["method"] == "POST"
+    assert call["service"]["url"].startswith("https://")
+    assert call["service"]["url"].endswith(SERVICE_PATH)
+    assert {"key": "Content-Type", "value": "application/json"} in call["service"]["headers"]
+    assert "-----BEGIN CERTIFICATE-----" in call["service"]["caBundle"]
+    assert [d["key"] for d in call["data"]] == ["request", "policy"]
+    assert call["data"][0]["value"] == "{{ request }}"
+    assert policy_doc(APICALL)["spec"]["failurePolicy"] == "Fail"
+
+
+def test_policy_data_is_a_valid_policy() -> None:
+    Policy.from_dict(api_call(policy_doc(APICALL))["data"][1]["value"])
+
+
+def test_jmespath_uses_only_standard_functions() -> None:
+    for directory in (APICALL, PULL):
+        doc = policy_doc(directory)
+        expressions = [api_call(doc)["jmesPath"]] if directory == APICALL else []
+        for rule in doc["spec"]["rules"]:
+            for each in rule["validate"].get("foreach", []):
+                expressions.append(each["list"])
+            for condition in rule["validate"].get("deny", {}).get("conditions", {}).get("any", []) + [
+                c for each in rule["validate"].get("foreach", []) for c in each["deny"]["conditions"]["all"]
+            ]:
+                expressions.extend(_VARIABLE.findall(str(condition["key"])))
+        for expression in expressions:
+            assert function_names(expression) <= STANDARD_FUNCTIONS, expression
+
+
+def test_jmespath_maps_the_default_onto_itself() -> None:
+    """Whether or not a Kyverno release applies jmesPath to the default, the stored verdict is the same."""
+    call = api_call(policy_doc(APICALL))
+    assert stored_verdict(policy_doc(APICALL), call["default"]) == call["default"]
+
+
+def test_default_denies_with_its_message() -> None:
+    doc = policy_doc(APICALL)
+    default = api_call(doc)["default"]
+    assert denied(doc, default)
+    assert deny_message(doc, default) == f"{default['message']} (reason: {default['reason']})"
+
+
+ANSWERS = [
+    ("allowed", {"allowed": True, "reason": "verified", "message": "ok"}, False),
+    ("denied", {"allowed": False, "reason": "unsigned", "message": "no signature"}, True),
+    ("allowed-missing", {"reason": "verified", "message": "ok"}, True),
+    ("allowed-string", {"allowed": "true", "reason": "verified", "message": "ok"}, True),
+    ("allowed-number", {"allowed": 1, "reason": "verified", "message": "ok"}, True),
+    ("not-an-object", ["allowed"], True),
+    ("empty", {}, True),
+    ("status-code-only", {"statusCode": 200}, True),
+]
+
+
+@pytest.mark.parametrize(("case", "answer", "deny"), ANSWERS, ids=[a[0] for a in ANSWERS])
+def test_cluster_policy_admits_only_allowed_true(case: str, answer: Any, deny: bool) -> None:
+    doc = policy_doc(APICALL)
+    verdict = stored_verdict(doc, answer)
+    assert isinstance(verdict["allowed"], bool)
+    assert denied(doc, verdict) is deny
+    assert "{{" not in deny_message(doc, verdict)
+
+
+@pytest.mark.parametrize(("case", "answer", "deny"), ANSWERS, ids=[a[0] for a in ANSWERS])
+def test_cel_policy_admits_only_allowed_true(case: str, answer: Any, deny: bool) -> None:
+    passed, message = cel_verdict(policy_doc(CEL), answer if isinstance(answer, dict) else {"items": answer})
+    assert passed is not deny
+    assert message and "\n" not in message  # Kyverno falls back to the static message otherwise
+
+
+# --- the CEL policy's request -----------------------------------------------------------------
+
+
+def test_cel_policy_posts_the_review_and_policy() -> None:
+    doc = policy_doc(CEL)
+    sent: list[tuple[str, str, Any, dict[str, str]]] = []
+
+    def post(ca: str, url: str, body: Any, headers: dict[str, str]) -> Any:
+        sent.append((ca, url, body, headers))
+        return {"allowed": True, "reason": "verified", "message": "ok"}
+
+    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "demo"}, "data": {"k": "v"}}
+    request = admission_request(obj, username="bob")
+    cel_variables(doc, request, post)
+    ((ca, url, body, headers),) = sent
+    assert "-----BEGIN CERTIFICATE-----\n" in ca  # a PEM with real newlines
+    assert url.startswith("https://")
+    assert url.endswith(SERVICE_PATH)
+    assert headers == {"Content-Type": "application/json"}
+    assert set(body) == {"request", "policy"}
+    assert body["request"] == {k: request[k] for k in ("object", "oldObject", "operation", "namespace", "name", "kind", "userInfo", "dryRun")}
+    Policy.from_dict(body["policy"])
+    assert Review.from_admission(body["request"]).username == "bob"
+
+
+def test_both_kyverno_policies_trust_the_same_keys_as_the_constraint() -> None:
+    (constraint,) = load_yaml(GATEKEEPER / "verify-manifest-signature" / "samples" / "k8sverifymanifestsignature" / "constraint.yaml")
+    keys = constraint["spec"]["parameters"]["keys"]
+    assert api_call(policy_doc(APICALL))["data"][1]["value"]["keys"] == [keys[0].rstrip("\n")]
+    policy = cel_variables(policy_doc(CEL), admission_request({"kind": "ConfigMap", "metadata": {}}), lambda *a: {})["policy"]
+    assert to_python(policy)["keys"] == keys
+
+
+# --- samples: the same objects everywhere, values that are the verifier's answers ----------------
+
+
+def test_kyverno_resources_are_the_gatekeeper_samples() -> None:
+    sample_dir = GATEKEEPER / "verify-manifest-signature" / "samples" / "k8sverifymanifestsignature"
+    samples = [load_yaml(sample_dir / f"example_{n}.yaml")[0] for n in ("allowed", "disallowed_tampered", "disallowed_unsigned")]
+    for directory in (APICALL, CEL):
+        assert load_yaml(directory / ".kyverno-test" / "resource.yaml") == samples
+
+
+def test_values_are_what_the_verifier_answers() -> None:
+    doc = policy_doc(APICALL)
+    policy = Policy.from_dict(api_call(doc)["data"][1]["value"])
+    (values,) = load_yaml(APICALL / ".kyverno-test" / "values.yaml")
+    ((entry,),) = [[p for p in values["policies"] if p["name"] == doc["metadata"]["name"]]]
+    by_name = {r["name"]: r["values"] for r in entry["resources"]}
+    expected = expected_results(APICALL)
+    for obj in load_yaml(APICALL / ".kyverno-test" / "resource.yaml"):
+        name = obj["metadata"]["name"]
+        result = decide(Review.from_admission(admission_request(obj)), policy).to_dict()
+        mocked = {k.removeprefix("verdict."): v for k, v in by_name[name].items()}
+        assert mocked == {k: result[k] for k in ("allowed", "reason", "message")}
+        assert ("fail" if denied(doc, stored_verdict(doc, mocked)) else "pass") == expected[name]
+
+
+# --- always-pull-private-images: the Kyverno rule, reproduced, agrees with the Rego ---------------
+
+
+def kyverno_pull_violations(doc: dict[str, Any], pod: dict[str, Any]) -> list[str]:
+    (rule,) = doc["spec"]["rules"]
+    patterns = rule["context"][0]["variable"]["value"]
+    (each,) = rule["validate"]["foreach"]
+    bad = []
+    for element in jmespath.search(each["list"], {"request": {"object": pod}}) or []:
+        context = {"element": element, "privateRegistries": patterns}
+        image_condition, policy_condition = each["deny"]["conditions"]["all"]
+        assert image_condition["operator"] == "AnyIn"
+        private = any(fnmatch.fnmatchcase(substitute(image_condition["key"], context), p) for p in substitute(image_condition["value"], context))
+        not_always = substitute(policy_condition["key"], context) != policy_condition["value"]
+        if private and not_always:
+            bad.append(element["name"])
+    return bad
+
+
+def test_pull_policy_kyverno_results() -> None:
+    doc = policy_doc(PULL)
+    expected = expected_results(PULL)
+    for pod in load_yaml(PULL / ".kyverno-test" / "resource.yaml"):
+        result = "fail" if kyverno_pull_violations(doc, pod) else "pass"
+        assert result == expected[pod["metadata"]["name"]]
+
+
+def test_pull_policy_engines_agree() -> None:
+    """The Kyverno patterns and the Gatekeeper sample prefixes name the same registries, and decide alike."""
+    from tests.opa import ConstraintTemplateEngine
+
+    doc = policy_doc(PULL)
+    patterns = doc["spec"]["rules"][0]["context"][0]["variable"]["value"]
+    (constraint,) = load_yaml(GATEKEEPER / "always-pull-private-images" / "samples" / "k8salwayspullprivateimages" / "constraint.yaml")
+    prefixes = constraint["spec"]["parameters"]["privateRegistries"]
+    assert sorted(patterns) == sorted(p + "*" for p in prefixes)
+    engine = ConstraintTemplateEngine((GATEKEEPER / "always-pull-private-images" / "src.rego").read_text())
+    try:
+        for pod in load_yaml(PULL / ".kyverno-test" / "resource.yaml"):
+            rego = sorted(v["details"]["container"] for v in engine.violations({"object": pod}, {"privateRegistries": prefixes}))
+            assert rego == sorted(kyverno_pull_violations(doc, pod)), pod["metadata"]["name"]
+    finally:
+        engine.close()
