@@ -317,12 +317,24 @@ class Policy:
         if not isinstance(unanchored, bool):
             raise PolicyError(f"{where}.unsafeUnanchoredIgnoreFields: expected true or false")
 
+        trusted_root = data.get("trustedRoot")
+        if signers:
+            # Load trust material now, so a bad trustedRoot or roots is a policy
+            # error when the policy is read, never a surprise mid-verification.
+            from .trust import load_signer_roots, load_trusted_root
+
+            if any(spec.roots is None for spec in signers):
+                load_trusted_root(trusted_root, limits=limits)
+            for spec in signers:
+                if spec.roots is not None:
+                    load_signer_roots(spec.roots, limits)
+
         return cls(
             keys=tuple(keys),
             signers=signers,
             key_operation=operation,
             threshold=threshold,
-            trusted_root=data.get("trustedRoot"),
+            trusted_root=trusted_root,
             annotation_domain=domain,
             ignore_fields=tuple(IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]") for i, r in enumerate(_list(data.get("ignoreFields"), f"{where}.ignoreFields"))),
             skip_objects=_refs(data.get("skipObjects"), f"{where}.skipObjects"),

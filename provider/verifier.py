@@ -87,40 +87,47 @@ def _check_key(key: PublicKey, envelope: Envelope) -> Outcome:
     return Outcome(False, None, "signature-invalid", f"key {key.label()} verifies none of them")
 
 
-def _check_signer(spec: SignerSpec, envelope: Envelope, policy: Policy, now: datetime | None) -> Outcome:
+def _check_signer(spec: SignerSpec, envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits) -> Outcome:
     from .keyless import check_signer  # sigstore and certificate machinery: loaded only when used
 
-    return check_signer(spec, envelope, policy.trusted_root, now=now)
+    return check_signer(spec, envelope, policy.trusted_root, now=now, limits=limits)
 
 
-def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None) -> tuple[Signer, ...]:
+def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits) -> tuple[Signer, ...]:
     """The keys/signers that verify, in policy order, stopping once the requirement is met.
 
     Keys are tried before keyless signers (a key costs one signature check, a
     signer a certificate chain and a transparency-log entry). A verdict's
-    ``signers`` therefore lists the anchors that verified *until the policy was
-    satisfied*, not necessarily every listed key that signed.
+    ``signers`` therefore lists who verified *until the policy was satisfied*,
+    not necessarily every listed key that signed.
+
+    ``MustAll`` needs every listed key and signer entry to verify. ``AtLeastOne``
+    and ``threshold`` count *distinct signers*: two overlapping signer entries
+    (``subjectRegExp: .*@corp`` and ``subject: jane@corp``) satisfied by one
+    signature count once, so one person never meets a threshold of two.
     """
+    must_all = policy.key_operation == "MustAll" and policy.threshold is None
     required = policy.required_count
     checks: list[tuple[str, Callable[[], Outcome]]] = [(key.label(), partial(_check_key, key, envelope)) for key in policy.keys]
-    checks += [(spec.describe(), partial(_check_signer, spec, envelope, policy, now)) for spec in policy.signers]
+    checks += [(spec.describe(), partial(_check_signer, spec, envelope, policy, now, limits)) for spec in policy.signers]
     outcomes: list[tuple[str, Outcome]] = []
     verified: list[Signer] = []
+    satisfied = 0
     for label, run in checks:
         outcome = run()
         outcomes.append((label, outcome))
         if outcome.verified and outcome.signer is not None:
-            verified.append(outcome.signer)
-            if len(verified) >= required:
+            satisfied += 1
+            if outcome.signer not in verified:
+                verified.append(outcome.signer)
+            if (satisfied if must_all else len(verified)) >= required:
                 return tuple(verified)
     failed = [(label, o) for label, o in outcomes if not o.verified]
     sets = len(envelope.sets)
     count = f"{sets} signature{'s' if sets != 1 else ''}"
     unread = ""
     if envelope.unread:
-        unread = (
-            f"; {', '.join(envelope.unread)} not read: signature numbering stops at the first gap"
-        )
+        unread = f"; {', '.join(envelope.unread)} not read: signature numbering stops at the first gap"
     details = "; ".join(o.detail for _, o in failed[:3] if o.detail)
     if not verified:
         reasons = {o.reason for _, o in failed}
@@ -128,10 +135,13 @@ def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None) -> 
         raise SignatureInvalid(
             f"no trusted key or signer verifies the object's {count} ({details}){unread}", reason=reason
         )
-    missing = ", ".join(label for label, _ in failed[:5])
+    if must_all:
+        shortfall = f"{satisfied} of the {required} keys and signers required by MustAll verified"
+    else:
+        shortfall = f"{len(verified)} distinct signer{'s' if len(verified) != 1 else ''} verified, {policy.requirement()} requires {required}"
+    missing = ", ".join(label for label, _ in failed[:5]) or "(entries satisfied by the same signer)"
     raise ThresholdNotMet(
-        f"{len(verified)} of the {required} keys or signers required by {policy.requirement()} verified "
-        f"the object's {count}; not verified: {missing}{unread}",
+        f"{shortfall} for the object's {count}; not verified: {missing}{unread}",
         signers=tuple(verified),
     )
 
@@ -241,7 +251,7 @@ def verify(
     # 1. the envelope
     envelope = read_envelope(meta.get("annotations"), policy.annotation_domain, limits)
     # 2. keys and signers over the payload bytes
-    signers = _check_anchors(envelope, policy, now)
+    signers = _check_anchors(envelope, policy, now, limits)
     # 3. the document signed for this object
     try:
         document = find_document(envelope.payload.documents(limits), obj, namespace)

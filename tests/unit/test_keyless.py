@@ -389,3 +389,14 @@ def test_bad_roots_are_a_policy_error(roots: str | None, message: str) -> None:
     obj = corp_signed()
     with pytest.raises(PolicyError, match=message):
         decide(Review.for_object(obj), Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": roots}]}))
+
+
+def test_overlapping_signer_entries_count_one_signer_once() -> None:
+    """A threshold of two is never met by one person matched by two entries."""
+    obj = WORLD.sign(cm())
+    overlapping = policy({"subjectRegExp": ".*@example\\.com"}, "jane@example.com", threshold=2)
+    result = check(obj, overlapping)
+    assert result.reason == "key-threshold-not-met"
+    assert result.signers == ({"subject": "jane@example.com", "issuer": result.signers[0]["issuer"]},)  # type: ignore[index]
+    # MustAll asks each entry to verify: both do, with the same signature
+    assert check(obj, policy({"subjectRegExp": ".*@example\\.com"}, "jane@example.com", keyOperation="MustAll")).reason == "verified"

@@ -13,12 +13,12 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from provider import Policy, Review, decide
+from provider import Policy
 from provider.errors import PolicyError
 from provider.limits import Limits
 from provider.trust import DEFAULT_ROOT, load_trusted_root
 from tests.assets.keyless.world import World
-from tests.support import UPSTREAM, configmap
+from tests.support import UPSTREAM
 
 WORLD = World()
 PUBLIC_GOOD_LOG = bytes.fromhex("c0d23d6ad406973f9559f3ba2d1ca01f84147d8ffc5b8445c224f98b9591801d")
@@ -135,7 +135,7 @@ def test_too_many_ca_certificates(tmp_path: Path) -> None:
 
 def test_a_bad_root_fails_the_policy_not_the_object() -> None:
     """The policy author must fix it: a PolicyError, never an allow and never blamed on the object."""
-    obj = WORLD.sign(configmap())
-    policy = Policy.from_dict({"signers": ["jane@example.com"], "trustedRoot": {"tlogs": []}})
     with pytest.raises(PolicyError, match="trustedRoot"):
-        decide(Review.for_object(obj), policy)
+        Policy.from_dict({"signers": ["jane@example.com"], "trustedRoot": {"tlogs": []}})
+    with pytest.raises(PolicyError):
+        Policy.from_dict({"signers": [{"subject": "jane@example.com", "roots": "not a PEM bundle"}]})
