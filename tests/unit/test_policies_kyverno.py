@@ -22,8 +22,8 @@ from typing import Any
 import celpy
 import jmespath
 import pytest
-import yaml
 from celpy import celtypes
+from celpy.adapter import CELJSONEncoder, json_to_cel
 
 from provider.policy import Policy
 from provider.review import Review
@@ -55,7 +55,7 @@ _VARIABLE = re.compile(r"\{\{\s*(.+?)\s*\}\}")
 
 def policy_doc(directory: Path) -> dict[str, Any]:
     (doc,) = load_yaml(directory / f"{directory.name}.yaml")
-    return doc
+    return dict(doc)
 
 
 def substitute(value: Any, context: dict[str, Any]) -> Any:
@@ -150,7 +150,7 @@ Post = Callable[[str, str, Any, dict[str, str]], Any]
 
 
 def to_python(value: Any) -> Any:
-    return json.loads(json.dumps(value, cls=celpy.CELJSONEncoder))
+    return json.loads(json.dumps(value, cls=CELJSONEncoder))
 
 
 def cel_variables(doc: dict[str, Any], request: dict[str, Any], post: Post) -> dict[str, Any]:
@@ -162,12 +162,12 @@ def cel_variables(doc: dict[str, Any], request: dict[str, Any], post: Post) -> d
 
     def do_post(handle: Any, url: Any, body: Any, headers: Any) -> Any:
         answer = post(str(handle[celtypes.StringType("caBundle")]), str(url), to_python(body), to_python(headers))
-        return celpy.json_to_cel(answer)
+        return json_to_cel(answer)
 
     activation: dict[str, Any] = {
-        "object": celpy.json_to_cel(request["object"]),
-        "oldObject": celpy.json_to_cel(request["oldObject"]),
-        "request": celpy.json_to_cel(request),
+        "object": json_to_cel(request["object"]),
+        "oldObject": json_to_cel(request["oldObject"]),
+        "request": json_to_cel(request),
         "http": celtypes.MapType({}),
     }
     variables: dict[Any, Any] = {}

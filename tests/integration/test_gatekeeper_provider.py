@@ -1,0 +1,216 @@
+"""The ConstraintTemplate end to end: its Rego under OPA, ``external_data`` calling the real service.
+
+``external_data`` is :class:`tests.opa.GatekeeperExternalData`: Gatekeeper's
+builtin, reproduced from its source -- a ``ProviderRequest`` POSTed over TLS
+1.3 with a client certificate, the answer turned into ``{responses, errors,
+status_code, system_error}``, a per-key response cache. The service is the
+real one (gunicorn, TLS, client certificates required).
+"""
+
+from __future__ import annotations
+
+import copy
+import socket
+import ssl
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from provider.devcerts import make_dev_pki
+from tests.integration.server import Server
+from tests.opa import (
+    PROVIDER_API_VERSION,
+    ConstraintTemplateEngine,
+    GatekeeperExternalData,
+    gatekeeper_client_context,
+    template_rego,
+)
+from tests.support import REPO, load_yaml
+
+pytestmark = pytest.mark.integration
+
+POLICY = REPO / "policies" / "gatekeeper" / "verify-manifest-signature"
+SAMPLES = POLICY / "samples" / "k8sverifymanifestsignature"
+PROVIDER_NAME = "manifest-provider"
+
+
+def provider_path() -> str:
+    (provider,) = load_yaml(POLICY / "provider.yaml")
+    return str(urllib.parse.urlsplit(provider["spec"]["url"]).path)
+
+
+def parameters() -> dict[str, Any]:
+    (constraint,) = load_yaml(SAMPLES / "constraint.yaml")
+    return dict(constraint["spec"]["parameters"])
+
+
+def sample(name: str) -> dict[str, Any]:
+    (obj,) = load_yaml(SAMPLES / f"example_{name}.yaml")
+    return dict(obj)
+
+
+def review(obj: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    meta = obj["metadata"]
+    base = {
+        "uid": "3c1e5d5a-0000-4000-8000-000000000000",
+        "kind": {"group": "", "version": "v1", "kind": obj["kind"]},
+        "name": meta["name"],
+        "namespace": meta.get("namespace"),
+        "operation": "CREATE",
+        "userInfo": {"username": "alice@example.com", "groups": ["system:authenticated"]},
+        "object": obj,
+        "oldObject": None,
+        "dryRun": False,
+    }
+    base.update(fields)
+    return base
+
+
+def gatekeeper_context(server: Server) -> ssl.SSLContext:
+    pki = server.pki
+    return gatekeeper_client_context(pki.ca_cert, pki.client_cert, pki.client_key)
+
+
+class Gatekeeper:
+    """The template's Rego in OPA, with external_data pointed at a provider URL."""
+
+    def __init__(self, url: str, context: ssl.SSLContext) -> None:
+        self.external_data = GatekeeperExternalData({PROVIDER_NAME: url}, context)
+        self.engine = ConstraintTemplateEngine(template_rego(POLICY / "template.yaml"), self.external_data)
+
+    def violations(self, rev: dict[str, Any], params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        return self.engine.violations(rev, parameters() if params is None else params)
+
+
+@pytest.fixture
+def gatekeeper(provider_server: Server) -> Iterator[Gatekeeper]:
+    gk = Gatekeeper(provider_server.url + provider_path(), gatekeeper_context(provider_server))
+    yield gk
+    gk.engine.close()
+
+
+def only_reason(violations: list[dict[str, Any]]) -> str:
+    assert len(violations) == 1, violations
+    return str(violations[0]["details"]["reason"])
+
+
+# --- the samples -------------------------------------------------------------------
+
+
+def test_signed_sample_is_allowed(gatekeeper: Gatekeeper) -> None:
+    assert gatekeeper.violations(review(sample("allowed"))) == []
+
+
+@pytest.mark.parametrize(("name", "reason"), [("disallowed_tampered", "content-mismatch"), ("disallowed_unsigned", "unsigned")],
+                         ids=["tampered", "unsigned"])
+def test_disallowed_samples_are_denied_with_the_providers_reason(gatekeeper: Gatekeeper, name: str, reason: str) -> None:
+    violations = gatekeeper.violations(review(sample(name)))
+    assert only_reason(violations) == reason
+    assert f"(reason: {reason})" in violations[0]["msg"]
+    assert sample(name)["metadata"]["name"] in violations[0]["msg"]
+
+
+def test_tampered_sample_reports_the_difference(gatekeeper: Gatekeeper) -> None:
+    (violation,) = gatekeeper.violations(review(sample("disallowed_tampered")))
+    assert violation["details"]["diff"] == [{"key": "data.log-level", "values": {"before": "info", "after": "debug"}}]
+    assert "debug" in violation["msg"]
+
+
+def test_request_is_one_provider_request_with_one_key(gatekeeper: Gatekeeper) -> None:
+    gatekeeper.violations(review(sample("allowed")))
+    (sent,) = gatekeeper.external_data.sent
+    assert sent["apiVersion"] == PROVIDER_API_VERSION
+    assert sent["kind"] == "ProviderRequest"
+    assert len(sent["request"]["keys"]) == 1
+
+
+def test_audit_review_without_user_or_operation(gatekeeper: Gatekeeper) -> None:
+    """Gatekeeper's audit sends the stored object alone."""
+    assert gatekeeper.violations({"object": sample("allowed")}) == []
+    assert only_reason(gatekeeper.violations({"object": sample("disallowed_unsigned")})) == "unsigned"
+
+
+def test_dry_run_request_is_allowed(gatekeeper: Gatekeeper) -> None:
+    assert gatekeeper.violations(review(sample("disallowed_unsigned"), dryRun=True)) == []
+
+
+# --- Gatekeeper's cache: status_code 0 ----------------------------------------------------------
+
+
+def test_cache_hits_answer_without_a_call_and_status_code_zero(gatekeeper: Gatekeeper) -> None:
+    allowed, unsigned = review(sample("allowed")), review(sample("disallowed_unsigned"))
+    assert gatekeeper.violations(allowed) == []
+    assert only_reason(gatekeeper.violations(unsigned)) == "unsigned"
+    calls = len(gatekeeper.external_data.sent)
+    # Again: every key from the cache, no request, status_code 0.
+    response = gatekeeper.external_data({"provider": PROVIDER_NAME, "keys": [next(iter(gatekeeper.external_data.cache))[1]]})
+    assert response["status_code"] == 0
+    assert gatekeeper.violations(allowed) == []
+    assert only_reason(gatekeeper.violations(unsigned)) == "unsigned"
+    assert len(gatekeeper.external_data.sent) == calls
+
+
+# --- failures are violations ------------------------------------------------------------------
+
+
+def test_invalid_policy_is_a_per_key_error_and_a_violation(gatekeeper: Gatekeeper) -> None:
+    params = {**parameters(), "keyOperaton": "MustAll"}
+    (violation,) = gatekeeper.violations(review(sample("allowed")), params)
+    assert violation["details"]["reason"] == "request-invalid"
+    assert "keyOperaton" in violation["msg"]
+
+
+def test_policy_without_keys_is_a_violation(gatekeeper: Gatekeeper) -> None:
+    (violation,) = gatekeeper.violations(review(sample("allowed")), {})
+    assert violation["details"]["reason"] == "request-invalid"
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_unreachable_provider_is_a_violation(provider_server: Server) -> None:
+    gk = Gatekeeper(f"https://127.0.0.1:{closed_port()}{provider_path()}", gatekeeper_context(provider_server))
+    try:
+        (violation,) = gk.violations(review(sample("allowed")))
+    finally:
+        gk.engine.close()
+    assert violation["details"]["reason"] == "provider-error"
+    assert "could not verify" in violation["msg"]
+
+
+def test_provider_with_an_untrusted_certificate_is_a_violation(provider_server: Server, tmp_path: Path) -> None:
+    """A Provider whose caBundle is not the service's CA (the placeholder left in place, say)."""
+    other = make_dev_pki(tmp_path / "other")
+    context = gatekeeper_client_context(other.ca_cert, provider_server.pki.client_cert, provider_server.pki.client_key)
+    gk = Gatekeeper(provider_server.url + provider_path(), context)
+    try:
+        (violation,) = gk.violations(review(sample("allowed")))
+    finally:
+        gk.engine.close()
+    assert "certificate" in violation["msg"].lower()
+
+
+def test_gatekeeper_without_a_client_certificate_is_refused(provider_server: Server) -> None:
+    context = ssl.create_default_context(cafile=str(provider_server.pki.ca_cert))
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    gk = Gatekeeper(provider_server.url + provider_path(), context)
+    try:
+        (violation,) = gk.violations(review(sample("allowed")))
+    finally:
+        gk.engine.close()
+    assert "401" in violation["msg"]
+
+
+def test_parameters_reach_the_provider_unchanged(gatekeeper: Gatekeeper) -> None:
+    """skipUsers in the constraint lets a listed user through unsigned: the parameters are the policy."""
+    params = copy.deepcopy(parameters())
+    params["skipUsers"] = [{"users": ["ci-bot"], "description": "CI applies generated ConfigMaps"}]
+    unsigned = sample("disallowed_unsigned")
+    assert gatekeeper.violations(review(unsigned, userInfo={"username": "ci-bot", "groups": []}), params) == []
+    assert only_reason(gatekeeper.violations(review(unsigned), params)) == "unsigned"

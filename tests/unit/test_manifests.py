@@ -1,0 +1,386 @@
+"""The deployment: every YAML parses, the kustomize overlays render consistently, the image is safe.
+
+Rendering uses ``kubectl kustomize`` (or a ``kustomize`` binary) when one is
+installed; the structural checks on the base files run either way. What
+"consistent" means here: the Service, PodDisruptionBudget, NetworkPolicy and
+anti-affinity select the Deployment's pods; every port a probe, the Service
+or the NetworkPolicy names exists on the container; every Secret mounted is
+one the overlay provides or documents; every ``MANIFEST_PROVIDER_*``
+variable is a real setting and every file it names is mounted; the
+certificate, the Service and the callers' URLs agree on the host; bindings
+name the service account where it lives.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import celpy
+import pytest
+import yaml
+
+from provider.config import ENV_PREFIX, Config
+from provider.devcerts import make_dev_pki
+from tests.support import REPO
+
+MANIFESTS = REPO / "manifests"
+BASE = MANIFESTS / "base"
+OVERLAYS = {"gatekeeper": MANIFESTS / "overlays" / "gatekeeper", "kyverno": MANIFESTS / "overlays" / "kyverno"}
+CA_SCRIPT = MANIFESTS / "scripts" / "ca-bundle.sh"
+SETTINGS = {ENV_PREFIX + name.upper() for name in Config.__dataclass_fields__}
+#: Secrets an overlay mounts that something other than these manifests creates.
+EXTERNAL_SECRETS = {"gatekeeper": {"gatekeeper-webhook-server-cert"}, "kyverno": set()}
+EXPECTED_NAMESPACE = {"gatekeeper": "gatekeeper-system", "kyverno": "manifest-provider"}
+
+
+def yaml_files() -> list[Path]:
+    files = [p for d in (REPO / "policies", MANIFESTS) for p in sorted(d.rglob("*")) if p.suffix in (".yaml", ".yml")]
+    return files
+
+
+@pytest.mark.parametrize("path", yaml_files(), ids=lambda p: str(p.relative_to(REPO)))
+def test_every_yaml_parses(path: Path) -> None:
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    assert docs
+    for doc in docs:
+        assert isinstance(doc, dict)
+
+
+#: Written with the dry-run feature (docs/dryrun.md); listed in the base from the start.
+DRYRUN_RBAC = "dryrun-rbac.yaml"
+#: What renders in its place while it is absent, so the other checks still run.
+DRYRUN_RBAC_STAND_IN = """\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: manifest-provider-dryrun
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: manifest-provider-dryrun}
+subjects:
+  - {kind: ServiceAccount, name: manifest-provider, namespace: manifest-provider}
+"""
+
+
+def test_base_kustomization_lists_existing_files() -> None:
+    kustomization = yaml.safe_load((BASE / "kustomization.yaml").read_text())
+    assert DRYRUN_RBAC in kustomization["resources"]
+    missing = [r for r in kustomization["resources"] if not (BASE / r).exists()]
+    if missing == [DRYRUN_RBAC]:
+        pytest.skip(f"manifests/base/{DRYRUN_RBAC} is not written yet (the dry-run feature); the base lists it")
+    assert missing == [], f"listed in manifests/base/kustomization.yaml but absent: {missing}"
+
+
+# --- rendering ----------------------------------------------------------------------------
+
+
+def kustomize_command() -> list[str] | None:
+    if shutil.which("kustomize"):
+        return ["kustomize", "build"]
+    if shutil.which("kubectl"):
+        return ["kubectl", "kustomize"]
+    return None
+
+
+_rendered: dict[str, list[dict[str, Any]]] = {}
+
+
+def render(overlay: str) -> list[dict[str, Any]]:
+    if overlay not in _rendered:
+        command = kustomize_command()
+        if command is None:
+            pytest.skip("no kustomize or kubectl to render the overlays; the base checks below still run")
+        root = MANIFESTS
+        if not (BASE / DRYRUN_RBAC).exists():
+            root = Path(tempfile.mkdtemp(prefix="manifests-")) / "manifests"
+            shutil.copytree(MANIFESTS, root)
+            (root / "base" / DRYRUN_RBAC).write_text(DRYRUN_RBAC_STAND_IN)
+        target = root / OVERLAYS[overlay].relative_to(MANIFESTS)
+        out = subprocess.run([*command, str(target)], capture_output=True, text=True, timeout=120, check=False)
+        if root != MANIFESTS:
+            shutil.rmtree(root.parent, ignore_errors=True)
+        assert out.returncode == 0, out.stderr
+        _rendered[overlay] = [d for d in yaml.safe_load_all(out.stdout) if d]
+    return _rendered[overlay]
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    assert len(found) == 1, (kind, name, len(found))
+    return dict(found[0])
+
+
+def container(deployment: dict[str, Any]) -> dict[str, Any]:
+    (c,) = deployment["spec"]["template"]["spec"]["containers"]
+    return dict(c)
+
+
+def env(deployment: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in container(deployment)["env"]}
+
+
+OVERLAY_NAMES = list(OVERLAYS)
+
+
+@pytest.mark.parametrize("overlay", OVERLAY_NAMES)
+def test_selectors_match_the_pods(overlay: str) -> None:
+    docs = render(overlay)
+    deployment = one(docs, "Deployment", "manifest-provider")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    selectors = [
+        deployment["spec"]["selector"]["matchLabels"],
+        one(docs, "Service")["spec"]["selector"],
+        one(docs, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
+        one(docs, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"],
+        deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["labelSelector"]["matchLabels"],
+    ]
+    for selector in selectors:
+        assert selector.items() <= pod_labels.items()
+    hpa = one(docs, "HorizontalPodAutoscaler")
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "manifest-provider"}
+    assert hpa["spec"]["minReplicas"] >= 2
+
+
+@pytest.mark.parametrize("overlay", OVERLAY_NAMES)
+def test_ports_are_consistent(overlay: str) -> None:
+    docs = render(overlay)
+    c = container(one(docs, "Deployment"))
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert c[probe]["httpGet"]["port"] in ports
+        assert c[probe]["httpGet"]["scheme"] == "HTTPS"
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    (service_port,) = one(docs, "Service")["spec"]["ports"]
+    assert service_port["targetPort"] in ports
+    assert int(env(one(docs, "Deployment"))["MANIFEST_PROVIDER_PORT"]) == ports[service_port["targetPort"]]
+    for rule in one(docs, "NetworkPolicy")["spec"]["ingress"]:
+        assert all(p["port"] in ports for p in rule["ports"])
+
+
+@pytest.mark.parametrize("overlay", OVERLAY_NAMES)
+def test_secrets_and_files_are_consistent(overlay: str) -> None:
+    docs = render(overlay)
+    deployment = one(docs, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    issued = {d["spec"]["secretName"] for d in docs if d["kind"] == "Certificate"}
+    mounted = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+    assert mounted - issued == EXTERNAL_SECRETS[overlay]
+    mounts = {m["mountPath"]: m["name"] for m in container(deployment)["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    variables = env(deployment)
+    assert set(variables) <= SETTINGS, set(variables) - SETTINGS
+    for name in ("MANIFEST_PROVIDER_CERT", "MANIFEST_PROVIDER_KEY", "MANIFEST_PROVIDER_CLIENT_CA"):
+        if name not in variables:
+            continue
+        path = Path(variables[name])
+        volume = volumes[mounts[str(path.parent)]]
+        if "items" in volume["secret"]:
+            assert path.name in {i["path"] for i in volume["secret"]["items"]}
+        else:
+            assert path.name in ("tls.crt", "tls.key", "ca.crt")  # what cert-manager writes
+
+
+@pytest.mark.parametrize("overlay", OVERLAY_NAMES)
+def test_names_and_namespaces_agree(overlay: str) -> None:
+    docs = render(overlay)
+    namespace = EXPECTED_NAMESPACE[overlay]
+    service = one(docs, "Service")
+    for doc in docs:
+        if doc["kind"] in ("Provider", "ClusterRole", "ClusterRoleBinding", "Namespace"):
+            assert "namespace" not in doc["metadata"], doc["kind"]
+        else:
+            assert doc["metadata"]["namespace"] == namespace, doc["kind"]
+    host = f"{service['metadata']['name']}.{namespace}.svc"
+    certificate = one(docs, "Certificate", "manifest-provider-tls")
+    assert host in certificate["spec"]["dnsNames"]
+    for doc in docs:
+        if doc["kind"] in ("ClusterRoleBinding", "RoleBinding"):
+            for subject in doc["subjects"]:
+                if subject["kind"] == "ServiceAccount":
+                    assert subject["namespace"] == namespace, doc["metadata"]["name"]
+    assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == one(docs, "ServiceAccount")["metadata"]["name"]
+    (port,) = service["spec"]["ports"]
+    if overlay == "gatekeeper":
+        url = urllib.parse.urlsplit(one(docs, "Provider")["spec"]["url"])
+        assert (url.scheme, url.hostname, url.port, url.path) == ("https", host, port["port"], "/v1/gatekeeper/verify")
+    else:
+        for path in (REPO / "policies" / "kyverno").glob("verify-manifest-signature*/verify-manifest-signature*.yaml"):
+            assert f"https://{host}:{port['port']}/v1/kyverno/verify" in path.read_text()
+
+
+def test_gatekeeper_overlay_requires_gatekeepers_client_certificate() -> None:
+    docs = render("gatekeeper")
+    assert "Namespace" not in {d["kind"] for d in docs}  # gatekeeper-system is Gatekeeper's
+    variables = env(one(docs, "Deployment"))
+    assert variables["MANIFEST_PROVIDER_CLIENT_CA"].endswith("/ca.crt")
+    assert float(variables["MANIFEST_PROVIDER_DEADLINE_SECONDS"]) < one(docs, "Provider")["spec"]["timeout"] < 3
+    (rule,) = one(docs, "NetworkPolicy")["spec"]["ingress"]
+    assert rule["from"] == [{"podSelector": {"matchLabels": {"gatekeeper.sh/system": "yes"}}}]
+
+
+def test_kyverno_overlay_reviews_tokens() -> None:
+    docs = render("kyverno")
+    assert env(one(docs, "Deployment"))["MANIFEST_PROVIDER_TOKEN_AUDIENCE"] == "kyverno-svc.kyverno.io"
+    role = one(docs, "ClusterRole", "manifest-provider-tokenreview")
+    assert role["rules"] == [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}]
+    binding = one(docs, "ClusterRoleBinding", "manifest-provider-tokenreview")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    (rule,) = one(docs, "NetworkPolicy")["spec"]["ingress"]
+    (source,) = rule["from"]
+    assert source["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "kyverno"}
+
+
+# --- the base, structurally (no renderer needed) ---------------------------------------------
+
+
+def base_doc(name: str) -> dict[str, Any]:
+    (doc,) = [d for d in yaml.safe_load_all((BASE / name).read_text()) if d]
+    return dict(doc)
+
+
+def test_deployment_is_hardened() -> None:
+    deployment = base_doc("deployment.yaml")
+    spec = deployment["spec"]
+    assert spec["replicas"] >= 2
+    assert spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    pod = spec["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    c = container(deployment)
+    security = c["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+    assert {"cpu", "memory"} <= set(c["resources"]["requests"])
+    assert "memory" in c["resources"]["limits"]
+    assert c["args"] == ["serve"]
+    # The read-only root needs a writable /tmp for gunicorn and the metrics directory.
+    assert "/tmp" in {m["mountPath"] for m in c["volumeMounts"]}
+    assert "podAntiAffinity" in pod["affinity"]
+    assert base_doc("poddisruptionbudget.yaml")["spec"]["minAvailable"] == 1
+
+
+def test_base_configures_tls_but_no_caller_authentication() -> None:
+    variables = env(base_doc("deployment.yaml"))
+    assert {"MANIFEST_PROVIDER_CERT", "MANIFEST_PROVIDER_KEY"} <= set(variables)
+    assert "MANIFEST_PROVIDER_UNSAFE_HTTP" not in variables
+    assert not {"MANIFEST_PROVIDER_CLIENT_CA", "MANIFEST_PROVIDER_TOKEN_AUDIENCE"} & set(variables)  # the overlays' choice
+    assert set(variables) <= SETTINGS
+
+
+def test_network_policy_admits_only_the_engines() -> None:
+    policy = base_doc("networkpolicy.yaml")
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    namespaces = {peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] for peer in rule["from"]}
+    assert namespaces == {"gatekeeper-system", "kyverno"}
+    assert all("podSelector" in peer for peer in rule["from"])
+
+
+# --- the CA script --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_kubectl(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A ``kubectl`` that answers ``get secret`` with a real CA and records every other call."""
+    pki = make_dev_pki(tmp_path / "pki")
+    pem = pki.ca_cert.read_text()
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "calls"
+    script = bindir / "kubectl"
+    b64 = base64.b64encode(pem.encode()).decode()
+    script.write_text(
+        "#!/bin/sh\n"
+        f'for a in "$@"; do printf "%s\\n" "$a" >> {calls}; done; echo ---- >> {calls}\n'
+        f'case "$*" in *"get secret"*) printf "%s" "{b64}" ;; esac\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return bindir, calls, pem
+
+
+def run_script(bindir: Path, *args: str) -> str:
+    environ = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+    out = subprocess.run(["sh", str(CA_SCRIPT), *args], capture_output=True, text=True, env=environ, timeout=30, check=True)
+    return out.stdout
+
+
+def test_ca_script_prints_pem_base64_and_cel(fake_kubectl: tuple[Path, Path, str]) -> None:
+    bindir, _, pem = fake_kubectl
+    assert run_script(bindir) == pem.rstrip("\n") + "\n"
+    assert base64.b64decode(run_script(bindir, "--base64")).decode() == pem
+    cel = run_script(bindir, "--cel").strip()
+    env_ = celpy.Environment()
+    assert str(env_.program(env_.compile(cel)).evaluate({})) == pem.rstrip("\n") + "\n"
+
+
+def calls_of(path: Path) -> list[list[str]]:
+    return [chunk.strip("\n").split("\n") for chunk in path.read_text().split("----\n") if chunk.strip()]
+
+
+def test_ca_script_patches_the_provider(fake_kubectl: tuple[Path, Path, str]) -> None:
+    import json
+
+    bindir, calls, pem = fake_kubectl
+    run_script(bindir, "--namespace", "gatekeeper-system", "--patch-provider")
+    get, patch = calls_of(calls)
+    assert get[:2] == ["-n", "gatekeeper-system"]
+    assert patch[:3] == ["patch", "providers.externaldata.gatekeeper.sh", "manifest-provider"]
+    body = json.loads(patch[patch.index("-p") + 1])
+    assert base64.b64decode(body["spec"]["caBundle"]).decode() == pem
+
+
+def test_ca_script_patches_both_kyverno_policies(fake_kubectl: tuple[Path, Path, str]) -> None:
+    import json
+
+    bindir, calls, pem = fake_kubectl
+    run_script(bindir, "--patch-kyverno")
+    patches = [c for c in calls_of(calls) if c[0] == "patch"]
+    cluster_policy, validating_policy = patches
+    (op,) = json.loads(cluster_policy[cluster_policy.index("-p") + 1])
+    assert op["path"] == "/spec/rules/0/context/0/apiCall/service/caBundle"
+    assert op["value"] == pem.rstrip("\n")
+    (op,) = json.loads(validating_policy[validating_policy.index("-p") + 1])
+    cel = yaml.safe_load((REPO / "policies/kyverno/verify-manifest-signature-cel/verify-manifest-signature-cel.yaml").read_text())
+    assert cel["spec"]["variables"][1]["name"] == "serviceCA"  # what the patch path points at
+    assert op["path"] == "/spec/variables/1/expression"
+    env_ = celpy.Environment()
+    assert str(env_.program(env_.compile(op["value"])).evaluate({})) == pem.rstrip("\n") + "\n"
+
+
+def test_policy_paths_the_script_patches_exist() -> None:
+    doc = yaml.safe_load((REPO / "policies/kyverno/verify-manifest-signature/verify-manifest-signature.yaml").read_text())
+    assert "caBundle" in doc["spec"]["rules"][0]["context"][0]["apiCall"]["service"]
+
+
+# --- the image ------------------------------------------------------------------------------------
+
+
+def test_dockerfile_runs_the_service_unprivileged() -> None:
+    lines = [line.strip() for line in (REPO / "Dockerfile").read_text().splitlines() if line.strip() and not line.startswith("#")]
+    froms = [line for line in lines if line.startswith("FROM ")]
+    assert froms and all("python:3.11-slim" in line for line in froms)
+    (user,) = [line for line in lines if line.startswith("USER ")]
+    uid = user.split()[1].split(":")[0]
+    assert uid.isdigit() and int(uid) != 0  # numeric, so runAsNonRoot can check it
+    assert uid == str(base_doc("deployment.yaml")["spec"]["template"]["spec"]["securityContext"]["runAsUser"])
+    assert 'ENTRYPOINT ["manifest-provider"]' in lines
+    assert 'CMD ["serve"]' in lines
+    assert "EXPOSE 8443" in lines
+
+
+def test_dockerignore_keeps_the_build_context_small() -> None:
+    rules = [r for r in (REPO / ".dockerignore").read_text().splitlines() if r and not r.startswith("#")]
+    assert rules[0] == "*"
+    included = {r[1:].rstrip("/") for r in rules if r.startswith("!")}
+    assert included == {"pyproject.toml", "setup.cfg", "README.md", "provider"}
+    copied = [line.split()[1:-1] for line in (REPO / "Dockerfile").read_text().splitlines() if line.startswith("COPY ") and "--from" not in line]
+    assert {p.rstrip("/") for parts in copied for p in parts} <= included
