@@ -105,7 +105,7 @@ class BootstrapToken:
         """``<id>.<secret>`` as ``kubeadm token create`` prints it; usable for signing, no expiration."""
         match = TOKEN_RE.match(text.strip())
         if match is None:
-            raise PolicyError(f"{origin}: a bootstrap token is <6 of [a-z0-9]>.<16 of [a-z0-9]>, e.g. abcdef.0123456789abcdef")
+            raise PolicyError(f"{origin}: a bootstrap token is <token-id>.<token-secret>: 6, a dot, then 16 of [a-z0-9]")
         return cls(match.group(1), match.group(2), origin=origin)
 
     @classmethod

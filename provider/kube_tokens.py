@@ -62,11 +62,17 @@ class KubeTokenSource:
         self.lookups = 0
 
     def _core(self) -> Any:
-        if hasattr(self._client, "read_namespaced_secret"):
-            return self._client
+        client = self._client
+        # The service hands checks a client built on first use (provider.app.LazyClient);
+        # the kubernetes client calls private methods of its ApiClient, which such a
+        # proxy does not forward, so the real client is taken out of it.
+        if callable(getattr(type(client), "target", None)):
+            client = client.target()
+        if hasattr(client, "read_namespaced_secret"):
+            return client
         from kubernetes import client as k8s
 
-        return k8s.CoreV1Api(self._client)
+        return k8s.CoreV1Api(client)
 
     def lookup(self, token_id: str) -> BootstrapToken | None:
         from kubernetes.client.exceptions import ApiException

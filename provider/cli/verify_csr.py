@@ -1,0 +1,68 @@
+"""``manifest-provider verify-csr``: kubelet-csr-approver's checks on kubelet-serving CertificateSigningRequests."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..errors import RequestError, TransientError
+from ..result import Result
+from . import EXIT_DENIED, EXIT_OK, EXIT_USAGE
+from ._common import add_output_flag, print_results, read_documents
+
+HELP = "check kubelet-serving CertificateSigningRequests like kubelet-csr-approver (exit 0: all compliant, 1: some not, 2: usage error)"
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("verify-csr", help=HELP, description=HELP)
+    p.add_argument("-f", "--filename", required=True, metavar="FILE",
+                   help="YAML/JSON file with the CertificateSigningRequest(s) (- for stdin), e.g. kubectl get csr -o yaml; CSRs for other signers pass as out of scope")
+    p.add_argument("--provider-regex", metavar="RE", help="every DNS SAN must match this regular expression (searched, so anchor it: ^node-\\w*\\.example\\.com$)")
+    p.add_argument("--ip-prefixes", metavar="CIDR,...", help="every IP SAN must lie in one of these prefixes, e.g. 192.168.0.0/16,fc00::/7 (default: any)")
+    p.add_argument("--max-expiration-sec", type=int, metavar="N", help="largest spec.expirationSeconds allowed (default and maximum: 367 days)")
+    p.add_argument("--allowed-dns-names", type=int, metavar="N", help="most DNS SANs allowed (default 1)")
+    p.add_argument("--bypass-hostname-check", action="store_true", help="do not require DNS SANs to be the node name or under it")
+    p.add_argument("--resolve-dns-names", action="store_true",
+                   help="also resolve every DNS SAN: it must resolve, inside --ip-prefixes, and every IP SAN must be among the answers (off by default)")
+    p.add_argument("--dns-timeout", type=float, metavar="SECONDS", help="deadline for all lookups together (default 1, at most 2)")
+    add_output_flag(p)
+    p.set_defaults(run=run)
+
+
+def build_policy(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags as a kubelet-serving-csr policy (the same fields Gatekeeper and Kyverno policies use)."""
+    policy: dict[str, Any] = {}
+    if args.provider_regex is not None:
+        policy["providerRegex"] = args.provider_regex
+    if args.ip_prefixes is not None:
+        policy["providerIpPrefixes"] = args.ip_prefixes
+    if args.max_expiration_sec is not None:
+        policy["maxExpirationSeconds"] = args.max_expiration_sec
+    if args.allowed_dns_names is not None:
+        policy["allowedDnsNames"] = args.allowed_dns_names
+    if args.bypass_hostname_check:
+        policy["bypassHostnameCheck"] = True
+    if args.resolve_dns_names:
+        policy["resolveDnsNames"] = True
+    if args.dns_timeout is not None:
+        policy["dnsTimeoutSeconds"] = args.dns_timeout
+    return policy
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..csr import CsrPolicy, evaluate_csr
+    from .verify import review_of
+
+    policy = CsrPolicy.from_dict(build_policy(args))
+    docs = read_documents(args.filename)
+    if not docs:
+        print(f"manifest-provider verify-csr: {args.filename} holds no documents")
+        return EXIT_USAGE
+    results = []
+    for index, doc in enumerate(docs):
+        try:
+            results.append(evaluate_csr(review_of(doc, index), policy, scoped=False))
+        except (RequestError, TransientError) as exc:
+            results.append(Result(allowed=False, verified=False, reason=exc.reason if isinstance(exc, TransientError) else "request-invalid", message=exc.message))
+    print_results(results, args.output)
+    return EXIT_OK if all(r.allowed for r in results) else EXIT_DENIED
