@@ -228,13 +228,24 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, separators=(",", ":"))
 
 
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is when a record is emitted (test runners swap it)."""
+
+    @property
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: Any) -> None:
+        pass
+
+
 def configure_logging(level: str = "info") -> None:
-    """Send the ``provider`` loggers to standard error as JSON lines (once per process)."""
+    """Send the ``provider`` loggers to standard error as JSON lines (one handler per process)."""
     logger = logging.getLogger("provider")
     logger.setLevel(level.upper())
-    if not any(getattr(h, "_manifest_provider", False) for h in logger.handlers):
-        handler = logging.StreamHandler(sys.stderr)
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        handler = _StderrHandler()
         handler.setFormatter(JsonFormatter())
-        handler._manifest_provider = True  # type: ignore[attr-defined]
         logger.addHandler(handler)
     logger.propagate = False

@@ -1,0 +1,88 @@
+"""The service's cache and deadline with a cluster behind it (``tests.fakeapi.FakeApiServer``).
+
+Verdicts that used the cluster are never cached, and the service's own
+deadline -- not the dry-run client's timeout -- bounds a request.
+(``test_service_dryrun.py`` covers the dry-run answers themselves.)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakeapi import FakeApiServer
+from tests.integration.server import Server, running_server
+from tests.support import UPSTREAM, load_yaml
+
+pytestmark = pytest.mark.integration
+
+KYVERNO_ROUTE = "/v1/kyverno/verify"
+GATEKEEPER = "/v1/gatekeeper/verify"
+LIVE_OBJECT = UPSTREAM / "manifests" / "deploy-live-object-needs-dryrun.yaml"
+UPSTREAM_KEY = UPSTREAM / "keys" / "testpub.pem"
+
+
+def policy(dry_run: bool = True) -> dict[str, Any]:
+    return {"keys": [UPSTREAM_KEY.read_text()], "dryRun": {"enabled": dry_run}}
+
+
+def live_review() -> dict[str, Any]:
+    (obj,) = load_yaml(LIVE_OBJECT)
+    return {"uid": "u", "operation": "CREATE", "namespace": obj["metadata"].get("namespace", "default"),
+            "userInfo": {"username": "jane@example.com", "groups": ["system:authenticated"]}, "object": obj}  # fmt: skip
+
+
+def gatekeeper_body(review: dict[str, Any], pol: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest",
+            "request": {"keys": [json.dumps({"review": review, "policy": pol})]}}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeApiServer]:
+    with FakeApiServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def cluster_server(fake: FakeApiServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    kubeconfig = fake.kubeconfig(tmp_path_factory.mktemp("kube") / "kubeconfig")
+    with running_server(env={"MANIFEST_PROVIDER_KUBECONFIG": str(kubeconfig)}) as server:
+        yield server
+
+
+@pytest.fixture(autouse=True)
+def healthy(fake: FakeApiServer) -> Iterator[None]:
+    fake.fault = None
+    yield
+    fake.fault = None
+
+
+def test_a_live_object_verifies_after_a_dry_run_and_is_never_cached(cluster_server: Server, fake: FakeApiServer) -> None:
+    before = len(fake.creates())
+    without = cluster_server.post_json(KYVERNO_ROUTE, {"request": live_review(), "policy": policy(dry_run=False)})
+    assert (without["allowed"], without["reason"]) == (False, "content-mismatch")
+    for _ in range(2):
+        answer = cluster_server.post_json(KYVERNO_ROUTE, {"request": live_review(), "policy": policy()})
+        assert (answer["allowed"], answer["verified"], answer["reason"]) == (True, True, "verified")
+        assert "after a server-side dry-run" in answer["message"]
+    # Each verdict that used the cluster asked it again: dry-run verdicts are not cached.
+    assert len(fake.creates()) - before == 2
+
+
+def test_a_slow_api_server_runs_past_the_deadline_into_a_system_error(fake: FakeApiServer, tmp_path: Path) -> None:
+    fake.fault, fake.slow_seconds = "slow", 5.0
+    env = {"MANIFEST_PROVIDER_KUBECONFIG": str(fake.kubeconfig(tmp_path / "kubeconfig")), "MANIFEST_PROVIDER_DEADLINE_SECONDS": "0.5"}
+    with running_server(env=env) as server:
+        start = time.monotonic()
+        answer = server.post_json(GATEKEEPER, gatekeeper_body(live_review(), policy()))
+        elapsed = time.monotonic() - start
+        assert answer["response"]["items"] == []
+        assert answer["response"]["systemError"].startswith("deadline-exceeded: deadline passed: 0 of 1 keys answered in time")
+        assert elapsed < 1.4  # our deadline, not the dry-run client's own 1.5 s nor the server's 5 s
+        kyverno = server.post_json(KYVERNO_ROUTE, {"request": live_review(), "policy": policy()})
+        assert (kyverno["allowed"], kyverno["reason"]) == (False, "deadline-exceeded")
