@@ -21,7 +21,7 @@ from .. import __version__
 from ..errors import ProviderError
 
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("verify", "sign", "keygen", "serve", "verify-cluster-info", "verify-csr")
+COMMANDS = ("verify", "sign", "keygen", "serve", "verify-cluster-info", "verify-csr", "classify")
 
 EXIT_OK, EXIT_DENIED, EXIT_USAGE = 0, 1, 2
 

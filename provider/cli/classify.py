@@ -1,0 +1,201 @@
+"""``manifest-provider classify``: the paper's six-class table for a cluster's audit log.
+
+Streams the log (memory does not grow with its length) through the same
+decision the service makes and prints the table (``-o table|csv|json``).
+``--events`` prints each write's class as a JSON line instead, ``--suggest``
+proposed skipUsers entries as YAML; the table then goes to standard error,
+so standard output is always one format. Reference: ``docs/classify.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import gzip
+import io
+import json
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from ..errors import PolicyError
+from ..result import TRAFFIC_CLASSES
+from . import EXIT_DENIED, EXIT_OK, EXIT_USAGE
+from ._common import read_policy_file
+
+if TYPE_CHECKING:
+    from ..audit import LineSource
+
+HELP = "classify an audit log's writes in the paper's six traffic classes (exit 0: none denied or unprotected, 1: some, 2: usage error)"
+
+#: Table headings for the classes, numbered as in the paper (section 4).
+LABELS = {cls: f"{i} {cls}" for i, cls in enumerate(TRAFFIC_CLASSES, start=1)}
+MAX_CELL = 100
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("classify", help=HELP, description=HELP)
+    p.add_argument("-f", "--filename", required=True, metavar="AUDIT.jsonl",
+                   help="Kubernetes audit log, one audit.k8s.io/v1 Event per line (- for stdin; .gz is read compressed)")
+    p.add_argument("--config", required=True, metavar="POLICY.yaml", help="policy file (docs/policy.md)")
+    p.add_argument("--by", action="append", choices=("namespace", "user", "kind"), default=[],
+                   help="also break the table down by namespace, user or kind (repeatable)")
+    p.add_argument("-o", "--output", choices=("table", "csv", "json"), default="table", help="table format (default: table)")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="unprocessed (user, kind, namespace) triples to list (default 10)")
+    p.add_argument("--events", action="store_true",
+                   help="print each write's class as a JSON line (auditID, user, verb, resource, namespace, name, class, reason); the table goes to stderr")
+    p.add_argument("--suggest", action="store_true",
+                   help="print proposed skipUsers entries (YAML, for review; never applied); the table goes to stderr")
+    p.add_argument("--dry-run", action="store_true", help="when an object differs from its manifest, ask the cluster (server-side dry-run)")
+    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --dry-run (default: $KUBECONFIG or ~/.kube/config)")
+    p.set_defaults(run=run)
+
+
+@contextlib.contextmanager
+def open_log(path: str) -> Iterator[LineSource]:
+    if path == "-":
+        yield sys.stdin.buffer
+    elif path.endswith(".gz"):
+        with gzip.open(path, "rb") as handle:
+            yield handle
+    else:
+        with open(path, "rb") as handle:
+            yield handle
+
+
+def _cell(text: str) -> str:
+    """A log-supplied name made safe to print: printable, bounded."""
+    text = "".join(ch if ch.isprintable() else "?" for ch in text)
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def _share(count: int, total: int) -> str:
+    return f"{100.0 * count / total:5.1f} %" if total else "    - "
+
+
+def _grid(rows: list[list[str]], numeric: set[int]) -> list[str]:
+    """Aligned columns; the ``numeric`` ones to the right."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip() for row in rows]
+
+
+def render_table(report: dict[str, Any], source: str) -> str:
+    total = report["total"]
+    lines = [f"Traffic classes of {total} write request{'s' if total != 1 else ''} in {_cell(source)}", ""]
+    rows = [["class", "requests", "share"]]
+    rows += [[LABELS[cls], str(report["classes"][cls]), _share(report["classes"][cls], total)] for cls in TRAFFIC_CLASSES]
+    rows.append(["total", str(total), _share(total, total)])
+    lines += _grid(rows, {1, 2})
+    for dim, groups in report["by"].items():
+        lines += ["", f"By {dim}:"]
+        head = [dim, "total", *(str(i) for i in range(1, len(TRAFFIC_CLASSES) + 1))]
+        body = [[_cell(key) if key else "(cluster-scoped)" if dim == "namespace" else "(none)", str(row["total"]),
+                 *(str(row["classes"][cls]) for cls in TRAFFIC_CLASSES)] for key, row in groups.items()]
+        lines += _grid([head, *body], set(range(1, len(head))))
+    if report["topUnprocessed"]:
+        lines += ["", "Most frequent unprocessed requests (in scope, unsigned, no profile) -- a missing skipUsers entry or unsigned change:"]
+        rows = [["count", "user", "kind", "namespace"]]
+        rows += [[str(e["count"]), _cell(e["user"]), _cell(e["kind"]), _cell(e["namespace"]) or "(cluster-scoped)"] for e in report["topUnprocessed"]]
+        lines += _grid(rows, {0})
+    return "\n".join(lines) + "\n"
+
+
+def _csv_safe(text: str) -> str:
+    # A spreadsheet runs a cell that starts with = + - @ as a formula (OWASP "CSV injection").
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+def render_csv(report: dict[str, Any]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["dimension", "key", "total", *TRAFFIC_CLASSES])
+    writer.writerow(["all", "", report["total"], *(report["classes"][cls] for cls in TRAFFIC_CLASSES)])
+    for dim, groups in report["by"].items():
+        for key, row in groups.items():
+            writer.writerow([dim, _csv_safe(key), row["total"], *(row["classes"][cls] for cls in TRAFFIC_CLASSES)])
+    return out.getvalue()
+
+
+def render(report: dict[str, Any], output: str, source: str) -> str:
+    if output == "json":
+        return json.dumps(report, indent=2) + "\n"
+    if output == "csv":
+        return render_csv(report)
+    return render_table(report, source)
+
+
+def _notes(summary: Any) -> list[str]:
+    """What was read but is not in the table, for standard error."""
+    notes = []
+    if summary.malformed:
+        first = "; ".join(f"line {m.line}: {_cell(m.message)}" for m in summary.malformed_examples)
+        notes.append(f"{summary.malformed} malformed line{'s' if summary.malformed != 1 else ''} skipped ({first})")
+    labels = {
+        "read": "reads (not admission requests)",
+        "non-resource": "non-resource requests",
+        "repeated-stage": "events at a stage that repeats a logged request",
+        "other-verb": "requests with a verb admission never sees",
+        "no-body": "writes whose verdict needs the request body the audit level did not record (log writes at level Request)",
+    }
+    notes += [f"{n} {labels[why]} not counted" for why, n in sorted(summary.skipped.items())]
+    if not summary.unprocessed.exact:
+        notes.append(f"more than {summary.unprocessed.capacity} distinct unprocessed triples: their counts are upper bounds")
+    for dim, groups in summary.groups.items():
+        if groups.overflowed:
+            notes.append(f"{groups.overflowed} further {dim}s counted under (other)")
+    return notes
+
+
+def _dry_runner(args: argparse.Namespace, enabled: bool) -> Any:
+    if not (args.dry_run or (enabled and args.kubeconfig)):
+        return None
+    try:
+        from ..kube import KubeDryRunner
+    except ImportError as exc:
+        raise PolicyError(f"--dry-run needs the Kubernetes client adapter, which is not available ({exc})") from exc
+    return KubeDryRunner.from_kubeconfig(args.kubeconfig)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..audit import read_events
+    from ..classify import Classifier, Summary, Verdict, suggestion_yaml
+    from ..policy import Policy
+
+    prog = "manifest-provider classify"
+    if args.events and args.suggest:
+        print(f"{prog}: give --events or --suggest, not both (each takes standard output)", file=sys.stderr)
+        return EXIT_USAGE
+    if args.top < 0:
+        print(f"{prog}: --top must be 0 or more", file=sys.stderr)
+        return EXIT_USAGE
+    data = read_policy_file(args.config)
+    if args.dry_run:
+        data["dryRun"] = {**(data.get("dryRun") or {}), "enabled": True}
+    policy = Policy.from_dict(data)
+    summary = Summary(by=args.by, top=args.top)
+    out = sys.stdout
+    with contextlib.ExitStack() as stack:
+        runner = _dry_runner(args, policy.dry_run.enabled)
+        if runner is not None:
+            stack.enter_context(runner)
+        classifier = Classifier(policy, dry_runner=runner)
+        stream = stack.enter_context(open_log(args.filename))
+        for item in classifier.classify_all(read_events(stream)):
+            summary.add(item)
+            if args.events and isinstance(item, Verdict):
+                out.write(json.dumps(item.to_dict()) + "\n")
+    source = "standard input" if args.filename == "-" else args.filename
+    table = render(dict(summary.to_dict()), args.output, source)
+    if args.suggest:
+        out.write(suggestion_yaml(summary, source))
+    if args.events or args.suggest:
+        sys.stderr.write(table)
+    else:
+        out.write(table)
+    for note in _notes(summary):
+        print(f"{prog}: {note}", file=sys.stderr)
+    if summary.total == 0 and not summary.skipped:
+        print(f"{prog}: {args.filename} holds no {'readable ' if summary.malformed else ''}audit event", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_DENIED if summary.needs_attention else EXIT_OK
