@@ -20,6 +20,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from provider.bootstrap import (
     BootstrapToken,
@@ -455,3 +457,30 @@ def test_unscoped_refuses_other_kinds_and_verifies_any_configmap() -> None:
     assert (result.allowed, result.reason) == (False, "cluster-info-invalid")
     renamed = evaluate_cluster_info(Review.for_object(cluster_info(name="backup")), ClusterInfoPolicy(), SOURCE, now=NOW, scoped=False)
     assert renamed.verified
+
+
+# --- hostile input ---------------------------------------------------------------------------
+
+_B64URL_TEXT = st.from_regex(r"[A-Za-z0-9_\-]{0,60}", fullmatch=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.one_of(
+    st.text(max_size=300),
+    st.builds(lambda a, b, c: f"{a}.{b}.{c}", _B64URL_TEXT, _B64URL_TEXT, _B64URL_TEXT),
+    st.builds(lambda h, m: f"{b64u(h)}..{b64u(m)}", st.binary(max_size=80), st.binary(min_size=32, max_size=32)),
+    st.builds(lambda h, m: f"{b64u(json.dumps(h).encode())}..{b64u(m)}",
+              st.dictionaries(st.sampled_from(["alg", "kid", "typ", "crit", "b64"]), st.one_of(st.text(max_size=8), st.booleans(), st.none())),
+              st.binary(min_size=32, max_size=32)),
+), config=st.text(max_size=200))  # fmt: skip
+def test_arbitrary_signatures_are_denied_never_crash(value: str, config: str) -> None:
+    result = evaluate(cluster_info({"kubeconfig": config, SIG_KEY: value}))
+    assert (result.allowed, result.verified) == (False, False)
+    assert result.reason in ("jws-malformed", "jws-header-invalid", "signature-invalid")
+
+
+def test_kubeconfig_that_is_not_unicode_text() -> None:
+    # JSON can carry a lone surrogate ("\ud800"); it has no UTF-8 form, so nothing could have signed it.
+    (obj,) = [json.loads('{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cluster-info", "namespace": "kube-public"},'
+                        ' "data": {"kubeconfig": "\\ud800", "jws-kubeconfig-abcdef": "x..y"}}')]  # fmt: skip
+    assert evaluate(obj).reason == "cluster-info-invalid"

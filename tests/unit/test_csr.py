@@ -15,6 +15,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from provider.csr import (
     MAX_EXPIRATION_SECONDS,
@@ -378,3 +380,26 @@ def test_parse_request_reads_what_the_checks_use() -> None:
 )  # fmt: skip
 def test_host_names(name: str, valid: bool) -> None:
     assert valid_host_name(name) is valid
+
+
+# --- hostile input -----------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=600), wrap=st.booleans())
+def test_arbitrary_requests_are_malformed_never_a_crash(data: bytes, wrap: bool) -> None:
+    payload = b"-----BEGIN CERTIFICATE REQUEST-----\n" + base64.encodebytes(data) + b"-----END CERTIFICATE REQUEST-----\n" if wrap else data
+    result = evaluate(csr(payload))
+    assert (result.allowed, result.reason) == (False, "csr-malformed")
+
+
+@settings(max_examples=100, deadline=None)
+@given(spec=st.dictionaries(st.sampled_from(["request", "username", "usages", "expirationSeconds", "signerName"]),
+                            st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20), st.lists(st.text(max_size=5), max_size=3))))  # fmt: skip
+def test_arbitrary_specs_never_crash(spec: dict[str, Any]) -> None:
+    obj = csr()
+    obj["spec"].update(spec)
+    result = evaluate(obj)
+    assert result.reason in REASONS
+    if obj["spec"].get("signerName") == "kubernetes.io/kubelet-serving" and result.allowed:
+        assert result.reason == "verified"
