@@ -257,3 +257,18 @@ def test_unsafe_http_warns_on_every_request(capsys: pytest.CaptureFixture[str]) 
         client.get("/healthz")
     warnings = [line for line in capsys.readouterr().err.splitlines() if "--unsafe-http" in line]
     assert len(warnings) == 3
+
+
+def test_the_openapi_document_describes_every_route_the_app_serves() -> None:
+    import yaml
+
+    from tests.support import REPO
+
+    document = yaml.safe_load((REPO / "docs" / "openapi.yaml").read_text())
+    app, _ = make()
+    served = {(rule.rule, method.lower()) for rule in app.url_map.iter_rules() if rule.endpoint != "static"
+              for method in rule.methods or () if method not in ("HEAD", "OPTIONS")}  # fmt: skip
+    documented = {(path, method) for path, item in document["paths"].items() for method in item}
+    assert documented == served
+    verdict = document["components"]["schemas"]["Verdict"]
+    assert set(verdict["required"]) == set(verdict["properties"]) == {"allowed", "verified", "reason", "message", "signers", "diff"}
