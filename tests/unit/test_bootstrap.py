@@ -484,3 +484,8 @@ def test_kubeconfig_that_is_not_unicode_text() -> None:
     (obj,) = [json.loads('{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cluster-info", "namespace": "kube-public"},'
                         ' "data": {"kubeconfig": "\\ud800", "jws-kubeconfig-abcdef": "x..y"}}')]  # fmt: skip
     assert evaluate(obj).reason == "cluster-info-invalid"
+
+
+def test_dry_run_requests_are_judged_too() -> None:
+    tampered = cluster_info({"kubeconfig": KUBECONFIG + "# x\n", SIG_KEY: GOOD})
+    assert evaluate(tampered, operation="UPDATE", username="admin", dry_run=True).reason == "signature-invalid"

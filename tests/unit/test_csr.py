@@ -403,3 +403,8 @@ def test_arbitrary_specs_never_crash(spec: dict[str, Any]) -> None:
     assert result.reason in REASONS
     if obj["spec"].get("signerName") == "kubernetes.io/kubelet-serving" and result.allowed:
         assert result.reason == "verified"
+
+
+def test_dry_run_requests_are_judged_too() -> None:
+    result = evaluate(csr(pem_request(orgs=("system:masters",))), operation="CREATE", username=USER, dry_run=True)
+    assert (result.allowed, result.reason) == (False, "csr-organization-invalid")
