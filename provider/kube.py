@@ -238,7 +238,10 @@ class KubeDryRunner:
             finally:
                 raw.release_conn()
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            if deadline.clock() >= deadline.end:
+            # NewConnectionError (refused, unreachable) subclasses urllib3's
+            # TimeoutError for backwards compatibility; it is no timeout.
+            timed_out = isinstance(exc, (urllib3.exceptions.TimeoutError, TimeoutError)) and not isinstance(exc, urllib3.exceptions.NewConnectionError)
+            if timed_out or deadline.clock() >= deadline.end:
                 raise _failed(f"{self.source} did not answer within {deadline.seconds:g} s ({what})") from exc
             raise _failed(f"{self.source} could not be reached ({what}): {_why(exc)}") from exc
         if len(data) > limit:
@@ -312,7 +315,9 @@ class KubeDryRunner:
             raise VerificationFailure(f"{resource.describe()} cannot be created (the API server lists no create verb), so it cannot be dry-run", reason="dry-run-failed")
         where = (namespace or self.default_namespace) if resource.namespaced else None
         body = dict(manifest)
-        meta = dict(body.get("metadata") or {})
+        if not isinstance(body.get("metadata"), dict):
+            raise VerificationFailure("the manifest to dry-run has no metadata mapping", reason="dry-run-failed")
+        meta = dict(body["metadata"])
         if where:
             meta["namespace"] = where
         else:

@@ -125,6 +125,12 @@ def test_an_unusable_api_version_or_kind_is_refused_before_asking(fake: FakeApiS
     assert fake.requests == []
 
 
+def test_a_manifest_without_metadata_is_refused_before_the_create(fake: FakeApiServer, runner: KubeDryRunner) -> None:
+    with pytest.raises(VerificationFailure, match="no metadata mapping"):
+        runner.dry_run({"apiVersion": "v1", "kind": "ConfigMap", "metadata": "cm"}, "default")
+    assert fake.creates() == []
+
+
 # --- the create -------------------------------------------------------------------
 
 
