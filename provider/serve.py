@@ -31,6 +31,7 @@ import logging
 import os
 import shutil
 import ssl
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -202,6 +203,8 @@ def serve(overrides: Mapping[str, Any] | None = None) -> int:
         log.warning("serving plain HTTP (--unsafe-http): never do this where anyone else can connect")
     own_dir = None
     if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        if "prometheus_client" in sys.modules:  # it chose its value store at import: too late to share
+            log.warning("prometheus_client was imported before serving; /metrics will show one worker at a time")
         own_dir = tempfile.mkdtemp(prefix="manifest-provider-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_dir
     try:
