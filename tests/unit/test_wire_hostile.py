@@ -1,0 +1,80 @@
+"""Hostile input to the wire formats and the app: only RequestError, and always a well-formed answer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from provider.app import create_app
+from provider.errors import RequestError
+from provider.wire import gatekeeper, kyverno
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["review", "policy", "check", "request", "object", "keys", "operation", "userInfo", "x"]) | st.text(max_size=8), inner, max_size=4),
+    max_leaves=25,
+)
+BODIES = st.binary(max_size=300) | JSON.map(lambda v: json.dumps(v).encode())
+
+APP = create_app({"TESTING": True, "LOG_LEVEL": "error"})
+CLIENT = APP.test_client()
+
+
+@settings(max_examples=300, deadline=None)
+@given(BODIES)
+def test_gatekeeper_request_reading_raises_only_request_error(body: bytes) -> None:
+    try:
+        keys = gatekeeper.read_request(body)
+    except RequestError:
+        return
+    assert all(isinstance(k, str) for k in keys)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON.map(json.dumps) | st.text(max_size=200))
+def test_gatekeeper_key_reading_raises_only_request_error(key: str) -> None:
+    try:
+        gatekeeper.read_key(key)
+    except RequestError:
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(BODIES)
+def test_kyverno_body_reading_raises_only_request_error(body: bytes) -> None:
+    try:
+        kyverno.read_body(body)
+    except RequestError:
+        pass
+
+
+def _provider_request(keys: list[Any]) -> bytes:
+    return json.dumps({"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": keys}}).encode()
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(BODIES | st.lists(JSON.map(json.dumps) | st.text(max_size=50), max_size=5).map(_provider_request))
+def test_the_gatekeeper_route_always_answers_200_with_one_item_per_key_or_a_system_error(body: bytes) -> None:
+    response = CLIENT.post("/v1/gatekeeper/verify", data=body)
+    assert response.status_code == 200
+    answer = response.get_json()["response"]
+    assert answer["idempotent"] is True
+    if answer["systemError"]:
+        assert answer["items"] == []
+    else:
+        keys = json.loads(body)["request"].get("keys") or []
+        assert [item["key"] for item in answer["items"]] == keys
+        assert all(("value" in item) != ("error" in item) for item in answer["items"])
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(BODIES | st.fixed_dictionaries({"request": JSON, "policy": JSON}).map(lambda v: json.dumps(v).encode()))
+def test_the_kyverno_route_always_answers_200_with_allowed_and_message(body: bytes) -> None:
+    response = CLIENT.post("/v1/kyverno/verify", data=body)
+    assert response.status_code == 200
+    answer = response.get_json()
+    assert set(answer) == {"allowed", "verified", "reason", "message", "signers", "diff"}
+    assert answer["allowed"] is False and answer["message"]
