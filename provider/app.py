@@ -40,6 +40,7 @@ from .cache import LRUCache, digest
 from .checks import POLICIES, Answer, CheckContext, Dispatcher, Job, Verdict
 from .config import Config, ConfigError, configure_logging, load_config
 from .errors import ProviderError, RequestError, TransientError
+from .limits import Limits
 from .wire import gatekeeper, kyverno
 
 log = logging.getLogger("provider.app")
@@ -63,9 +64,9 @@ def _kube_module() -> Any:
     return importlib.import_module("provider.kube")
 
 
-def _build_dry_runner(kubeconfig: str | None) -> Any:
+def _build_dry_runner(kubeconfig: str | None, limits: Limits) -> Any:
     runner = _kube_module().KubeDryRunner
-    return runner.from_kubeconfig(kubeconfig) if kubeconfig else runner.in_cluster()
+    return runner.from_kubeconfig(kubeconfig, limits=limits) if kubeconfig else runner.in_cluster(limits=limits)
 
 
 def _build_kube_client(kubeconfig: str | None) -> Any:
@@ -113,7 +114,9 @@ class LazyClient(_Lazy):
     """Any client object, built on first attribute access."""
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
+        # Only attributes this proxy lacks arrive here. Private ones are forwarded
+        # too: the kubernetes API classes call their ApiClient's private methods.
+        if name.startswith("__"):
             raise AttributeError(name)
         return getattr(self.target(), name)
 
@@ -134,7 +137,8 @@ class Service:
         kubeconfig = config.kubeconfig
         self.dry_runner: Any = config.dry_runner
         if self.dry_runner is None and cluster:
-            self.dry_runner = LazyDryRunner(lambda: _build_dry_runner(kubeconfig), "cluster dry-run client", "dry-run-failed")
+            limits = self.limits
+            self.dry_runner = LazyDryRunner(lambda: _build_dry_runner(kubeconfig, limits), "cluster dry-run client", "dry-run-failed")
         self.kube_client: Any = config.kube_client
         if self.kube_client is None and cluster:
             self.kube_client = LazyClient(lambda: _build_kube_client(kubeconfig), "cluster client", "transient-error")

@@ -74,6 +74,10 @@ class Config:
     # -- the cluster --
     #: kubeconfig for dry-runs and Secret reads; unset: in-cluster config inside a pod, else no cluster.
     kubeconfig: str | None = None
+    #: Seconds one dry-run (discovery, create, one retry) may take; must stay under
+    #: ``deadline_seconds`` so a slow API server is ``dry-run-failed``, not a passed
+    #: deadline. Unset: 1.5 s, or 60% of the deadline when that is shorter.
+    dry_run_timeout_seconds: float | None = None
     # -- authentication --
     #: PEM CA bundle: API routes then require a client certificate it issued
     #: (Gatekeeper's CA: ``ca.crt`` of Secret ``gatekeeper-webhook-server-cert``).
@@ -109,7 +113,18 @@ class Config:
     @property
     def effective_limits(self) -> Limits:
         """The verifier's limits with the service's body and key limits applied."""
-        return dataclasses.replace(self.limits, max_body_bytes=self.max_body_bytes, max_keys_per_request=self.max_keys)
+        return dataclasses.replace(
+            self.limits,
+            max_body_bytes=self.max_body_bytes,
+            max_keys_per_request=self.max_keys,
+            dry_run_timeout=self.dry_run_timeout,
+        )
+
+    @property
+    def dry_run_timeout(self) -> float:
+        if self.dry_run_timeout_seconds is not None:
+            return self.dry_run_timeout_seconds
+        return min(DEFAULT_LIMITS.dry_run_timeout, 0.6 * self.deadline_seconds)
 
 
 #: Settings that are objects: given in the mapping, never read from the environment.
@@ -122,7 +137,9 @@ def env_name(name: str) -> str:
     return ENV_PREFIX + name.upper()
 
 
-_KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "str | None": (str,)}
+_KINDS: dict[str, tuple[type, ...]] = {
+    "int": (int,), "float": (int, float), "float | None": (int, float), "bool": (bool,), "str": (str,), "str | None": (str,),
+}
 
 
 def _parse(name: str, value: Any, kind: str) -> Any:
@@ -132,10 +149,12 @@ def _parse(name: str, value: Any, kind: str) -> Any:
         allowed = _KINDS[kind]
         if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
             raise ConfigError(f"{where}: expected {kind}, got {type(value).__name__}")
-        return float(cast(float, value)) if kind == "float" else value
+        return float(cast(float, value)) if kind.startswith("float") else value
     text = value.strip()
     if kind == "str | None":
         return text or None
+    if kind == "float | None" and not text:
+        return None
     if kind == "str":
         return text
     if kind == "bool":
@@ -146,7 +165,7 @@ def _parse(name: str, value: Any, kind: str) -> Any:
             return False
         raise ConfigError(f"{where}: expected true or false, got {text[:40]!r}")
     try:
-        return int(text) if kind == "int" else float(text)
+        return int(text) if kind == "int" else float(text)  # "float" and "float | None"
     except ValueError as exc:
         raise ConfigError(f"{where}: expected a {'whole number' if kind == 'int' else 'number'}, got {text[:40]!r}") from exc
 
@@ -159,6 +178,13 @@ def _check(config: Config) -> Config:
     for name in ("deadline_seconds", "max_body_bytes", "max_keys", "verify_threads", "workers", "threads",
                  "keepalive_seconds", "token_cache_seconds", "policy_cache_entries"):
         positive(name)
+    if not config.dry_run_timeout > 0:
+        raise ConfigError(f"{env_name('dry_run_timeout_seconds')}: must be greater than 0, got {config.dry_run_timeout}")
+    if config.dry_run_timeout >= config.deadline_seconds:
+        raise ConfigError(
+            f"{env_name('dry_run_timeout_seconds')} ({config.dry_run_timeout_seconds}) must be under "
+            f"{env_name('deadline_seconds')} ({config.deadline_seconds}), or a slow API server passes the deadline"
+        )
     if config.cache_entries < 0:
         raise ConfigError(f"{env_name('cache_entries')}: must be 0 (off) or more")
     if config.cache_ttl_seconds < 0:

@@ -63,11 +63,6 @@ class KubeTokenSource:
 
     def _core(self) -> Any:
         client = self._client
-        # The service hands checks a client built on first use (provider.app.LazyClient);
-        # the kubernetes client calls private methods of its ApiClient, which such a
-        # proxy does not forward, so the real client is taken out of it.
-        if callable(getattr(type(client), "target", None)):
-            client = client.target()
         if hasattr(client, "read_namespaced_secret"):
             return client
         from kubernetes import client as k8s

@@ -74,7 +74,8 @@ def test_a_live_object_verifies_after_a_dry_run_and_is_never_cached(cluster_serv
     assert len(fake.creates()) - before == 2
 
 
-def test_a_slow_api_server_runs_past_the_deadline_into_a_system_error(fake: FakeApiServer, tmp_path: Path) -> None:
+def test_a_slow_api_server_is_a_dry_run_failure_inside_the_deadline(fake: FakeApiServer, tmp_path: Path) -> None:
+    """The dry-run timeout follows a short deadline (60% of it), so the answer names the cause."""
     fake.fault, fake.slow_seconds = "slow", 5.0
     env = {"MANIFEST_PROVIDER_KUBECONFIG": str(fake.kubeconfig(tmp_path / "kubeconfig")), "MANIFEST_PROVIDER_DEADLINE_SECONDS": "0.5"}
     with running_server(env=env) as server:
@@ -82,7 +83,16 @@ def test_a_slow_api_server_runs_past_the_deadline_into_a_system_error(fake: Fake
         answer = server.post_json(GATEKEEPER, gatekeeper_body(live_review(), policy()))
         elapsed = time.monotonic() - start
         assert answer["response"]["items"] == []
-        assert answer["response"]["systemError"].startswith("deadline-exceeded: deadline passed: 0 of 1 keys answered in time")
-        assert elapsed < 1.4  # our deadline, not the dry-run client's own 1.5 s nor the server's 5 s
+        assert answer["response"]["systemError"].startswith("dry-run-failed: ")
+        assert elapsed < 1.4  # our deadline, not the dry-run client's default 1.5 s nor the server's 5 s
         kyverno = server.post_json(KYVERNO_ROUTE, {"request": live_review(), "policy": policy()})
-        assert (kyverno["allowed"], kyverno["reason"]) == (False, "deadline-exceeded")
+        assert (kyverno["allowed"], kyverno["reason"]) == (False, "dry-run-failed")
+
+
+def test_a_dry_run_timeout_at_or_over_the_deadline_is_refused() -> None:
+    from provider.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="must be under"):
+        load_config({"DEADLINE_SECONDS": 1.0, "DRY_RUN_TIMEOUT_SECONDS": 1.0})
+    assert load_config({"DEADLINE_SECONDS": 1.0}).effective_limits.dry_run_timeout == pytest.approx(0.6)
+    assert load_config({}).effective_limits.dry_run_timeout == 1.5
