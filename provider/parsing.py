@@ -218,6 +218,22 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):  # 1e999 overflows to infinity
+        raise ValueError(f"number {text[:40]} is not finite")
+    return number
+
+
+def _unique_pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(items)
+    if len(result) != len(items):
+        seen: set[str] = set()
+        duplicate = next(k for k, _ in items if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise ValueError(f"duplicate key {duplicate[:60]!r}")
+    return result
+
+
 def load_json(
     text: str | bytes,
     *,
@@ -226,46 +242,47 @@ def load_json(
     what: str = "JSON",
 ) -> Any:
     """Parse strict JSON: no NaN/Infinity, no duplicate keys, bounded depth and size."""
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        result = dict(items)
-        if len(result) != len(items):
-            seen: set[str] = set()
-            duplicate = next(k for k, _ in items if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-            raise ValueError(f"duplicate key {duplicate[:60]!r}")
-        return result
-
     try:
         if isinstance(text, bytes):
             text = text.decode("utf-8-sig")
-        value = json.loads(text, object_pairs_hook=pairs, parse_constant=_no_constants)
+        value = json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constants, parse_float=_finite_float)
     except UnicodeDecodeError as exc:
         raise error(f"{what} is not valid UTF-8 (byte {exc.start})") from exc
     except RecursionError as exc:
         raise error(f"{what} is nested deeper than {limits.max_depth} levels") from exc
     except ValueError as exc:
         raise error(f"{what} is not valid JSON: {str(exc)[:120]}") from exc
-    check_shape(value, limits=limits, error=error, what=what)
+    # Every JSON node takes at least one character, so short text cannot
+    # exceed the node limit; only the depth needs checking then.
+    _check_containers(value, limits, error, what, count_nodes=len(text) > limits.max_nodes, check_floats=False)
     return value
 
 
 def check_shape(value: Any, *, limits: Limits = DEFAULT_LIMITS, error: type[DataError] = DataError, what: str = "object") -> None:
-    """Check depth and node count of already-parsed JSON-shaped data, iteratively."""
-    nodes = 0
+    """Check depth, node count and finite numbers of already-parsed JSON-shaped data, iteratively."""
+    _check_containers(value, limits, error, what, count_nodes=True, check_floats=True)
+
+
+def _check_containers(value: Any, limits: Limits, error: type[DataError], what: str, *, count_nodes: bool, check_floats: bool) -> None:
+    """Walk the containers only (scalars are counted in bulk), without recursion."""
+    if isinstance(value, float) and check_floats and not math.isfinite(value):
+        raise error(f"{what} holds a number that is not finite")
+    if not isinstance(value, (dict, list)):
+        return
+    nodes = 1
     pending: list[tuple[Any, int]] = [(value, 0)]
     while pending:
         item, depth = pending.pop()
-        nodes += 1
-        if nodes > limits.max_nodes:
-            raise error(f"{what} has more than {limits.max_nodes} nodes")
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            if isinstance(item, float) and not math.isfinite(item):
+        children = item.values() if type(item) is dict else item
+        if count_nodes:
+            nodes += len(children)
+            if nodes > limits.max_nodes:
+                raise error(f"{what} has more than {limits.max_nodes} nodes")
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list:
+                if depth + 1 >= limits.max_depth:
+                    raise error(f"{what} is nested deeper than {limits.max_depth} levels")
+                pending.append((child, depth + 1))
+            elif check_floats and kind is float and not math.isfinite(child):
                 raise error(f"{what} holds a number that is not finite")
-            continue
-        if depth >= limits.max_depth:
-            raise error(f"{what} is nested deeper than {limits.max_depth} levels")
-        pending.extend((child, depth + 1) for child in children)

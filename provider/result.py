@@ -68,6 +68,10 @@ Reason = Literal[
     "policy-invalid",
     "request-invalid",
     "dry-run-failed",
+    # denied by the service itself, never by the library (whole-request failures)
+    "deadline-exceeded",
+    "transient-error",
+    "internal-error",
 ]
 REASONS: tuple[str, ...] = Reason.__args__  # type: ignore[attr-defined]
 
