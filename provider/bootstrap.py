@@ -53,6 +53,7 @@ from typing import Any, Protocol
 from .errors import PolicyError, RequestError, VerificationFailure
 from .limits import DEFAULT_LIMITS, Limits
 from .parsing import load_json, load_yaml_stream
+from .policy import check_fields
 from .result import Result
 from .review import Review
 
@@ -272,13 +273,7 @@ class ClusterInfoPolicy:
 
     @classmethod
     def from_dict(cls, data: Any, limits: Limits = DEFAULT_LIMITS) -> ClusterInfoPolicy:
-        if data is None:
-            data = {}
-        if not isinstance(data, Mapping):
-            raise PolicyError(f"the cluster-info policy must be a mapping, not {type(data).__name__}")
-        unknown = sorted(set(data) - set(_POLICY_FIELDS))
-        if unknown:
-            raise PolicyError(f"unknown field(s) in the cluster-info policy: {', '.join(unknown)[:200]} (known: {', '.join(_POLICY_FIELDS)})")
+        data = check_fields({} if data is None else data, "the cluster-info policy", _POLICY_FIELDS)
         token_ids = None
         if "tokenIds" in data:
             ids = _string_list(data["tokenIds"], "tokenIds", limits)

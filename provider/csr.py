@@ -66,6 +66,7 @@ from typing import Any, Protocol
 
 from .errors import PolicyError, RequestError, TransientError, VerificationFailure
 from .limits import DEFAULT_LIMITS, Limits
+from .policy import check_fields
 from .result import Result
 from .review import Review
 
@@ -121,13 +122,7 @@ class CsrPolicy:
 
     @classmethod
     def from_dict(cls, data: Any) -> CsrPolicy:
-        if data is None:
-            data = {}
-        if not isinstance(data, Mapping):
-            raise PolicyError(f"the kubelet-serving-csr policy must be a mapping, not {type(data).__name__}")
-        unknown = sorted(set(data) - set(_POLICY_FIELDS))
-        if unknown:
-            raise PolicyError(f"unknown field(s) in the kubelet-serving-csr policy: {', '.join(unknown)[:200]} (known: {', '.join(_POLICY_FIELDS)})")
+        data = check_fields({} if data is None else data, "the kubelet-serving-csr policy", _POLICY_FIELDS)
         regex = None
         if data.get("providerRegex") is not None:
             text = data["providerRegex"]

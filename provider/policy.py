@@ -73,7 +73,8 @@ def unknown_field_message(where: str, name: str, known: Iterable[str]) -> str:
     return f"{where}: unknown field '{str(name)[:60]}'{hint}"
 
 
-def _check_fields(data: Any, where: str, known: tuple[str, ...]) -> dict[str, Any]:
+def check_fields(data: Any, where: str, known: tuple[str, ...]) -> dict[str, Any]:
+    """``data`` as a mapping with only ``known`` fields (a close match is suggested); ``null`` values dropped."""
     if not isinstance(data, dict):
         raise PolicyError(f"{where}: expected a mapping, got {type(data).__name__}")
     for name in data:
@@ -112,7 +113,7 @@ class IgnoreRule:
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> IgnoreRule:
-        data = _check_fields(data, where, ("objects", "fields"))
+        data = check_fields(data, where, ("objects", "fields"))
         fields = tuple(_str(f, f"{where}.fields[{i}]") for i, f in enumerate(_list(data.get("fields"), f"{where}.fields")))
         if not fields:
             raise PolicyError(f"{where}.fields: at least one field pattern is required")
@@ -135,7 +136,7 @@ class UserRule:
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> UserRule:
-        data = _check_fields(data, where, ("users", "groups", "objects", "description"))
+        data = check_fields(data, where, ("users", "groups", "objects", "description"))
         users = tuple(NamePattern.compile(u, f"{where}.users[{i}]") for i, u in enumerate(_list(data.get("users"), f"{where}.users")))
         groups = tuple(NamePattern.compile(g, f"{where}.groups[{i}]") for i, g in enumerate(_list(data.get("groups"), f"{where}.groups")))
         if not users and not groups:
@@ -175,7 +176,7 @@ class SignerSpec:
     def from_value(cls, data: Any, where: str) -> SignerSpec:
         if isinstance(data, str):  # upstream's config: a list of signer names (any issuer)
             return cls(subject=data)
-        data = _check_fields(data, where, ("subject", "subjectRegExp", "issuer", "issuerRegExp", "roots"))
+        data = check_fields(data, where, ("subject", "subjectRegExp", "issuer", "issuerRegExp", "roots"))
         if "subject" in data and "subjectRegExp" in data:
             raise PolicyError(f"{where}: give subject or subjectRegExp, not both")
         if "issuer" in data and "issuerRegExp" in data:
@@ -209,7 +210,7 @@ class DryRunOptions:
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> DryRunOptions:
-        data = _check_fields(data, where, ("enabled", "namespace"))
+        data = check_fields(data, where, ("enabled", "namespace"))
         enabled = data.get("enabled", False)
         if not isinstance(enabled, bool):
             raise PolicyError(f"{where}.enabled: expected true or false")
@@ -235,7 +236,7 @@ def load_profile(name: str) -> Profile:
     text = resources.files("provider").joinpath("profiles", f"{name}.yaml").read_text()
     (data,) = load_yaml_stream(text, error=PolicyError, what=f"profile {name}")
     where = f"profile {name}"
-    data = _check_fields(data, where, ("description", "ignoreFields", "skipUsers", "outOfScope"))
+    data = check_fields(data, where, ("description", "ignoreFields", "skipUsers", "outOfScope"))
     return Profile(
         name,
         _str(data.get("description", ""), f"{where}.description"),
@@ -269,12 +270,12 @@ class Policy:
 
     @classmethod
     def from_dict(cls, data: Any, *, limits: Limits = DEFAULT_LIMITS, where: str = "policy") -> Policy:
-        data = _check_fields(data, where, _POLICY_FIELDS)
+        data = check_fields(data, where, _POLICY_FIELDS)
         keys: list[PublicKey] = []
         for i, item in enumerate(_list(data.get("keys"), f"{where}.keys")):
             spot = f"{where}.keys[{i}]"
             if isinstance(item, dict):
-                entry = _check_fields(item, spot, ("publicKey", "name"))
+                entry = check_fields(item, spot, ("publicKey", "name"))
                 name = _str(entry["name"], f"{spot}.name") if "name" in entry else None
                 pem = _str(entry.get("publicKey"), f"{spot}.publicKey")
             else:

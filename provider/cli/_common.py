@@ -6,13 +6,16 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import PolicyError, RequestError
+from ..errors import PolicyError, RequestError, TransientError
 from ..limits import DEFAULT_LIMITS
 from ..parsing import load_yaml_stream
 from ..result import Result
+from ..review import Review
+from . import EXIT_DENIED, EXIT_OK, EXIT_USAGE
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -91,3 +94,35 @@ def print_results(results: list[Result], output: str) -> None:
             print(f"    {item.key}: signed {json.dumps(item.before)} -> admitted {json.dumps(item.after)}")
         if result.diff_count > len(result.diff):
             print(f"    ... {result.diff_count - len(result.diff)} more")
+
+
+def review_of(doc: Any, index: int) -> Review:
+    """A document as the review it stands for: an AdmissionReview/AdmissionRequest as sent, else the object alone."""
+    if not isinstance(doc, dict):
+        raise RequestError(f"document {index + 1} is a {type(doc).__name__}, not a Kubernetes object")
+    if doc.get("kind") == "AdmissionReview" and isinstance(doc.get("request"), dict):
+        return Review.from_admission(doc["request"], where=f"document {index + 1}.request")
+    if isinstance(doc.get("kind"), dict) and "object" in doc:  # an AdmissionRequest
+        return Review.from_admission(doc, where=f"document {index + 1}")
+    return Review.for_object(doc)
+
+
+def evaluate_documents(command: str, path: str, output: str, evaluate: Callable[[Review], Result]) -> int:
+    """Evaluate every document of ``path``, print the verdicts, and return the exit code.
+
+    A document that is not a usable review, or a transient failure (the cluster
+    could not be asked), is a denial with its reason, never a skip.
+    """
+    docs = read_documents(path)
+    if not docs:
+        print(f"manifest-provider {command}: {path} holds no documents", file=sys.stderr)
+        return EXIT_USAGE
+    results = []
+    for index, doc in enumerate(docs):
+        try:
+            results.append(evaluate(review_of(doc, index)))
+        except (RequestError, TransientError) as exc:
+            reason = exc.reason if isinstance(exc, TransientError) else "request-invalid"
+            results.append(Result(allowed=False, verified=False, reason=reason, message=exc.message))
+    print_results(results, output)
+    return EXIT_OK if all(r.allowed for r in results) else EXIT_DENIED

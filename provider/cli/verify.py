@@ -6,10 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from ..errors import PolicyError, RequestError, TransientError
-from ..result import Result
-from . import EXIT_DENIED, EXIT_OK, EXIT_USAGE
-from ._common import add_output_flag, print_results, read_documents, read_key_files, read_policy_file, read_text
+from ..errors import PolicyError
+from ._common import add_output_flag, evaluate_documents, read_key_files, read_policy_file, read_text
 
 HELP = "verify signed manifests (exit 0: all allowed, 1: some denied, 2: usage error)"
 
@@ -65,18 +63,6 @@ def build_policy(args: argparse.Namespace) -> dict[str, Any]:
     return policy
 
 
-def review_of(doc: Any, index: int) -> Any:
-    from ..review import Review
-
-    if not isinstance(doc, dict):
-        raise RequestError(f"document {index + 1} is a {type(doc).__name__}, not a Kubernetes object")
-    if doc.get("kind") == "AdmissionReview" and isinstance(doc.get("request"), dict):
-        return Review.from_admission(doc["request"], where=f"document {index + 1}.request")
-    if isinstance(doc.get("kind"), dict) and "object" in doc:  # an AdmissionRequest
-        return Review.from_admission(doc, where=f"document {index + 1}")
-    return Review.for_object(doc)
-
-
 def run(args: argparse.Namespace) -> int:
     from ..policy import Policy
     from ..verifier import decide
@@ -87,15 +73,4 @@ def run(args: argparse.Namespace) -> int:
         from ..kube import KubeDryRunner
 
         runner = KubeDryRunner.from_kubeconfig(args.kubeconfig)
-    docs = read_documents(args.filename)
-    if not docs:
-        print(f"manifest-provider verify: {args.filename} holds no documents")
-        return EXIT_USAGE
-    results = []
-    for index, doc in enumerate(docs):
-        try:
-            results.append(decide(review_of(doc, index), policy, dry_runner=runner))
-        except (RequestError, TransientError) as exc:
-            results.append(Result(allowed=False, verified=False, reason=exc.reason if isinstance(exc, TransientError) else "request-invalid", message=exc.message))
-    print_results(results, args.output)
-    return EXIT_OK if all(r.allowed for r in results) else EXIT_DENIED
+    return evaluate_documents("verify", args.filename, args.output, lambda review: decide(review, policy, dry_runner=runner))

@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..errors import PolicyError, RequestError, TransientError
-from ..result import Result
-from . import EXIT_DENIED, EXIT_OK, EXIT_USAGE
-from ._common import add_output_flag, print_results, read_documents
+from ..errors import PolicyError
+from ._common import add_output_flag, evaluate_documents, read_documents
 
 HELP = "verify the bootstrap-token (JWS) signatures of a cluster-info ConfigMap (exit 0: all valid, 1: some refused, 2: usage error)"
 
@@ -47,22 +45,10 @@ def _tokens(args: argparse.Namespace) -> list[Any]:
 
 def run(args: argparse.Namespace) -> int:
     from ..bootstrap import ClusterInfoPolicy, InlineTokenSource, evaluate_cluster_info
-    from .verify import review_of
 
     policy_data: dict[str, Any] = {"requireSignature": args.require_signature}
     if args.ca_cert_hash:
         policy_data["caCertHashes"] = args.ca_cert_hash
     policy = ClusterInfoPolicy.from_dict(policy_data)
     source = InlineTokenSource(_tokens(args))
-    docs = read_documents(args.filename)
-    if not docs:
-        print(f"manifest-provider verify-cluster-info: {args.filename} holds no documents")
-        return EXIT_USAGE
-    results = []
-    for index, doc in enumerate(docs):
-        try:
-            results.append(evaluate_cluster_info(review_of(doc, index), policy, source, scoped=False))
-        except (RequestError, TransientError) as exc:
-            results.append(Result(allowed=False, verified=False, reason=exc.reason if isinstance(exc, TransientError) else "request-invalid", message=exc.message))
-    print_results(results, args.output)
-    return EXIT_OK if all(r.allowed for r in results) else EXIT_DENIED
+    return evaluate_documents("verify-cluster-info", args.filename, args.output, lambda review: evaluate_cluster_info(review, policy, source, scoped=False))

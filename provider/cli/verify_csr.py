@@ -5,10 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..errors import RequestError, TransientError
-from ..result import Result
-from . import EXIT_DENIED, EXIT_OK, EXIT_USAGE
-from ._common import add_output_flag, print_results, read_documents
+from ._common import add_output_flag, evaluate_documents
 
 HELP = "check kubelet-serving CertificateSigningRequests like kubelet-csr-approver (exit 0: all compliant, 1: some not, 2: usage error)"
 
@@ -51,18 +48,6 @@ def build_policy(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from ..csr import CsrPolicy, evaluate_csr
-    from .verify import review_of
 
     policy = CsrPolicy.from_dict(build_policy(args))
-    docs = read_documents(args.filename)
-    if not docs:
-        print(f"manifest-provider verify-csr: {args.filename} holds no documents")
-        return EXIT_USAGE
-    results = []
-    for index, doc in enumerate(docs):
-        try:
-            results.append(evaluate_csr(review_of(doc, index), policy, scoped=False))
-        except (RequestError, TransientError) as exc:
-            results.append(Result(allowed=False, verified=False, reason=exc.reason if isinstance(exc, TransientError) else "request-invalid", message=exc.message))
-    print_results(results, args.output)
-    return EXIT_OK if all(r.allowed for r in results) else EXIT_DENIED
+    return evaluate_documents("verify-csr", args.filename, args.output, lambda review: evaluate_csr(review, policy, scoped=False))

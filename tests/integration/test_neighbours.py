@@ -114,7 +114,7 @@ def test_cluster_info_batch(cluster: tuple[Server, TokenApi]) -> None:
     assert (value(unknown)["allowed"], value(unknown)["reason"]) == (False, "token-unknown")
     assert (value(unsigned)["allowed"], value(unsigned)["reason"]) == (True, "no-signatures")
     assert (value(not_allowed)["allowed"], value(not_allowed)["reason"]) == (False, "token-unknown")
-    assert "value" not in typo and typo["error"].startswith("policy-invalid: unknown field(s) in the cluster-info policy: tokenIDs")
+    assert "value" not in typo and typo["error"].startswith("policy-invalid: the cluster-info policy: unknown field 'tokenIDs'; did you mean 'tokenIds'?")
     assert value(audited)["reason"] == "verified"
     read = [r.path.rsplit("/", 1)[-1] for r in api.requests if r.method == "GET" and "/secrets/" in r.path]
     assert {f"bootstrap-token-{TOKEN_ID}", f"bootstrap-token-{OTHER_ID}", "bootstrap-token-zzzzzz"} <= set(read)
@@ -186,7 +186,7 @@ def test_csr_policy_and_check_errors_are_per_key(cluster: tuple[Server, TokenApi
     ]
     items = ask_gatekeeper(server, keys)["items"]
     assert items[0]["error"].startswith("policy-invalid: providerRegex: not a valid regular expression")
-    assert items[1]["error"].startswith("policy-invalid: unknown field(s) in the kubelet-serving-csr policy: bypassDnsResolution")
+    assert items[1]["error"].startswith("policy-invalid: the kubelet-serving-csr policy: unknown field 'bypassDnsResolution'")
     assert items[2]["error"].startswith("request-invalid: unknown check 'kubelet-serving-csrs'")
     assert value(items[3])["reason"] == "verified"
 
