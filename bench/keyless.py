@@ -23,14 +23,15 @@ import argparse
 import json
 import socket
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import rate
 
 from provider import Policy, Review, decide
 from provider.envelope import read_envelope
@@ -39,24 +40,6 @@ from provider.trust import load_trusted_root
 
 UPSTREAM = Path(__file__).resolve().parents[2] / "shared" / "interop" / "k8s-manifest-sigstore"
 TRUST = UPSTREAM / "trust" / "sigstore-public-good-trusted_root.json"
-
-
-def rate(fn: Callable[[], Any], seconds: float) -> float:
-    """Calls per second: the best of five runs of about ``seconds / 5`` each."""
-    fn()
-    best = 0.0
-    for _ in range(5):
-        calls, started = 0, time.perf_counter()
-        deadline = started + seconds / 5
-        while True:
-            for _ in range(10):
-                fn()
-            calls += 10
-            now = time.perf_counter()
-            if now >= deadline:
-                break
-        best = max(best, calls / (now - started))
-    return best
 
 
 def load(name: str) -> dict[str, Any]:
@@ -104,12 +87,12 @@ def main() -> None:
         assert key.verifies(key_envelope.sets[0].signature, key_envelope.payload.data)
 
     figures = {
-        "key_decide": rate(lambda: decide(keyed, key_policy), args.seconds),
-        "keyless_decide_cold": rate(keyless_cold, args.seconds),
-        "keyless_decide_warm": rate(lambda: decide(keyless, signer_policy), args.seconds),
-        "key_signature": rate(one_key_signature, args.seconds),
-        "check_signer_cold": rate(check_signer_cold, args.seconds),
-        "trusted_root_lookup": rate(lambda: load_trusted_root(root), args.seconds),
+        "key_decide": rate(lambda: decide(keyed, key_policy), args.seconds, batch=10),
+        "keyless_decide_cold": rate(keyless_cold, args.seconds, batch=10),
+        "keyless_decide_warm": rate(lambda: decide(keyless, signer_policy), args.seconds, batch=10),
+        "key_signature": rate(one_key_signature, args.seconds, batch=10),
+        "check_signer_cold": rate(check_signer_cold, args.seconds, batch=10),
+        "trusted_root_lookup": rate(lambda: load_trusted_root(root), args.seconds, batch=10),
     }
     base = figures["key_decide"]
     report = {name: {"per_s": round(value), "us": round(1e6 / value, 1), "cost_vs_key_decide": round(base / value, 2)} for name, value in figures.items()}

@@ -21,14 +21,15 @@ import argparse
 import copy
 import json
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _timing import rate
 
 from provider import Policy, Review, decide
 from provider.envelope import read_envelope
@@ -82,24 +83,6 @@ def admitted(signed: dict[str, Any]) -> dict[str, Any]:
     )
     obj["status"] = {"observedGeneration": 4, "replicas": 3, "readyReplicas": 3, "availableReplicas": 3}
     return obj
-
-
-def rate(fn: Callable[[], Any], seconds: float) -> float:
-    """Calls per second: the best of five runs of about ``seconds / 5`` each."""
-    fn()
-    best = 0.0
-    for _ in range(5):
-        calls, started = 0, time.perf_counter()
-        deadline = started + seconds / 5
-        while True:
-            for _ in range(20):
-                fn()
-            calls += 20
-            now = time.perf_counter()
-            if now >= deadline:
-                break
-        best = max(best, calls / (now - started))
-    return best
 
 
 def measure(doc: dict[str, Any], keys: int, seconds: float) -> dict[str, float]:

@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -190,11 +189,6 @@ def test_configuration_errors(tmp_path: Path) -> None:
 LIVE_OBJECT = UPSTREAM / "manifests" / "deploy-live-object-needs-dryrun.yaml"
 UPSTREAM_KEY = UPSTREAM / "keys" / "testpub.pem"
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
-        yield server
 
 
 def test_dry_run_turns_a_defaulted_object_into_a_valid_signature(fake: FakeApiServer, tmp_path: Path) -> None:

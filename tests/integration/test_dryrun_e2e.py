@@ -34,11 +34,6 @@ LIVE_OBJECT = UPSTREAM / "manifests" / "deploy-live-object-needs-dryrun.yaml"
 UPSTREAM_KEY = UPSTREAM / "keys" / "testpub.pem"
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
-        yield server
-
 
 @pytest.fixture
 def runner(fake: FakeApiServer, tmp_path: Path) -> Iterator[KubeDryRunner]:

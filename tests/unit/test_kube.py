@@ -29,11 +29,6 @@ class Clock:
         return self.now
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
-        yield server
-
 
 @pytest.fixture
 def runner(fake: FakeApiServer, tmp_path: Path) -> Iterator[KubeDryRunner]:
