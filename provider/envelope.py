@@ -119,6 +119,10 @@ class Payload:
 
 def _tar_yaml_members(tar_bytes: bytes, limits: Limits) -> list[tuple[str, bytes]]:
     members: list[tuple[str, bytes]] = []
+    # Bytes the YAML members may hold together: a member's declared size is
+    # checked before it is read, because a sparse member (GNU/PAX) declares a
+    # size its few data bytes never hold -- tarfile would fill it with zeros.
+    budget = limits.max_payload_bytes
     try:
         with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:") as archive:
             for count, member in enumerate(archive, start=1):
@@ -131,12 +135,20 @@ def _tar_yaml_members(tar_bytes: bytes, limits: Limits) -> list[tuple[str, bytes
                     raise MalformedMessage(f"{label} is a link; links in a signed tarball are refused")
                 if not member.isfile():
                     raise MalformedMessage(f"{label} is a device, FIFO or other special file; refused")
+                if member.issparse():
+                    raise MalformedMessage(f"{label} is a sparse file (it claims {member.size} bytes); refused")
                 if not member.name.lower().endswith(YAML_SUFFIXES):
                     continue
+                if member.size > budget:
+                    raise MalformedMessage(
+                        f"{label} claims {member.size} bytes; the YAML files of a tarball may hold {limits.max_payload_bytes} bytes together"
+                    )
                 handle = archive.extractfile(member)
                 if handle is None:  # pragma: no cover - isfile() members always have data
                     raise MalformedMessage(f"{label} has no data")
-                members.append((label, handle.read()))
+                data = handle.read(budget)
+                budget -= len(data)
+                members.append((label, data))
     except (tarfile.TarError, EOFError, OSError) as exc:
         raise MalformedMessage(f"the tarball in the message is not a valid tar archive ({exc})") from exc
     if not members:

@@ -38,15 +38,19 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 
 from .errors import KeyLoadError
+from .limits import DEFAULT_LIMITS
 
 KeyType = Literal["ecdsa-p256", "ecdsa-p384", "ecdsa-p521", "rsa", "ed25519"]
 
 #: Smallest RSA modulus accepted (NIST SP 800-131A: 2048 bits after 2013).
 MIN_RSA_BITS = 2048
 
-_PEM_BLOCK = re.compile(
-    r"-----BEGIN ([A-Z0-9 ]{1,40})-----\r?\n(.*?)-----END \1-----", re.DOTALL
-)
+_PEM_BEGIN = re.compile(r"-----BEGIN ([A-Z0-9 ]{1,40})-----\r?\n")
+#: base64 of "-----BEGIN": a PEM file that was base64-encoded once more (a Secret's data).
+_WRAPPED_PEM = "LS0tLS1CRUdJT"
+#: Key texts longer than this are loaded without the cache: a cached text stays in memory
+#: as the cache's key, and a chain of a dozen certificates is well under 64 KiB.
+_MAX_CACHED_CHARS = 64 * 1024
 
 _CURVES: dict[str, tuple[KeyType, hashes.HashAlgorithm]] = {
     "secp256r1": ("ecdsa-p256", hashes.SHA256()),
@@ -126,8 +130,8 @@ class PublicKey:
 
 
 def _load_block(label: str, body: str, name: str | None) -> PublicKey:
-    pem = f"-----BEGIN {label}-----\n{body}-----END {label}-----\n".encode()
     try:
+        pem = f"-----BEGIN {label}-----\n{body}-----END {label}-----\n".encode()
         if label == "CERTIFICATE":
             key: object = x509.load_pem_x509_certificate(pem).public_key()
         elif label in ("PUBLIC KEY", "RSA PUBLIC KEY"):
@@ -140,23 +144,64 @@ def _load_block(label: str, body: str, name: str | None) -> PublicKey:
         else:
             raise KeyLoadError(f"PEM block '{label}' is not a public key or certificate")
     except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
+        # ValueError covers UnicodeEncodeError: JSON can carry lone surrogates, UTF-8 cannot.
         raise KeyLoadError(f"PEM block '{label}' could not be read: {str(exc)[:120]}") from exc
     return PublicKey.from_crypto(key, name=name)
 
 
-@lru_cache(maxsize=512)
-def load_public_keys(pem_text: str, name: str | None = None) -> tuple[PublicKey, ...]:
-    """Every key in ``pem_text`` (one or more PEM blocks), in order.
+def _pem_blocks(text: str, max_blocks: int) -> list[tuple[str, str]]:
+    """``(label, body)`` of every PEM block in ``text``, in linear time.
+
+    A regular expression ``BEGIN (L) ... END \\1`` with a lazy body rescans the
+    rest of the text from every BEGIN line it cannot close: quadratic, hours
+    for a few megabytes of BEGIN lines. Here each BEGIN line costs one search
+    for its END line, a label found unclosed once is never searched again, and
+    more BEGIN lines than ``max_blocks`` are refused before any key is parsed.
+    """
+    blocks: list[tuple[str, str]] = []
+    unclosed: set[str] = set()
+    begins = 0
+    position = 0
+    while (begin := _PEM_BEGIN.search(text, position)) is not None:
+        begins += 1
+        if begins > max_blocks:
+            raise KeyLoadError(f"the key text holds more than {max_blocks} PEM blocks; at most {max_blocks} keys are allowed")
+        label, position = begin.group(1), begin.end()
+        if label in unclosed:
+            continue
+        end_line = f"-----END {label}-----"
+        end = text.find(end_line, position)
+        if end < 0:
+            unclosed.add(label)
+            continue
+        blocks.append((label, text[position:end]))
+        position = end + len(end_line)
+    return blocks
+
+
+def _load_public_keys(pem_text: str, name: str | None, max_blocks: int) -> tuple[PublicKey, ...]:
+    blocks = _pem_blocks(pem_text.replace("\r\n", "\n"), max_blocks)
+    if not blocks:
+        if not pem_text.strip():
+            raise KeyLoadError("the key is empty")
+        hint = " (it looks base64-wrapped; decode it first)" if _WRAPPED_PEM in pem_text else ""
+        raise KeyLoadError(f"no PEM block found in key{hint}")
+    return tuple(_load_block(label, body, name) for label, body in blocks)
+
+
+_load_cached = lru_cache(maxsize=512)(_load_public_keys)
+
+
+def load_public_keys(pem_text: str, name: str | None = None, max_blocks: int = DEFAULT_LIMITS.max_keys) -> tuple[PublicKey, ...]:
+    """Every key in ``pem_text`` (one or more PEM blocks, at most ``max_blocks``), in order.
 
     Cached: policies arrive with every admission request and carry the same keys.
     """
     if not isinstance(pem_text, str):
         raise KeyLoadError("a key must be a PEM string")
-    blocks = _PEM_BLOCK.findall(pem_text.replace("\r\n", "\n"))
-    if not blocks:
-        hint = " (it looks base64-wrapped; decode it first)" if "BEGIN" not in pem_text else ""
-        raise KeyLoadError(f"no PEM block found in key{hint}")
-    return tuple(_load_block(label, body, name) for label, body in blocks)
+    if len(pem_text) > _MAX_CACHED_CHARS:
+        return _load_public_keys(pem_text, name, max_blocks)
+    return _load_cached(pem_text, name, max_blocks)
 
 
 # --- private keys: signing and generation -----------------------------------------

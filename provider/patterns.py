@@ -34,19 +34,49 @@ from .errors import PolicyError
 # --- name patterns ----------------------------------------------------------------
 
 
-def _compile_alternative(alt: str) -> re.Pattern[str] | None:
-    """None means "matches anything"."""
+class Glob:
+    """A whole-string pattern whose only wildcard is ``*`` (any run of characters), matched in linear time.
+
+    The obvious regular expression (the literal parts joined by ``.*``)
+    backtracks polynomially: ``*a*a*a*a*b`` against a 400-character name of
+    ``a`` takes a minute, and object names and keys are the requester's to
+    choose. Finding the literal parts leftmost-first between a fixed prefix
+    and suffix is exact for ``*``-only patterns.
+    """
+
+    __slots__ = ("_parts", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self._parts = pattern.split("*")
+
+    def match(self, value: str) -> bool:
+        parts = self._parts
+        if len(parts) == 1:
+            return value == parts[0]
+        first, last = parts[0], parts[-1]
+        if len(value) < len(first) + len(last) or not value.startswith(first) or not value.endswith(last):
+            return False
+        position, end = len(first), len(value) - len(last)
+        for part in parts[1:-1]:
+            found = value.find(part, position, end)
+            if found < 0:
+                return False
+            position = found + len(part)
+        return True
+
+
+def _compile_alternative(alt: str) -> Glob | None:
+    """None means "matches anything"; ``-`` matches only the empty string."""
     if alt in ("", "*"):
         return None
-    if alt == "-":
-        return re.compile(r"\Z")
-    return re.compile(".*".join(re.escape(part) for part in alt.split("*")) + r"\Z", re.DOTALL)
+    return Glob("" if alt == "-" else alt)
 
 
 @dataclass(frozen=True)
 class NamePattern:
     text: str
-    _alternatives: tuple[re.Pattern[str] | None, ...] = field(repr=False, compare=False)
+    _alternatives: tuple[Glob | None, ...] = field(repr=False, compare=False)
 
     @classmethod
     def compile(cls, text: Any, where: str) -> NamePattern:
@@ -146,7 +176,7 @@ class _Node:
         self.indices: dict[int, _Node] = {}
         self.any_index: _Node | None = None
         self.star: _Node | None = None
-        self.globs: list[tuple[re.Pattern[str], _Node]] = []
+        self.globs: list[tuple[Glob, _Node]] = []
 
 
 # A parsed segment: ("key", str) | ("num", int) | ("index", int) | ("any-index", None)
@@ -210,10 +240,6 @@ def parse_field_pattern(text: Any, where: str = "field pattern") -> tuple[Segmen
     return tuple(segments)
 
 
-def _glob_regex(token: str) -> re.Pattern[str]:
-    return re.compile(".*".join(re.escape(part) for part in token.split("*")) + r"\Z", re.DOTALL)
-
-
 class FieldTrie:
     """A set of anchored field patterns, walked segment by segment."""
 
@@ -242,13 +268,13 @@ class FieldTrie:
                 node.star = node.star or _Node()
                 node = node.star
             else:
-                for regex, child in node.globs:
-                    if regex.pattern == _glob_regex(value).pattern:
+                for glob, child in node.globs:
+                    if glob.pattern == value:
                         node = child
                         break
                 else:
                     child = _Node()
-                    node.globs.append((_glob_regex(value), child))
+                    node.globs.append((Glob(value), child))
                     node = child
         node.terminal = True
 
@@ -273,8 +299,8 @@ def advance(states: tuple[_Node, ...], key: str | int) -> tuple[tuple[_Node, ...
             child = node.keys.get(key)  # type: ignore[arg-type]
             if child is not None:
                 found.append(child)
-            for regex, glob_child in node.globs:
-                if regex.match(key):  # type: ignore[arg-type]
+            for glob, glob_child in node.globs:
+                if glob.match(key):  # type: ignore[arg-type]
                     found.append(glob_child)
             if "." in key:  # type: ignore[operator]
                 found.extend(_dotted(node, key.split(".")))  # type: ignore[union-attr]
@@ -296,7 +322,7 @@ def _dotted(node: _Node, parts: list[str]) -> list[_Node]:
             child = current.keys.get(part)
             if child is not None:
                 nxt.append(child)
-            nxt.extend(glob_child for regex, glob_child in current.globs if regex.match(part))
+            nxt.extend(glob_child for glob, glob_child in current.globs if glob.match(part))
         if not nxt:
             return []
         frontier = nxt

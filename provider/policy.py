@@ -281,9 +281,11 @@ class Policy:
             else:
                 name, pem = None, _str(item, spot)
             try:
-                keys.extend(load_public_keys(pem, name))
+                keys.extend(load_public_keys(pem, name, limits.max_keys))
             except PolicyError as exc:
                 raise PolicyError(f"{spot}: {exc.message}") from exc
+            if len(keys) > limits.max_keys:  # stop loading here: thousands of key strings cost seconds
+                raise PolicyError(f"{where}.keys: more than {limits.max_keys} keys; at most {limits.max_keys} keys and signers are allowed")
         signers = tuple(SignerSpec.from_value(s, f"{where}.signers[{i}]") for i, s in enumerate(_list(data.get("signers"), f"{where}.signers")))
         anchors = len(keys) + len(signers)
         if anchors == 0:
