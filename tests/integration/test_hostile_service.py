@@ -1,0 +1,178 @@
+"""The hostile-input corpus through both HTTP routes of the real server (gunicorn, TLS, client certificates).
+
+Every file of ``tests/assets/hostile/index.yaml`` is sent as its kind says: inside an
+admission review (objects, reviews), as the policy (policies, keys), or as the raw
+body and as one raw Gatekeeper key (bodies). Each answer must be well-formed JSON
+with HTTP 200 (413 only past the body limit), within the deadline, with the reason
+the index names, no traceback, and ``allowed: true`` only for what verified. After
+the whole corpus: the same worker processes still serve (none crashed or was
+replaced), none grew past a bound, and the log holds no internal error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.assets.hostile import corpus
+from tests.integration.server import Server, running_server
+
+pytestmark = pytest.mark.integration
+
+GATEKEEPER = "/v1/gatekeeper/verify"
+KYVERNO = "/v1/kyverno/verify"
+#: The service's deadline (2.5 s) plus slack for TLS, a 17 MiB upload and a loaded machine.
+ANSWER_WITHIN = 2.5 + 2.0
+#: The service's body limit (``MANIFEST_PROVIDER_MAX_BODY_BYTES``).
+MAX_BODY = 16 * 2**20
+#: Resident memory one worker may hold after the corpus (it starts at ~70 MiB; the largest
+#: body it parses, 3 MB of JSON, needs ~100 MiB while it is parsed).
+MAX_WORKER_RSS = 400 * 2**20
+
+FILES = corpus.load()
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, corpus.CorpusFile]:
+    return {item.name: item for item in corpus.materialize(tmp_path_factory.mktemp("hostile-recipes"))}
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    with running_server(args=("--workers", "2")) as started:
+        yield started
+
+
+def workers(server: Server) -> list[psutil.Process]:
+    return psutil.Process(server.pid).children()
+
+
+@pytest.fixture(scope="module")
+def initial_workers(server: Server) -> list[int]:
+    deadline = time.monotonic() + 30
+    while len(workers(server)) < 2 and time.monotonic() < deadline:  # gunicorn starts them one after the other
+        time.sleep(0.05)
+    return sorted(p.pid for p in workers(server))
+
+
+def post_while_reading(server: Server, path: str, body: bytes) -> tuple[int, bytes]:
+    """POST ``body`` while reading the answer, as Go's HTTP client does.
+
+    Past the body limit the server answers 413 without reading the body and closes
+    the connection; a client that only reads once it has sent everything (Python's
+    ``http.client``) sees the connection reset instead of the answer.
+    """
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    conn = server.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1")
+    received = bytearray()
+
+    def read() -> None:
+        with contextlib.suppress(OSError):
+            while chunk := conn.recv(65536):
+                received.extend(chunk)
+
+    reader = threading.Thread(target=read)
+    try:
+        conn.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode())
+        reader.start()
+        with contextlib.suppress(OSError):
+            for start in range(0, len(body), 1 << 20):
+                conn.sendall(body[start : start + (1 << 20)])
+        reader.join(30)
+    finally:
+        conn.close()
+    head, _, payload = bytes(received).partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+    return status, payload[:length]
+
+
+def post(server: Server, path: str, body: bytes) -> tuple[int, Any, float]:
+    start = time.monotonic()
+    if len(body) > MAX_BODY:
+        status, data = post_while_reading(server, path, body)
+    else:
+        status, _, data = server.post(path, body)
+    seconds = time.monotonic() - start
+    text = data.decode("utf-8")  # ensure_ascii: every answer is ASCII
+    assert not corpus.has_traceback(text), text[:2000]
+    return status, json.loads(text), seconds
+
+
+def check_verdict(item: corpus.CorpusFile, verdict: dict[str, Any]) -> None:
+    assert set(verdict) == {"allowed", "verified", "reason", "message", "signers", "diff"}
+    assert verdict["reason"] == item.expected, (item.name, verdict)
+    assert verdict["message"]
+    assert verdict["allowed"] is (verdict["reason"] in corpus.ALLOWING_REASONS)
+    assert verdict["verified"] is (verdict["reason"] == "verified")
+    # Bodies, and policies the engines could only send as text, fail earlier than the library's reading.
+    if item.expected != "verified" and item.kind != "body" and not isinstance(corpus.policy_of(item), str):
+        assert item.says in verdict["message"], (item.name, verdict["message"])
+
+
+def check_gatekeeper_item(item: corpus.CorpusFile, key: str, answer: dict[str, Any]) -> None:
+    response = answer["response"]
+    assert response["systemError"] == "", (item.name, response["systemError"])
+    (only,) = response["items"]
+    assert only["key"] == key
+    if item.expected in corpus.ERROR_REASONS:
+        assert "value" not in only and only["error"].startswith(item.expected + ": "), (item.name, only)
+    else:
+        assert "error" not in only
+        check_verdict(item, only["value"])
+
+
+@pytest.mark.parametrize("item", FILES, ids=[f.name for f in FILES])
+def test_both_routes_answer_every_hostile_file_clearly_within_the_deadline(
+    item: corpus.CorpusFile, files: dict[str, corpus.CorpusFile], server: Server, initial_workers: list[int]
+) -> None:
+    item = files[item.name]
+    # Kyverno: always a verdict object, always HTTP 200 (413 past the body limit).
+    body = corpus.kyverno_body(item)
+    status, answer, seconds = post(server, KYVERNO, body)
+    assert seconds < ANSWER_WITHIN, f"{item.name}: {seconds:.2f} s"
+    if len(body) > MAX_BODY:
+        assert (status, answer["reason"], answer["allowed"]) == (413, "request-invalid", False)
+    else:
+        assert status == 200
+        check_verdict(item, answer)
+    # Gatekeeper: the raw body (bodies) -> a systemError; one key -> one item.
+    if item.kind == "body":
+        status, answer, seconds = post(server, GATEKEEPER, item.data())
+        assert seconds < ANSWER_WITHIN
+        assert status == (413 if item.path.stat().st_size > MAX_BODY else 200)
+        assert answer["response"]["items"] == []
+        assert answer["response"]["systemError"].startswith("request-invalid: "), answer
+    key = corpus.gatekeeper_key(item)
+    body = corpus.provider_request([key])
+    status, answer, seconds = post(server, GATEKEEPER, body)
+    assert seconds < ANSWER_WITHIN, f"{item.name}: {seconds:.2f} s"
+    if len(body) > MAX_BODY:
+        assert status == 413 and answer["response"]["systemError"].startswith("request-invalid: ")
+    else:
+        assert status == 200
+        check_gatekeeper_item(item, key, answer)
+
+
+def test_after_the_corpus_the_same_workers_serve_within_bounds_and_logged_no_internal_error(server: Server, initial_workers: list[int]) -> None:
+    current = workers(server)
+    assert sorted(p.pid for p in current) == initial_workers, "a worker crashed or was replaced while reading the corpus"
+    for process in current:
+        assert process.memory_info().rss < MAX_WORKER_RSS, f"worker {process.pid}: {process.memory_info().rss / 2**20:.0f} MiB"
+    log = server.log_text()
+    assert not corpus.has_traceback(log)
+    records = server.log_records()
+    assert records, "the server logged nothing"
+    assert not [r for r in records if r.get("reason") == "internal-error" or r.get("level") in ("error", "critical")]
+    status, _, metrics = server.get("/metrics")
+    assert status == 200
+    assert b'reason="internal-error"' not in metrics
+    assert not [line for line in metrics.decode().splitlines() if line.startswith("manifest_provider_requests_total") and 'code="5' in line]
