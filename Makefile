@@ -31,9 +31,18 @@ lint: install
 	$(VENV)/bin/ruff check provider tests bench
 	$(VENV)/bin/mypy
 
-## bench: benchmarks; results go to docs/performance.md
+## bench: every benchmark and the figures docs/performance.md quotes (about 5 minutes)
 bench: install
-	$(PY) bench/verify.py
+	$(PY) bench/run_all.py
+
+## soak: mixed traffic at 70% of the service's measured capacity for 10 minutes
+soak: install
+	$(PY) bench/soak.py --seconds 600
+
+## fuzz: each fuzz target for FUZZ_SECONDS (default 300); crashes are written to /tmp/manifest-provider-fuzz
+FUZZ_SECONDS ?= 300
+fuzz: install
+	$(PY) tests/fuzz/run.py --seconds $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(VENV) .dev build *.egg-info .pytest_cache .mypy_cache .ruff_cache
