@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from contextlib import redirect_stdout
+from contextlib import redirect_stdout, suppress
 from io import StringIO
 from pathlib import Path
 
@@ -25,11 +25,8 @@ def render(command: str) -> str:
     parser = build_parser()
     out = StringIO()
     args = [command, "--help"] if command else ["--help"]
-    with redirect_stdout(out):
-        try:
-            parser.parse_args(args)
-        except SystemExit:
-            pass
+    with redirect_stdout(out), suppress(SystemExit):  # --help exits
+        parser.parse_args(args)
     return out.getvalue()
 
 

@@ -45,6 +45,17 @@ STOP_TIMEOUT = 15.0
 #: Environment variables of this process that must not reach the server.
 _SCRUBBED_PREFIXES = ("MANIFEST_PROVIDER_",)
 _SCRUBBED = ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "PROMETHEUS_MULTIPROC_DIR")
+#: How a kept-alive connection the server has since closed (after its 30 s keep-alive, or a
+#: worker restart) shows up on the next request: as a reset or a closed pipe, or -- when the
+#: server's close_notify and FIN arrived first -- as a TLS EOF while the request is written.
+_STALE_CONNECTION = (
+    http.client.RemoteDisconnected,
+    http.client.CannotSendRequest,
+    ConnectionResetError,
+    BrokenPipeError,
+    ssl.SSLEOFError,
+    ssl.SSLZeroReturnError,
+)
 
 
 def command() -> list[str]:
@@ -91,7 +102,7 @@ class Server:
                 response = conn.getresponse()
                 data = response.read()
                 return response.status, {k.lower(): v for k, v in response.getheaders()}, data
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, http.client.CannotSendRequest):
+            except _STALE_CONNECTION:
                 conn.close()
                 setattr(self._local, key, None)
                 if attempt == 2:
