@@ -27,9 +27,11 @@ from provider.wire import gatekeeper, kyverno
 from tests.assets.hostile import corpus
 from tests.assets.hostile.generate import ENTRY_POINTS, outputs
 
-#: Seconds one library call may take. The slowest file (250 000 JSON keys, parsed under
-#: tracemalloc) takes about 1.4 s here; a bomb that got through would take minutes.
-TIME_LIMIT = 5.0
+#: Seconds one library call may take, timed without tracemalloc (which slows allocation-heavy
+#: parsing four- to fivefold). The slowest file (250 000 JSON keys, read by the three wire
+#: readers and the YAML reader) takes about 2.2 s here; a bomb that got through would take
+#: minutes, so the bound leaves room for a loaded CI machine without losing its meaning.
+TIME_LIMIT = 10.0
 #: Peak bytes Python may allocate for one file (tracemalloc): 64 MiB, or 40 times the file
 #: for the large ones. JSON is parsed whole before its nodes are counted, and a node of a
 #: few bytes of text is a Python object of 50 to 100 (the 3 MB body of 250 000 keys peaks
@@ -87,18 +89,28 @@ def test_committed_files_are_small_and_large_inputs_are_recipes() -> None:
 # --- the library ---------------------------------------------------------------------
 
 
-def measured(run: Callable[[], Any]) -> tuple[Any, float, int]:
-    """``run()``'s value (or the ProviderError it raised), seconds, and peak bytes allocated."""
-    tracemalloc.start()
-    start = time.perf_counter()
+def _answer(run: Callable[[], Any]) -> Any:
     try:
-        value: Any = run()
+        return run()
     except ProviderError as exc:
-        value = exc
-    finally:
-        seconds = time.perf_counter() - start
+        return exc
+
+
+def measured(run: Callable[[], Any]) -> tuple[Any, float, int]:
+    """``run()``'s value (or the ProviderError it raised), seconds, and peak bytes allocated.
+
+    Two runs: the first under tracemalloc for the peak and the value (cold: key and policy
+    caches start empty for a new input), the second timed, because tracing inflates the time.
+    """
+    tracemalloc.start()
+    try:
+        value = _answer(run)
         peak = tracemalloc.get_traced_memory()[1]
+    finally:
         tracemalloc.stop()
+    start = time.perf_counter()
+    _answer(run)
+    seconds = time.perf_counter() - start
     return value, seconds, peak
 
 
