@@ -5,6 +5,9 @@ from __future__ import annotations
 import copy
 import io
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -226,6 +229,20 @@ def test_a_kubeconfig_builds_a_real_api_client_on_first_use(tmp_path: Path) -> N
     kube_client = app.extensions["manifest_provider"].kube_client
     assert kube_client.configuration.host == "https://127.0.0.1:1"
     assert kube_client.configuration.retries is False
+
+
+def test_the_kubernetes_client_is_imported_at_start_up_only_when_a_cluster_is_configured(tmp_path: Path) -> None:
+    """Its import (~0.4 s) must not land inside the first dry-run's deadline, nor slow a service without a cluster."""
+    probe = (
+        "import sys; from provider.app import create_app; create_app({%s}); "
+        "print('kubernetes.client' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MANIFEST_PROVIDER_") and k != "KUBERNETES_SERVICE_HOST"}
+    answers = []
+    for setting in ("", f"'KUBECONFIG': {str(tmp_path / 'kubeconfig')!r}"):
+        done = subprocess.run([sys.executable, "-c", probe % setting], capture_output=True, text=True, env=env, timeout=60, check=True)
+        answers.append(done.stdout.split()[-1])
+    assert answers == ["False", "True"]
 
 
 # --- configuration and logs -------------------------------------------------------
