@@ -5,18 +5,23 @@ KEY`` (PKCS#1) or ``CERTIFICATE`` (its subject key is used; the certificate
 itself is not validated -- that is what signer roots are for). A string with
 several PEM blocks is several keys.
 
-Supported algorithms, with the hash each one signs with (sigstore's defaults
-per key type, so signatures made by ``cosign``/``kubectl sigstore`` verify):
+Supported algorithms. ``sign`` uses the first scheme of each row (sigstore's
+default for the key type); verification also accepts the others, because
+``kubectl sigstore sign`` signed differently as its cosign dependency changed:
+cosign before v2.4 hashed with SHA-256 whatever the curve and signed Ed25519
+keys with pure EdDSA; cosign v2.4 and later (k8s-manifest-sigstore since
+2024-09) use the curve's own hash and Ed25519ph (RFC 8032 pre-hashed, SHA-512)::
 
-============  ===========================  =========
-key           signature                    hash
-============  ===========================  =========
-ECDSA P-256   ASN.1 DER (r, s)             SHA-256
-ECDSA P-384   ASN.1 DER (r, s)             SHA-384
-ECDSA P-521   ASN.1 DER (r, s)             SHA-512
-RSA >= 2048   PKCS#1 v1.5                  SHA-256
-Ed25519       raw 64 bytes (pure EdDSA)    --
-============  ===========================  =========
+    key           signature                 schemes (sign with the first)
+    ECDSA P-256   ASN.1 DER (r, s)          SHA-256
+    ECDSA P-384   ASN.1 DER (r, s)          SHA-384, SHA-256 (cosign < 2.4)
+    ECDSA P-521   ASN.1 DER (r, s)          SHA-512, SHA-256 (cosign < 2.4)
+    RSA >= 2048   PKCS#1 v1.5               SHA-256
+    Ed25519       64 bytes                  pure EdDSA, Ed25519ph (cosign >= 2.4)
+
+Every scheme is a standard signature over the same bytes with the same key;
+accepting two per key lets a forger choose between two secure schemes, which
+gains nothing without breaking one of them.
 
 Each key is identified by its fingerprint, ``sha256:<hex>`` of the DER
 SubjectPublicKeyInfo (the key id sigstore computes), so the same key gives the
@@ -52,11 +57,14 @@ _WRAPPED_PEM = "LS0tLS1CRUdJT"
 #: as the cache's key, and a chain of a dozen certificates is well under 64 KiB.
 _MAX_CACHED_CHARS = 64 * 1024
 
-_CURVES: dict[str, tuple[KeyType, hashes.HashAlgorithm]] = {
-    "secp256r1": ("ecdsa-p256", hashes.SHA256()),
-    "secp384r1": ("ecdsa-p384", hashes.SHA384()),
-    "secp521r1": ("ecdsa-p521", hashes.SHA512()),
+#: Curve -> key type and the hashes its signatures are checked with (signing uses the first).
+_CURVES: dict[str, tuple[KeyType, tuple[hashes.HashAlgorithm, ...]]] = {
+    "secp256r1": ("ecdsa-p256", (hashes.SHA256(),)),
+    "secp384r1": ("ecdsa-p384", (hashes.SHA384(), hashes.SHA256())),
+    "secp521r1": ("ecdsa-p521", (hashes.SHA512(), hashes.SHA256())),
 }
+#: Bytes of an Ed25519 signature and public key (RFC 8032).
+_ED25519_SIGNATURE_BYTES = 64
 
 PublicKeyTypes = ec.EllipticCurvePublicKey | rsa.RSAPublicKey | ed25519.Ed25519PublicKey
 PrivateKeyTypes = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
@@ -67,25 +75,56 @@ def fingerprint_of(key: PublicKeyTypes) -> str:
     return "sha256:" + hashlib.sha256(der).hexdigest()
 
 
-def _describe(key: PublicKeyTypes) -> tuple[KeyType, Callable[[bytes, bytes], None]]:
-    """Map a key to its type and a ``verify(signature, data)`` that raises InvalidSignature."""
+Verify = Callable[[bytes, bytes], None]
+
+
+def _ecdsa(key: ec.EllipticCurvePublicKey, digest: hashes.HashAlgorithm) -> Verify:
+    algorithm = ec.ECDSA(digest)
+    return lambda sig, data: key.verify(sig, data, algorithm)
+
+
+def _ed25519ph(key: ed25519.Ed25519PublicKey) -> Verify:
+    """Ed25519ph (RFC 8032 section 5.1, empty context): libsodium's, through PyNaCl (``cryptography`` has only pure EdDSA)."""
+    from nacl.bindings import (
+        crypto_sign_ed25519ph_final_verify,
+        crypto_sign_ed25519ph_state,
+        crypto_sign_ed25519ph_update,
+    )
+    from nacl.exceptions import CryptoError
+
+    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+
+    def verify(sig: bytes, data: bytes) -> None:
+        if len(sig) != _ED25519_SIGNATURE_BYTES:
+            raise InvalidSignature
+        state = crypto_sign_ed25519ph_state()
+        crypto_sign_ed25519ph_update(state, data)
+        try:
+            crypto_sign_ed25519ph_final_verify(state, sig, raw)
+        except CryptoError:
+            raise InvalidSignature from None
+
+    return verify
+
+
+def _describe(key: PublicKeyTypes) -> tuple[KeyType, tuple[Verify, ...]]:
+    """Map a key to its type and the ``verify(signature, data)`` of each accepted scheme (each raises InvalidSignature)."""
     if isinstance(key, ec.EllipticCurvePublicKey):
         entry = _CURVES.get(key.curve.name)
         if entry is None:
             raise KeyLoadError(
                 f"ECDSA curve {key.curve.name} is not supported; use P-256, P-384 or P-521"
             )
-        key_type, digest = entry
-        algorithm = ec.ECDSA(digest)
-        return key_type, lambda sig, data: key.verify(sig, data, algorithm)
+        key_type, digests = entry
+        return key_type, tuple(_ecdsa(key, digest) for digest in digests)
     if isinstance(key, rsa.RSAPublicKey):
         if key.key_size < MIN_RSA_BITS:
             raise KeyLoadError(
                 f"RSA key of {key.key_size} bits is too weak; at least {MIN_RSA_BITS} bits are required"
             )
-        return "rsa", lambda sig, data: key.verify(sig, data, padding.PKCS1v15(), hashes.SHA256())
+        return "rsa", (lambda sig, data: key.verify(sig, data, padding.PKCS1v15(), hashes.SHA256()),)
     if isinstance(key, ed25519.Ed25519PublicKey):
-        return "ed25519", key.verify
+        return "ed25519", (key.verify, _ed25519ph(key))
     raise KeyLoadError(
         f"{type(key).__name__.removeprefix('_')} keys are not supported; "
         "use ECDSA (P-256/P-384/P-521), RSA (>= 2048 bits) or Ed25519"
@@ -98,7 +137,7 @@ class PublicKey:
 
     key_type: KeyType
     fingerprint: str
-    _verify: Callable[[bytes, bytes], None] = field(repr=False, compare=False)
+    _schemes: tuple[Verify, ...] = field(repr=False, compare=False)
     _key: PublicKeyTypes = field(repr=False, compare=False)
     name: str | None = None
 
@@ -109,20 +148,22 @@ class PublicKey:
             raise KeyLoadError(
                 f"{kind} keys are not supported; use ECDSA (P-256/P-384/P-521), RSA (>= 2048 bits) or Ed25519"
             )
-        key_type, verify = _describe(key)
-        return cls(key_type, fingerprint_of(key), verify, key, name)
+        key_type, schemes = _describe(key)
+        return cls(key_type, fingerprint_of(key), schemes, key, name)
 
     @property
     def crypto_key(self) -> PublicKeyTypes:
         return self._key
 
     def verifies(self, signature: bytes, data: bytes) -> bool:
-        """True when ``signature`` is this key's signature over ``data``."""
-        try:
-            self._verify(signature, data)
-        except (InvalidSignature, ValueError, UnsupportedAlgorithm):
-            return False
-        return True
+        """True when ``signature`` is this key's signature over ``data`` in one of its schemes."""
+        for verify in self._schemes:
+            try:
+                verify(signature, data)
+            except (InvalidSignature, ValueError, UnsupportedAlgorithm):
+                continue
+            return True
+        return False
 
     def label(self) -> str:
         short = self.fingerprint[:19]
@@ -208,8 +249,14 @@ def load_public_keys(pem_text: str, name: str | None = None, max_blocks: int = D
 
 
 def load_private_key(pem: bytes, password: bytes | None) -> PrivateKeyTypes:
+    """A signing key: PKCS #8 PEM (encrypted or not), ``EC``/``RSA PRIVATE KEY``, or a cosign key file."""
+    from . import cosign_keys
+
     try:
-        key = serialization.load_pem_private_key(pem, password=password)
+        if cosign_keys.is_cosign_key(pem):
+            key = serialization.load_der_private_key(cosign_keys.decrypt(pem, password), password=None)
+        else:
+            key = serialization.load_pem_private_key(pem, password=password)
     except TypeError as exc:
         raise KeyLoadError(
             "the private key is encrypted; set MANIFEST_PROVIDER_PASSWORD"
@@ -229,8 +276,8 @@ def load_private_key(pem: bytes, password: bytes | None) -> PrivateKeyTypes:
 def sign_bytes(key: PrivateKeyTypes, data: bytes) -> bytes:
     """A raw signature over ``data`` in the format :meth:`PublicKey.verifies` expects."""
     if isinstance(key, ec.EllipticCurvePrivateKey):
-        _, digest = _CURVES[key.curve.name]
-        return key.sign(data, ec.ECDSA(digest))
+        _, digests = _CURVES[key.curve.name]
+        return key.sign(data, ec.ECDSA(digests[0]))
     if isinstance(key, rsa.RSAPrivateKey):
         return key.sign(data, padding.PKCS1v15(), hashes.SHA256())
     return key.sign(data)
@@ -253,7 +300,13 @@ def generate_key(key_type: str) -> PrivateKeyTypes:
         raise KeyLoadError(f"unknown key type {key_type!r}; choose one of {', '.join(KEY_TYPES)}") from None
 
 
-def private_pem(key: PrivateKeyTypes, password: bytes | None) -> bytes:
+def private_pem(key: PrivateKeyTypes, password: bytes | None, *, cosign: bool = False) -> bytes:
+    """PKCS #8 PEM (encrypted when ``password`` is given), or with ``cosign`` cosign's encrypted key file."""
+    if cosign:
+        from .cosign_keys import encrypt
+
+        der = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        return encrypt(der, password)
     encryption: serialization.KeySerializationEncryption = (
         serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
     )

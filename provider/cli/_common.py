@@ -74,7 +74,8 @@ def read_key_files(paths: list[str]) -> list[str]:
 
 
 def password() -> bytes | None:
-    value = os.environ.get("MANIFEST_PROVIDER_PASSWORD")
+    """``MANIFEST_PROVIDER_PASSWORD``, else cosign's ``COSIGN_PASSWORD`` (for cosign key files), else none."""
+    value = os.environ.get("MANIFEST_PROVIDER_PASSWORD") or os.environ.get("COSIGN_PASSWORD")
     return value.encode() if value else None
 
 

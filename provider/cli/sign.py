@@ -14,9 +14,9 @@ HELP = "sign a manifest file or directory (writes <file>.signed)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("sign", help=HELP, description=HELP + ". The private key's password is read from MANIFEST_PROVIDER_PASSWORD.")
+    p = sub.add_parser("sign", help=HELP, description=HELP + ". The private key's password is read from MANIFEST_PROVIDER_PASSWORD (or COSIGN_PASSWORD).")
     p.add_argument("-f", "--filename", required=True, metavar="FILE|DIR", help="manifest file, or a directory of .yaml/.yml files")
-    p.add_argument("-k", "--key", required=True, metavar="PRIVATE.pem", help="PKCS#8 PEM private key (ECDSA, RSA or Ed25519)")
+    p.add_argument("-k", "--key", required=True, metavar="PRIVATE.pem", help="private key: PKCS#8 PEM (ECDSA, RSA or Ed25519) or a cosign key file (cosign.key)")
     p.add_argument("-o", "--output", metavar="OUT", help="output file (default <FILE>.signed; - for stdout)")
     p.add_argument("--append-signature", action="store_true", help="add signature_N to already signed input, keeping earlier signatures valid")
     p.add_argument("--tarball", action="store_true", help="sign a tar.gz of the input files (upstream's deprecated --tarball=yes) instead of a YAML stream")

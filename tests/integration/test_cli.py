@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.keys import KEY_TYPES
+from provider.keys import KEY_TYPES, generate_key, public_pem
 from tests.interop_cases import ALL_CASES, Case
 from tests.support import KYVERNO, UPSTREAM, configmap
 
@@ -22,7 +22,9 @@ pytestmark = pytest.mark.integration
 
 def cli(*args: str | Path, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "COLUMNS": "100", **(env or {})}
-    full_env.pop("MANIFEST_PROVIDER_PASSWORD", None) if env is None or "MANIFEST_PROVIDER_PASSWORD" not in env else None
+    for name in ("MANIFEST_PROVIDER_PASSWORD", "COSIGN_PASSWORD"):  # a developer's own must not leak in
+        if name not in (env or {}):
+            full_env.pop(name, None)
     return subprocess.run(
         [sys.executable, "-m", "provider.cli", *map(str, args)],
         capture_output=True, text=True, env=full_env, input=stdin, timeout=60, check=False,
@@ -101,6 +103,32 @@ def test_encrypted_key_and_stdout(tmp_path: Path) -> None:
     assert proc.returncode == 0 and "cosign.sigstore.dev/signature" in proc.stdout
     verify = cli("verify", "-f", "-", "-k", tmp_path / "k.pub", stdin=proc.stdout)
     assert verify.returncode == 0, verify.stdout
+
+
+@pytest.mark.parametrize("key_type", ["ecdsa-p256", "ed25519"])
+def test_cosign_key_files_from_keygen_sign_and_cosign_password_opens_them(key_type: str, tmp_path: Path) -> None:
+    assert cli("keygen", "--type", key_type, "--format", "cosign", "-o", tmp_path / "k", env={"MANIFEST_PROVIDER_PASSWORD": "pw"}).returncode == 0
+    assert (tmp_path / "k.key").read_text().startswith("-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n")
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text(yaml.safe_dump(configmap()))
+    no_password = cli("sign", "-f", manifest, "-k", tmp_path / "k.key", "-o", "-")
+    assert no_password.returncode == 2 and "COSIGN_PASSWORD" in no_password.stderr
+    proc = cli("sign", "-f", manifest, "-k", tmp_path / "k.key", "-o", "-", env={"COSIGN_PASSWORD": "pw"})
+    assert proc.returncode == 0, proc.stderr
+    verify = cli("verify", "-f", "-", "-k", tmp_path / "k.pub", "-o", "json", stdin=proc.stdout)
+    assert verify.returncode == 0 and results(verify)[0]["reason"] == "verified", verify.stdout
+
+
+def test_a_cosign_key_with_an_empty_password_signs_without_one(tmp_path: Path) -> None:
+    from tests.unit.test_cosign_keys import pkcs8_der, seal
+
+    key = generate_key("ecdsa-p256")
+    (tmp_path / "cosign.key").write_bytes(seal(pkcs8_der(key), b"", label="ENCRYPTED COSIGN PRIVATE KEY"))
+    (tmp_path / "cosign.pub").write_bytes(public_pem(key))
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text(yaml.safe_dump(configmap()))
+    assert cli("sign", "-f", manifest, "-k", tmp_path / "cosign.key").returncode == 0
+    assert cli("verify", "-f", tmp_path / "cm.yaml.signed", "-k", tmp_path / "cosign.pub").returncode == 0
 
 
 def test_upstream_config_file_with_skip_objects(tmp_path: Path) -> None:

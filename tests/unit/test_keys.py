@@ -8,7 +8,7 @@ import datetime
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, rsa
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa
 from cryptography.x509.oid import NameOID
 
 from provider.errors import KeyLoadError, PolicyError
@@ -78,11 +78,57 @@ def test_upstream_cosign_keys_load() -> None:
         assert load_public_keys(path.read_text())[0].key_type == "ecdsa-p256"
 
 
-def test_each_curve_uses_its_own_hash() -> None:
-    key = ec.generate_private_key(ec.SECP384R1())
+CURVE_HASHES = [
+    # (curve, what sign uses, what verification also accepts, what it refuses)
+    (ec.SECP256R1(), hashes.SHA256(), [], [hashes.SHA384(), hashes.SHA512(), hashes.SHA1()]),
+    (ec.SECP384R1(), hashes.SHA384(), [hashes.SHA256()], [hashes.SHA512(), hashes.SHA1(), hashes.SHA224()]),
+    (ec.SECP521R1(), hashes.SHA512(), [hashes.SHA256()], [hashes.SHA384(), hashes.SHA1()]),
+]
+
+
+@pytest.mark.parametrize(("curve", "own", "legacy", "refused"), CURVE_HASHES, ids=[c[0].name for c in CURVE_HASHES])
+def test_each_curve_signs_with_its_own_hash_and_accepts_old_cosign_sha256(
+    curve: ec.EllipticCurve, own: hashes.HashAlgorithm, legacy: list[hashes.HashAlgorithm], refused: list[hashes.HashAlgorithm]
+) -> None:
+    """cosign < 2.4 hashed with SHA-256 whatever the curve; later releases use the curve's own hash."""
+    key = ec.generate_private_key(curve)
     (public,) = load_public_keys(pem_of(key.public_key()))
-    assert public.verifies(key.sign(b"m", ec.ECDSA(hashes.SHA384())), b"m")
-    assert not public.verifies(key.sign(b"m", ec.ECDSA(hashes.SHA256())), b"m")
+    ours = sign_bytes(key, b"m")
+    key.public_key().verify(ours, b"m", ec.ECDSA(own))  # sign uses the curve's own hash
+    for digest in [own, *legacy]:
+        assert public.verifies(key.sign(b"m", ec.ECDSA(digest)), b"m"), digest.name
+        assert not public.verifies(key.sign(b"m", ec.ECDSA(digest)), b"n"), digest.name
+    for digest in refused:
+        assert not public.verifies(key.sign(b"m", ec.ECDSA(digest)), b"m"), digest.name
+
+
+def ed25519ph_sign(key: ed25519.Ed25519PrivateKey, data: bytes) -> bytes:
+    """Ed25519ph as cosign >= 2.4 signs with Ed25519 keys (libsodium's, through PyNaCl)."""
+    from nacl.bindings import (
+        crypto_sign_ed25519ph_final_create,
+        crypto_sign_ed25519ph_state,
+        crypto_sign_ed25519ph_update,
+        crypto_sign_seed_keypair,
+    )
+
+    seed = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
+    _, secret = crypto_sign_seed_keypair(seed)
+    state = crypto_sign_ed25519ph_state()
+    crypto_sign_ed25519ph_update(state, data)
+    return bytes(crypto_sign_ed25519ph_final_create(state, secret))
+
+
+def test_ed25519_accepts_pure_and_prehashed_signatures_and_signs_pure() -> None:
+    key = ed25519.Ed25519PrivateKey.generate()
+    (public,) = load_public_keys(pem_of(key.public_key()))
+    key.public_key().verify(sign_bytes(key, b"m"), b"m")  # sign writes pure EdDSA
+    prehashed = ed25519ph_sign(key, b"m")
+    assert prehashed != key.sign(b"m")
+    assert public.verifies(key.sign(b"m"), b"m") and public.verifies(prehashed, b"m")
+    assert not public.verifies(prehashed, b"n")
+    assert not public.verifies(prehashed[:-1] + bytes([prehashed[-1] ^ 1]), b"m")
+    assert not public.verifies(ed25519ph_sign(ed25519.Ed25519PrivateKey.generate(), b"m"), b"m")
+    assert not public.verifies(prehashed + b"\0", b"m") and not public.verifies(prehashed[:63], b"m")
 
 
 BAD_KEYS = [
