@@ -61,10 +61,13 @@ class VerificationFailure(DataError):
         reason: str | None = None,
         diff: tuple[Any, ...] = (),
         signers: tuple[Any, ...] = (),
+        used_cluster: bool = False,
     ) -> None:
         super().__init__(message, reason=reason)
         self.diff = diff
         self.signers = signers
+        #: The verdict consulted the live cluster (a dry-run): it must not be cached.
+        self.used_cluster = used_cluster
 
 
 class MalformedMessage(VerificationFailure):

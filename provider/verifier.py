@@ -276,14 +276,14 @@ def verify(
             try:
                 items = compare_with_dry_run(document, obj, namespace, policy, ignore, dry_runner)
             except VerificationFailure as failure:  # the API server rejected the signed manifest
-                failure.signers = signers
+                failure.signers, failure.used_cluster = signers, True
                 raise
             if not items:
                 return Verification(signers, document, envelope.payload.format, used_cluster=True)
             # The "before" values are now the dry-run's, not the bare manifest's.
             hint = " (compared with the API server's dry-run of the signed manifest)"
-        else:
-            hint = " (dry-run is enabled in the policy, but no cluster was available to run it)"
+            raise ContentMismatch(describe_diff(items, limits) + hint, diff=tuple(items), signers=signers, used_cluster=True)
+        hint = " (dry-run is enabled in the policy, but no cluster was available to run it)"
     raise ContentMismatch(describe_diff(items, limits) + hint, diff=tuple(items), signers=signers)
 
 
@@ -351,6 +351,7 @@ def decide(
             signers=tuple(failure.signers),
             diff=items[: limits.max_diff_items],
             diff_count=len(items),
+            used_cluster=failure.used_cluster,
         )
     signed_by = ", ".join(s if isinstance(s, str) else s.get("subject", "?") for s in facts.signers[:3])
     how = " after a server-side dry-run" if facts.used_cluster else ""

@@ -89,6 +89,7 @@ def test_the_live_object_with_a_changed_default_is_denied(runner: KubeDryRunner)
         {"key": "spec.template.spec.containers.0.imagePullPolicy", "values": {"before": "IfNotPresent", "after": "Always"}}
     ]
     assert "compared with the API server's dry-run of the signed manifest" in result.message
+    assert result.used_cluster  # a deny that rests on the cluster's defaults is not cached either
 
 
 # --- the seed paper's Figure 1 ----------------------------------------------------

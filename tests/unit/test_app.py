@@ -19,7 +19,7 @@ from flask.testing import FlaskClient
 from provider.app import GATEKEEPER_PATH, KYVERNO_PATH, LazyClient, LazyDryRunner, Service, create_app
 from provider.checks import CHECKS, CheckContext
 from provider.config import ConfigError
-from provider.errors import TransientError
+from provider.errors import TransientError, VerificationFailure
 from provider.result import Result
 from provider.review import Review
 from tests.support import configmap, make_key, public_key_pem, sign
@@ -113,6 +113,40 @@ def test_a_registered_check_is_dispatched_by_name(client: FlaskClient, monkeypat
 class DownCluster:
     def dry_run(self, manifest: dict[str, Any], namespace: str | None) -> dict[str, Any]:
         raise TransientError("the API server did not answer", reason="dry-run-failed")
+
+
+class CountingCluster:
+    """A cluster whose dry-run returns the signed manifest unchanged (or refuses it), counting calls."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.calls = 0
+        self.refuse = refuse
+
+    def dry_run(self, manifest: dict[str, Any], namespace: str | None) -> dict[str, Any]:
+        self.calls += 1
+        if self.refuse:
+            raise VerificationFailure("ConfigMap is invalid: data: Invalid value", reason="dry-run-failed")
+        return copy.deepcopy(manifest)
+
+
+@pytest.mark.parametrize("refuse", [False, True], ids=["content-mismatch-after-dry-run", "dry-run-refused-422"])
+def test_a_denial_that_asked_the_cluster_is_computed_again_each_time(refuse: bool) -> None:
+    """The cluster's defaults, webhooks and schemas can change: a verdict that used them is never cached."""
+    cluster = CountingCluster(refuse)
+    app, client = make({"DRY_RUNNER": cluster})
+    tampered = copy.deepcopy(signed())
+    tampered["data"]["key"] = "x"
+    body = provider_request(key(tampered, policy(dryRun={"enabled": True})))
+    for _ in range(3):
+        (item,) = items(client.post(GATEKEEPER_PATH, data=body))
+        assert item["value"]["reason"] == ("dry-run-failed" if refuse else "content-mismatch")
+    assert cluster.calls == 3
+    # A verdict that needed no cluster is cached as before.
+    plain = provider_request(key(signed(), policy(dryRun={"enabled": True})))
+    for _ in range(2):
+        assert items(client.post(GATEKEEPER_PATH, data=plain))[0]["value"]["reason"] == "verified"
+    assert cluster.calls == 3
+    app.extensions["manifest_provider"].dispatcher.shutdown()
 
 
 def test_a_transient_failure_is_a_system_error_for_gatekeeper_and_a_denial_for_kyverno() -> None:
