@@ -217,8 +217,14 @@ def check_signer(
     *,
     now: datetime | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    every: bool = False,
 ) -> Outcome:
-    """Check one ``signers`` entry against every signature set (see the module docstring)."""
+    """Check one ``signers`` entry against every signature set (see the module docstring).
+
+    The first set that satisfies the entry answers; with ``every``, each further
+    set's identity that satisfies it is listed too (``Outcome.others``), for a
+    threshold that counts distinct signers.
+    """
     from .verifier import Outcome
 
     label = f"signer {spec.describe()}"
@@ -231,17 +237,25 @@ def check_signer(
     # The trusted root is loaded only for keyless entries: certificate signers never need it.
     root = load_trusted_root(trusted_root, limits=limits) if spec.roots is None else None
     worst: tuple[int, SignatureSet, VerificationFailure] | None = None
+    found: list[dict[str, str]] = []
     for sig_set in certified_sets:
         try:
             if root is not None:
                 facts = _certify_cached(sig_set, payload, root, limits)
             else:
                 facts = certify_with_roots(sig_set, payload, spec.roots or "", moment, limits)
-            return Outcome(True, match_identity(spec, facts.identity))
+            signer = match_identity(spec, facts.identity)
         except VerificationFailure as failure:
             rank = _PROGRESS.index(failure.reason) if failure.reason in _PROGRESS else 0
             if worst is None or rank > worst[0]:
                 worst = (rank, sig_set, failure)
+            continue
+        if not every:
+            return Outcome(True, signer)
+        if signer not in found:
+            found.append(signer)
+    if found:
+        return Outcome(True, found[0], others=tuple(found[1:]))
     if worst is None:  # pragma: no cover - every set either verified or failed
         return Outcome(False, None, "signature-invalid", f"{label}: no signature verified")
     _, worst_set, worst_failure = worst

@@ -58,12 +58,21 @@ class DryRunner(Protocol):
 
 @dataclass(frozen=True)
 class Outcome:
-    """What checking one trusted key or signer against the signature sets found."""
+    """What checking one trusted key or signer against the signature sets found.
+
+    ``signer`` is the first signer that satisfied the anchor; ``others`` the further
+    ones, when the caller asked for every one (a threshold counts distinct signers).
+    """
 
     verified: bool
     signer: Signer | None = None
     reason: str = "signature-invalid"
     detail: str = ""
+    others: tuple[Signer, ...] = ()
+
+    @property
+    def candidates(self) -> tuple[Signer, ...]:
+        return (self.signer, *self.others) if self.signer is not None else ()
 
 
 @dataclass(frozen=True)
@@ -87,10 +96,64 @@ def _check_key(key: PublicKey, envelope: Envelope) -> Outcome:
     return Outcome(False, None, "signature-invalid", f"key {key.label()} verifies none of them")
 
 
-def _check_signer(spec: SignerSpec, envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits) -> Outcome:
+def _check_signer(spec: SignerSpec, envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits, *, every: bool) -> Outcome:
     from .keyless import check_signer  # sigstore and certificate machinery: loaded only when used
 
-    return check_signer(spec, envelope, policy.trusted_root, now=now, limits=limits)
+    return check_signer(spec, envelope, policy.trusted_root, now=now, limits=limits, every=every)
+
+
+def _signer_id(signer: Signer) -> Any:
+    return signer if isinstance(signer, str) else (signer.get("subject"), signer.get("issuer"))
+
+
+class _DistinctSigners:
+    """A maximum matching of anchors to distinct signers, grown one anchor at a time.
+
+    Each satisfied anchor lists every signer that satisfies it; the largest set of
+    (anchor, signer) pairs using no anchor and no signer twice is how many
+    *different* signers stand behind the object. Adding an anchor grows that
+    maximum by one exactly when an augmenting path starts from it (Kuhn's
+    algorithm), so checking can stop as soon as the count reaches the threshold,
+    whatever order the signature sets come in.
+    """
+
+    def __init__(self) -> None:
+        self._candidates: list[tuple[Signer, ...]] = []
+        self._owner: dict[Any, int] = {}  # signer id -> the anchor it is matched to
+        self._chosen: dict[int, Signer] = {}  # anchor -> its signer
+
+    def add(self, candidates: tuple[Signer, ...]) -> None:
+        self._candidates.append(candidates)
+        self._augment(len(self._candidates) - 1, set())
+
+    def _augment(self, anchor: int, seen: set[Any]) -> bool:
+        for signer in self._candidates[anchor]:
+            ident = _signer_id(signer)
+            if ident in seen:
+                continue
+            seen.add(ident)
+            if ident not in self._owner or self._augment(self._owner[ident], seen):
+                self._owner[ident] = anchor
+                self._chosen[anchor] = signer
+                return True
+        return False
+
+    def __len__(self) -> int:
+        return len(self._chosen)
+
+    @property
+    def signers(self) -> tuple[Signer, ...]:
+        """The matched signers, in the order of the anchors they stand for."""
+        return tuple(self._chosen[anchor] for anchor in sorted(self._chosen))
+
+
+def _first_signers(outcomes: list[tuple[str, Outcome]]) -> tuple[Signer, ...]:
+    """Each verified anchor's first signer, once each, in policy order."""
+    signers: list[Signer] = []
+    for _, outcome in outcomes:
+        if outcome.verified and outcome.signer is not None and outcome.signer not in signers:
+            signers.append(outcome.signer)
+    return tuple(signers)
 
 
 def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits) -> tuple[Signer, ...]:
@@ -102,26 +165,28 @@ def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None, lim
     not necessarily every listed key that signed.
 
     ``MustAll`` needs every listed key and signer entry to verify. ``AtLeastOne``
-    and ``threshold`` count *distinct signers*: two overlapping signer entries
-    (``subjectRegExp: .*@corp`` and ``subject: jane@corp``) satisfied by one
-    signature count once, so one person never meets a threshold of two.
+    and ``threshold`` count *distinct signers* (:class:`_DistinctSigners`): two
+    overlapping signer entries (``subjectRegExp: .*@corp`` and ``subject:
+    jane@corp``) count once when only jane signed -- one person never meets a
+    threshold of two -- and twice when bob signed too, in either order.
     """
     must_all = policy.key_operation == "MustAll" and policy.threshold is None
     required = policy.required_count
+    every = not must_all and required > 1  # distinctness matters: an entry lists every signer it accepts
     checks: list[tuple[str, Callable[[], Outcome]]] = [(key.label(), partial(_check_key, key, envelope)) for key in policy.keys]
-    checks += [(spec.describe(), partial(_check_signer, spec, envelope, policy, now, limits)) for spec in policy.signers]
+    checks += [(spec.describe(), partial(_check_signer, spec, envelope, policy, now, limits, every=every)) for spec in policy.signers]
     outcomes: list[tuple[str, Outcome]] = []
-    verified: list[Signer] = []
+    distinct = _DistinctSigners()
     satisfied = 0
     for label, run in checks:
         outcome = run()
         outcomes.append((label, outcome))
         if outcome.verified and outcome.signer is not None:
             satisfied += 1
-            if outcome.signer not in verified:
-                verified.append(outcome.signer)
-            if (satisfied if must_all else len(verified)) >= required:
-                return tuple(verified)
+            distinct.add(outcome.candidates)
+            if (satisfied if must_all else len(distinct)) >= required:
+                return _first_signers(outcomes) if must_all else distinct.signers
+    verified = _first_signers(outcomes) if must_all else distinct.signers
     failed = [(label, o) for label, o in outcomes if not o.verified]
     sets = len(envelope.sets)
     count = f"{sets} signature{'s' if sets != 1 else ''}"
@@ -142,7 +207,7 @@ def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None, lim
     missing = ", ".join(label for label, _ in failed[:5]) or "(entries satisfied by the same signer)"
     raise ThresholdNotMet(
         f"{shortfall} for the object's {count}; not verified: {missing}{unread}",
-        signers=tuple(verified),
+        signers=verified,
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import copy
 import gzip
+import itertools
 from datetime import timedelta
 from typing import Any
 
@@ -209,13 +210,14 @@ SETS: dict[tuple[Any, ...], tuple[bytes, str | None, str | None]] = {
     ("junk",): (bytes(range(64)), None, None),
     **{("keyless", email): _keyless_set(email) for email in IDENTITIES},
 }
-#: Signer entries: each names which identities satisfy it. Several overlap on alice.
+#: Signer entries: each names which identities satisfy it. Several overlap on alice; "anyone" on both.
 SIGNER_ENTRIES: dict[str, tuple[dict[str, Any], frozenset[str]]] = {
     "alice": ({"subject": "alice@example.com"}, frozenset({"alice@example.com"})),
     "alice-regexp": ({"subjectRegExp": "alice@.*"}, frozenset({"alice@example.com"})),
     "alice-google": ({"subject": "alice@example.com", "issuer": GOOGLE}, frozenset({"alice@example.com"})),
     "alice-github": ({"subject": "alice@example.com", "issuer": "https://github.com/login/oauth"}, frozenset()),
     "bob": ({"subject": "bob@example.com"}, frozenset({"bob@example.com"})),
+    "anyone": ({"subjectRegExp": ".*@example\\.com"}, frozenset({"alice@example.com", "bob@example.com"})),
 }
 
 
@@ -232,29 +234,32 @@ def envelope(sets: list[tuple[Any, ...]]) -> dict[str, Any]:
     return obj
 
 
+def _most_distinct(choices: list[frozenset[Any]]) -> int:
+    """The most entries that can each be given a different signer from their choices (exhaustively)."""
+    best = 0
+    for pick in itertools.product(*[[None, *sorted(c, key=str)] for c in choices]):
+        used = [p for p in pick if p is not None]
+        if len(used) == len(set(used)):
+            best = max(best, len(used))
+    return best
+
+
 def model(sets: list[tuple[Any, ...]], keys: list[int], signers: list[str], requirement: Any) -> tuple[bool, int, set[Any]]:
-    """(verified, satisfied entries, distinct signers), from the entries' own definitions."""
+    """(verified, satisfied entries, every signer that satisfies some entry), from the entries' own definitions."""
     present_keys = {which[1] for which in sets if which[0] == "key"}
     present_identities = {which[1] for which in sets if which[0] == "keyless"}
-    satisfied = 0
-    distinct: set[Any] = set()
-    for n in keys:
-        if n in present_keys:
-            satisfied += 1
-            distinct.add(fingerprint_of(KEYS[n].public_key()))
-    for name in signers:
-        matching = SIGNER_ENTRIES[name][1] & present_identities
-        if matching:
-            satisfied += 1
-            distinct.add(min(matching))
+    choices = [frozenset({fingerprint_of(KEYS[n].public_key())}) for n in keys if n in present_keys]
+    choices += [SIGNER_ENTRIES[name][1] & present_identities for name in signers]
+    choices = [c for c in choices if c]
+    satisfied = len(choices)
     entries = len(keys) + len(signers)
     if requirement == "AtLeastOne":
         verified = satisfied >= 1
     elif requirement == "MustAll":
         verified = satisfied == entries
     else:
-        verified = len(distinct) >= requirement
-    return verified, satisfied, distinct
+        verified = _most_distinct(choices) >= requirement
+    return verified, satisfied, set().union(*choices)
 
 
 def policy_for(keys: list[int], signers: list[str], requirement: Any) -> Policy:
@@ -310,10 +315,21 @@ def test_keys_meet_at_least_one_must_all_and_thresholds_as_the_model_says(sets: 
 def test_overlapping_signer_entries_count_once_for_thresholds_and_each_for_must_all(
     sets: list[tuple[Any, ...]], keys: list[int], signers: list[str], data: st.DataObject
 ) -> None:
-    # A regular expression matching both identities would make "which signer an entry
-    # counts as" depend on the order of the sets; every entry here matches one identity.
+    # "anyone" matches both identities: which one it counts as must not depend on the
+    # order of the sets -- the count is the most distinct signers any assignment gives.
     assume(len(keys) + len(signers) >= 1)
     check_against_model(sets, keys, signers, data.draw(requirements(len(keys) + len(signers))))
+
+
+def test_a_broad_entry_gives_way_to_a_narrow_one_whatever_the_order_of_the_sets() -> None:
+    """alice and bob both signed; "anyone" and "alice" are two different people in either set order."""
+    for order in ([("keyless", "alice@example.com"), ("keyless", "bob@example.com")], [("keyless", "bob@example.com"), ("keyless", "alice@example.com")]):
+        for entries in (["anyone", "alice"], ["alice", "anyone"]):
+            result = decide(Review.for_object(envelope(order)), policy_for([], entries, 2), now=NOW)
+            assert result.reason == "verified", (order, entries, result.message)
+            assert sorted(s["subject"] for s in result.signers) == ["alice@example.com", "bob@example.com"]
+    alone = decide(Review.for_object(envelope([("keyless", "alice@example.com")])), policy_for([], ["anyone", "alice"], 2), now=NOW)
+    assert alone.reason == "key-threshold-not-met" and "1 distinct signer" in alone.message
 
 
 def test_one_identity_named_by_two_entries_never_meets_a_threshold_of_two() -> None:
