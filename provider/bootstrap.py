@@ -279,6 +279,10 @@ class ClusterInfoPolicy:
             ids = _string_list(data["tokenIds"], "tokenIds", limits)
             bad = [i for i in ids if not TOKEN_ID_RE.match(i)]
             if bad:
+                # Never quote what looks like a whole token: this message reaches whoever's write
+                # was denied, and the part after the dot is the secret.
+                if "." in bad[0]:
+                    raise PolicyError("tokenIds: an entry holds a '.', as a whole token <id>.<secret> does; list only the 6-character ids, never a secret")
                 raise PolicyError(f"tokenIds: {bad[0][:20]!r} is not a token id (6 of [a-z0-9])")
             token_ids = frozenset(ids)
         pins = set()

@@ -373,6 +373,13 @@ def test_policy_is_strict(policy: Any, says: str) -> None:
         ClusterInfoPolicy.from_dict(policy)
 
 
+def test_a_whole_token_in_token_ids_is_refused_without_quoting_its_secret() -> None:
+    """The message reaches the person whose write was denied: it must not carry the secret."""
+    with pytest.raises(PolicyError, match="never a secret") as caught:
+        ClusterInfoPolicy.from_dict({"tokenIds": [f"{TOKEN_ID}.{TOKEN_SECRET}"]})
+    assert TOKEN_SECRET[:4] not in caught.value.message and TOKEN_ID not in caught.value.message
+
+
 def test_policy_defaults() -> None:
     assert ClusterInfoPolicy.from_dict(None) == ClusterInfoPolicy.from_dict({}) == ClusterInfoPolicy()
     parsed = ClusterInfoPolicy.from_dict({"tokenIds": [TOKEN_ID], "caCertHashes": [CA_PIN.upper().replace("SHA256", "sha256")], "requireSignature": True})
