@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.integration.server import Server, running_server
+from tests.unit import test_bootstrap as bootstrap
 from tests.unit import test_csr as csrs
 from tests.unit.test_bootstrap import (
     KUBECONFIG,
@@ -118,6 +119,24 @@ def test_cluster_info_batch(cluster: tuple[Server, TokenApi]) -> None:
     assert value(audited)["reason"] == "verified"
     read = [r.path.rsplit("/", 1)[-1] for r in api.requests if r.method == "GET" and "/secrets/" in r.path]
     assert {f"bootstrap-token-{TOKEN_ID}", f"bootstrap-token-{OTHER_ID}", "bootstrap-token-zzzzzz"} <= set(read)
+
+
+def test_every_broken_signature_through_gatekeeper(cluster: tuple[Server, TokenApi]) -> None:
+    # The library's table of JWS breaks (tests/unit/test_bootstrap.py) in one batch, after a valid
+    # control: the same reasons must come back through TLS, the wire format and the token Secrets the
+    # service reads from the API server. No case needs token 07401b (expired here) to verify.
+    server, _ = cluster
+    cases = [("valid", cluster_info()["data"], "verified"), *bootstrap.BROKEN]
+    keys = [key("cluster-info", admission(cluster_info(data))) for _, data, _ in cases]
+    answer = ask_gatekeeper(server, keys)
+    assert answer["systemError"] == ""
+    got = {case[0]: value(item)["reason"] for case, item in zip(cases, answer["items"], strict=True)}
+    assert got == {case: reason for case, _, reason in cases}
+    assert value(answer["items"][0])["allowed"] is True
+    for (case, _, _), item in zip(cases[1:], answer["items"][1:], strict=True):
+        assert (value(item)["allowed"], value(item)["verified"]) == (False, False), case
+        assert value(item)["message"].startswith("ConfigMap kube-public/cluster-info"), case
+    assert TOKEN_SECRET not in json.dumps(answer)
 
 
 def test_cluster_info_verdicts_are_not_cached(cluster: tuple[Server, TokenApi]) -> None:

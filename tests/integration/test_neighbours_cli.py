@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -12,11 +13,14 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.unit import test_bootstrap as bootstrap
 from tests.unit import test_csr as csrs
 from tests.unit.test_bootstrap import (
     CA_PIN,
     KUBECONFIG,
+    OTHER_ID,
     OTHER_PIN,
+    OTHER_SECRET,
     SIG_KEY,
     TOKEN_ID,
     TOKEN_SECRET,
@@ -72,6 +76,24 @@ def test_verify_cluster_info(tmp_path: Path, doc: dict[str, Any], extra: list[st
     proc = cli("verify-cluster-info", "-f", write(tmp_path / "cm.yaml", doc), "--token", TOKEN, *extra, "-o", "json")
     assert proc.returncode == code, proc.stderr
     assert [r["reason"] for r in results(proc)] == [reason]
+
+
+def test_every_broken_signature_through_the_cli(tmp_path: Path) -> None:
+    # The library's table of JWS breaks (tests/unit/test_bootstrap.py), as a user would meet them: one
+    # ConfigMap per case in one file (so the table costs one process), each named after its case --
+    # the CLI checks any ConfigMap -- and both tokens the library's source knows given as --token.
+    cases = bootstrap.BROKEN
+    docs = [cluster_info(data, name=case) for case, data, _ in cases]
+    tokens = ["--token", TOKEN, "--token", f"{OTHER_ID}.{OTHER_SECRET}"]
+    proc = cli("verify-cluster-info", "-f", write(tmp_path / "cms.yaml", *docs), *tokens, "-o", "json")
+    assert proc.returncode == 1, proc.stderr
+    got = results(proc)
+    assert {case: r["reason"] for (case, _, _), r in zip(cases, got, strict=True)} == {case: reason for case, _, reason in cases}
+    for (case, _, _), r in zip(cases, got, strict=True):
+        assert (r["allowed"], r["verified"]) == (False, False), case
+        assert r["message"].startswith(f"ConfigMap kube-public/{case}"), r["message"]
+    # Refusing a signature names the key and the reason, never the secret it was checked with.
+    assert TOKEN_SECRET not in proc.stdout and OTHER_SECRET not in proc.stdout
 
 
 def test_cluster_info_without_the_token_is_unknown(tmp_path: Path) -> None:
@@ -146,6 +168,55 @@ def test_verify_csr(tmp_path: Path, obj: dict[str, Any], flags: list[str], code:
     proc = cli("verify-csr", "-f", write(tmp_path / "csr.yaml", obj), *flags, "-o", "json")
     assert proc.returncode == code, proc.stderr
     assert [r["reason"] for r in results(proc)] == [reason]
+
+
+#: verify-csr's flag for each library policy field (the inverse of provider.cli.verify_csr.build_policy).
+CSR_FLAGS = {"providerRegex": "--provider-regex", "maxExpirationSeconds": "--max-expiration-sec", "allowedDnsNames": "--allowed-dns-names"}
+
+
+def csr_flags(policy: dict[str, Any]) -> tuple[str, ...]:
+    """A library policy as the ``verify-csr`` flags a user would type for it."""
+    flags: list[str] = []
+    for field, setting in policy.items():
+        if field == "bypassHostnameCheck":
+            assert setting is True, policy
+            flags.append("--bypass-hostname-check")
+        elif field == "providerIpPrefixes":
+            flags += ["--ip-prefixes", setting if isinstance(setting, str) else ",".join(setting)]
+        else:
+            assert field in CSR_FLAGS, f"no verify-csr flag for the policy field {field!r}: add it to CSR_FLAGS"
+            flags += [CSR_FLAGS[field], str(setting)]
+    return tuple(flags)
+
+
+def broken_csrs_by_flags() -> dict[tuple[str, ...], list[tuple[str, dict[str, Any], str]]]:
+    """The library's one-rule-broken CSRs (tests/unit/test_csr.py BROKEN), grouped by the flags they need."""
+    groups: dict[tuple[str, ...], list[tuple[str, dict[str, Any], str]]] = {}
+    for case, obj, policy, reason in csrs.BROKEN:
+        groups.setdefault(csr_flags(policy), []).append((case, obj, reason))
+    return groups
+
+
+CSR_GROUPS = broken_csrs_by_flags()
+
+
+@pytest.mark.parametrize(("flags", "cases"), list(CSR_GROUPS.items()), ids=[" ".join(f) or "no-flags" for f in CSR_GROUPS])
+def test_every_broken_csr_rule_through_the_cli(tmp_path: Path, flags: tuple[str, ...], cases: list[tuple[str, Any, str]]) -> None:
+    # One process per flag combination, not per case (~0.35 s each: 38 would add ~13 s): the CSRs go in one
+    # multi-document file, each named after its case, and verify-csr answers one result per document,
+    # in order. The compliant control (exit 0) is test_verify_csr[compliant].
+    docs = []
+    for case, obj, _ in cases:
+        doc = copy.deepcopy(obj)
+        doc["metadata"]["name"] = case
+        docs.append(doc)
+    proc = cli("verify-csr", "-f", write(tmp_path / "csrs.yaml", *docs), *flags, "-o", "json")
+    assert proc.returncode == 1, proc.stderr
+    got = results(proc)
+    assert {case: r["reason"] for (case, _, _), r in zip(cases, got, strict=True)} == {case: reason for case, _, reason in cases}
+    for (case, _, _), r in zip(cases, got, strict=True):
+        assert (r["allowed"], r["verified"]) == (False, False), case
+        assert r["message"].startswith(f"CertificateSigningRequest {case} breaks 1 rule: "), r["message"]
 
 
 def test_verify_csr_reads_a_list_as_kubectl_prints_it(tmp_path: Path) -> None:
