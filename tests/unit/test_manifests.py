@@ -33,12 +33,12 @@ from tests.support import REPO
 
 MANIFESTS = REPO / "manifests"
 BASE = MANIFESTS / "base"
-OVERLAYS = {"gatekeeper": MANIFESTS / "overlays" / "gatekeeper", "kyverno": MANIFESTS / "overlays" / "kyverno"}
+OVERLAYS = {name: MANIFESTS / "overlays" / name for name in ("gatekeeper", "kyverno", "kyverno-cel")}
 CA_SCRIPT = MANIFESTS / "scripts" / "ca-bundle.sh"
 SETTINGS = {ENV_PREFIX + name.upper() for name in Config.__dataclass_fields__}
 #: Secrets an overlay mounts that something other than these manifests creates.
-EXTERNAL_SECRETS = {"gatekeeper": {"gatekeeper-webhook-server-cert"}, "kyverno": set()}
-EXPECTED_NAMESPACE = {"gatekeeper": "gatekeeper-system", "kyverno": "manifest-provider"}
+EXTERNAL_SECRETS = {"gatekeeper": {"gatekeeper-webhook-server-cert"}, "kyverno": set(), "kyverno-cel": set()}
+EXPECTED_NAMESPACE = {"gatekeeper": "gatekeeper-system", "kyverno": "manifest-provider", "kyverno-cel": "manifest-provider"}
 
 
 def yaml_files() -> list[Path]:
@@ -223,6 +223,23 @@ def test_gatekeeper_overlay_requires_gatekeepers_client_certificate() -> None:
     assert float(variables["MANIFEST_PROVIDER_DEADLINE_SECONDS"]) < one(docs, "Provider")["spec"]["timeout"] < 3
     (rule,) = one(docs, "NetworkPolicy")["spec"]["ingress"]
     assert rule["from"] == [{"podSelector": {"matchLabels": {"gatekeeper.sh/system": "yes"}}}]
+
+
+def test_the_kyverno_cel_overlay_admits_kyverno_only_and_reviews_no_tokens() -> None:
+    """CEL's http library sends no credentials: a token audience would refuse every call of the policy."""
+    docs = render("kyverno-cel")
+    assert "MANIFEST_PROVIDER_TOKEN_AUDIENCE" not in env(one(docs, "Deployment"))
+    assert not [d for d in docs if d["metadata"]["name"] == "manifest-provider-tokenreview"]
+    (rule,) = one(docs, "NetworkPolicy")["spec"]["ingress"]
+    (source,) = rule["from"]
+    assert source == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kyverno"}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/component": "admission-controller"}},
+    }
+    # The ClusterPolicy overlay is this one plus token review, nothing else.
+    cluster_policy = render("kyverno")
+    extra = {(d["kind"], d["metadata"]["name"]) for d in cluster_policy} - {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert extra == {("ClusterRole", "manifest-provider-tokenreview"), ("ClusterRoleBinding", "manifest-provider-tokenreview")}
 
 
 def test_kyverno_overlay_reviews_tokens() -> None:
