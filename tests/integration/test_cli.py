@@ -91,6 +91,38 @@ def test_sign_directory_tarball_and_append(tmp_path: Path) -> None:
     assert all(len(r["signers"]) == 2 for r in results(proc))
 
 
+def test_threshold_counts_distinct_signers_through_the_cli(tmp_path: Path) -> None:
+    for name in ("a", "b", "c"):
+        assert cli("keygen", "-o", tmp_path / name).returncode == 0
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text(yaml.safe_dump(configmap()))
+    cli("sign", "-f", manifest, "-k", tmp_path / "a.key", "-o", tmp_path / "one.yaml")
+    cli("sign", "-f", tmp_path / "one.yaml", "-k", tmp_path / "b.key", "--append-signature", "-o", tmp_path / "two.yaml")
+    keys = ["-k", tmp_path / "a.pub", "-k", tmp_path / "b.pub", "-k", tmp_path / "c.pub"]
+    two = cli("verify", "-f", tmp_path / "two.yaml", *keys, "--threshold", "2", "-o", "json")
+    assert two.returncode == 0 and len(results(two)[0]["signers"]) == 2, two.stdout
+    three = cli("verify", "-f", tmp_path / "two.yaml", *keys, "--threshold", "3", "-o", "json")
+    assert three.returncode == 1 and results(three)[0]["reason"] == "key-threshold-not-met", three.stdout
+    one = cli("verify", "-f", tmp_path / "one.yaml", *keys, "--threshold", "2", "-o", "json")
+    assert one.returncode == 1 and results(one)[0]["reason"] == "key-threshold-not-met"
+    impossible = cli("verify", "-f", tmp_path / "two.yaml", *keys, "--threshold", "4")
+    assert impossible.returncode == 2 and "threshold" in impossible.stderr
+
+
+def test_a_custom_annotation_domain_signs_and_verifies_only_under_that_domain(tmp_path: Path) -> None:
+    cli("keygen", "-o", tmp_path / "k")
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text(yaml.safe_dump(configmap()))
+    domain = "integrity.example.com"
+    assert cli("sign", "-f", manifest, "-k", tmp_path / "k.key", "--annotation-domain", domain, "-o", tmp_path / "s.yaml").returncode == 0
+    (signed,) = yaml.safe_load_all((tmp_path / "s.yaml").read_text())
+    assert {k.split("/")[0] for k in signed["metadata"]["annotations"]} == {domain}
+    ours = cli("verify", "-f", tmp_path / "s.yaml", "-k", tmp_path / "k.pub", "--annotation-domain", domain, "-o", "json")
+    assert ours.returncode == 0 and results(ours)[0]["reason"] == "verified"
+    default = cli("verify", "-f", tmp_path / "s.yaml", "-k", tmp_path / "k.pub", "-o", "json")
+    assert default.returncode == 1 and results(default)[0]["reason"] == "unsigned"
+
+
 def test_encrypted_key_and_stdout(tmp_path: Path) -> None:
     env = {"MANIFEST_PROVIDER_PASSWORD": "pw"}
     assert cli("keygen", "-o", tmp_path / "k", env=env).returncode == 0

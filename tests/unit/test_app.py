@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from provider.app import GATEKEEPER_PATH, KYVERNO_PATH, LazyClient, LazyDryRunner, Service, create_app
 from provider.checks import CHECKS, CheckContext
@@ -192,6 +194,42 @@ def test_probes_and_metrics(client: FlaskClient) -> None:
     text = metrics.data.decode()
     assert 'manifest_provider_decisions_total{check="manifest",class="valid-signature",reason="verified",route="gatekeeper"}' in text
     assert "manifest_provider_request_duration_seconds_bucket" in text
+
+
+def test_the_decision_counter_carries_each_of_the_six_traffic_classes(client: FlaskClient) -> None:
+    """The paper's table, live: one request per class, each counted under its class label."""
+    tampered = copy.deepcopy(signed())
+    tampered["data"]["key"] = "x"
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "ns"}}
+    controller = {"username": "system:serviceaccount:kube-system:replicaset-controller", "groups": ["system:serviceaccounts"]}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-abc12", "namespace": "ns"}, "spec": {}}
+    app_profile = policy(skipUsers=[{"users": ["system:serviceaccount:ns:operator"]}])
+    bodies = {
+        "out-of-scope": {"request": review(event), "policy": policy()},
+        "common-profile": {"request": review(pod, userInfo=controller), "policy": policy()},
+        "app-profile": {"request": review(configmap("cm", "ns"), userInfo={"username": "system:serviceaccount:ns:operator"}), "policy": app_profile},
+        "valid-signature": {"request": review(signed()), "policy": policy()},
+        "invalid-signature": {"request": review(tampered), "policy": policy()},
+        "unprocessed": {"request": review(configmap("cm", "ns")), "policy": policy()},
+    }
+
+    def counts() -> Counter[tuple[str, str]]:
+        return Counter({
+            (s.labels["class"], s.labels["reason"]): s.value
+            for family in text_string_to_metric_families(client.get("/metrics").data.decode())
+            for s in family.samples
+            if s.name == "manifest_provider_decisions_total" and s.labels.get("route") == "kyverno"
+        })  # fmt: skip
+
+    before = counts()
+    for body in bodies.values():
+        assert client.post(KYVERNO_PATH, data=json.dumps(body)).status_code == 200
+    after = counts()
+    after.subtract(before)
+    assert +after == {
+        ("out-of-scope", "out-of-scope"): 1, ("common-profile", "skipped-user"): 1, ("app-profile", "skipped-user"): 1,
+        ("valid-signature", "verified"): 1, ("invalid-signature", "content-mismatch"): 1, ("unprocessed", "unsigned"): 1,
+    }  # fmt: skip
 
 
 # --- limits -----------------------------------------------------------------------
