@@ -112,7 +112,7 @@ def test_src_test_rego(engines: dict[Path, ConstraintTemplateEngine], directory:
 
 def test_enough_rego_tests_ran() -> None:
     assert len([t for t in ALL_REGO_TESTS if t[0] == SIGNATURE]) >= 15
-    assert len([t for t in ALL_REGO_TESTS if t[0] == PULL]) >= 6
+    assert len([t for t in ALL_REGO_TESTS if t[0] == PULL]) >= 15
 
 
 @pytest.mark.parametrize(
@@ -255,6 +255,29 @@ def test_pull_policy_samples(sample: str) -> None:
     finally:
         engine.close()
     assert (violations == []) == sample.startswith("example_allowed")
+
+
+@pytest.mark.parametrize(
+    ("clause", "replacement", "test_name"),
+    [
+        ('tagged(image) if contains(substring(image, indexof(image, "/") + 1, -1), ":")',
+         'tagged(image) if contains(image, ":")', "test_registry_port_is_not_a_tag"),
+        ('latest(image) if contains(image, ":latest@")', "latest(image) if false", "test_tag_and_digest"),
+        ('is_set(value) if not value in {null, false, "", [], {}}', "is_set(value) if not value in {null, false}",
+         "test_empty_policy_counts_as_missing"),
+        ('default_pull_policy(image) := "IfNotPresent" if not always_by_default(image)', "",
+         "test_malformed_reference_is_not_a_pass"),
+    ],
+    ids=["port-is-a-tag", "latest-with-digest", "empty-policy", "no-default"],
+)
+def test_pull_src_test_rego_catches_a_broken_policy(clause: str, replacement: str, test_name: str) -> None:
+    source = (PULL / "src.rego").read_text()
+    assert clause in source
+    engine = ConstraintTemplateEngine(source.replace(clause, replacement, 1), tests=(PULL / "src_test.rego").read_text())
+    try:
+        assert not engine.passes(test_name)
+    finally:
+        engine.close()
 
 
 # --- the parameter schema mirrors the policy schema ----------------------------------------

@@ -12,9 +12,18 @@
 #
 # parameters.privateRegistries: image reference prefixes that need
 # credentials, as written in Pod specs, e.g. "registry.example.com/" or
-# "ghcr.io/my-org/" (keep the trailing "/": without it the prefix also
-# matches other hosts, which only errs on the safe side). Docker Hub private
-# repositories are written both ways: "docker.io/my-org/" and "my-org/".
+# "ghcr.io/my-org/". A prefix is compared as a plain string: keep the
+# trailing "/", without it "registry.example.com" also matches
+# "registry.example.com:5000/..." and "registry.example.com.evil.io/..."
+# (which only errs on the safe side); a registry on another port is
+# another prefix ("registry.example.com:5000/"). References are not
+# normalised: Docker Hub private repositories are written three ways,
+# "docker.io/my-org/", "index.docker.io/my-org/" and "my-org/".
+#
+# The Kyverno policy always-pull-private-images implements the same rule
+# (tests/unit/test_policies_kyverno.py holds both to it, case by case).
+# Pods only: workloads reach this template through Gatekeeper's expansion
+# of their pod templates.
 package k8salwayspullprivateimages
 
 import rego.v1
@@ -30,9 +39,11 @@ violation contains {"msg": msg, "details": {"container": container.name, "image"
 	)
 }
 
+# Containers, init containers and ephemeral containers that name an image.
 containers contains container if {
 	some field in ["containers", "initContainers", "ephemeralContainers"]
 	some container in object.get(input.review.object.spec, field, [])
+	is_set(object.get(container, "image", null))
 }
 
 private(image) if {
@@ -40,31 +51,37 @@ private(image) if {
 	startswith(image, prefix)
 }
 
-# The API server defaults imagePullPolicy before admission; audit and offline
-# checks may see objects without it, so apply the same default: Always for
-# the tag "latest" or no tag at all (no digest either), IfNotPresent otherwise.
-pull_policy(container) := container.imagePullPolicy
+# An imagePullPolicy that is set is taken as written. The API server defaults
+# a missing (or empty) one before admission; audit of stored objects sees the
+# default, offline checks (gator) and raw manifests may not, so apply the same
+# default here.
+pull_policy(container) := container.imagePullPolicy if is_set(object.get(container, "imagePullPolicy", null))
 
-pull_policy(container) := "Always" if {
-	not container.imagePullPolicy
-	image_tag(container.image) == "latest"
+pull_policy(container) := default_pull_policy(container.image) if not is_set(object.get(container, "imagePullPolicy", null))
+
+# Set, as JMESPath's truthiness has it (the Kyverno policy's test).
+is_set(value) if not value in {null, false, "", [], {}}
+
+# The API server's default: Always for the tag "latest", or for neither tag nor
+# digest; IfNotPresent otherwise (another tag, or a digest without a tag).
+default_pull_policy(image) := "Always" if always_by_default(image)
+
+default_pull_policy(image) := "IfNotPresent" if not always_by_default(image)
+
+always_by_default(image) if latest(image)
+
+always_by_default(image) if {
+	not contains(image, "@")
+	not tagged(image)
 }
 
-pull_policy(container) := "IfNotPresent" if {
-	not container.imagePullPolicy
-	image_tag(container.image) != "latest"
-}
+latest(image) if endswith(image, ":latest")
 
-# The tag of an image reference ("" with a digest and no tag; "latest" with neither).
-image_tag(image) := tag if {
-	name := split(image, "@")[0]
-	last := regex.split("/", name)[count(regex.split("/", name)) - 1]
-	parts := split(last, ":")
-	tag := tag_of(parts, contains(image, "@"))
-}
+latest(image) if contains(image, ":latest@")
 
-tag_of(parts, _) := parts[1] if count(parts) == 2
-
-tag_of(parts, true) := "" if count(parts) == 1
-
-tag_of(parts, false) := "latest" if count(parts) == 1
+# A tag is a ":" after the first "/" (one before it is a registry port,
+# "registry.example.com:5000/app"), or any ":" in a reference without "/"
+# ("app:1.0"): indexof gives -1 when there is no "/", so the whole reference
+# is searched. Exact for valid references; malformed ones (which no kubelet
+# can pull) get the same string rule as in the Kyverno policy.
+tagged(image) if contains(substring(image, indexof(image, "/") + 1, -1), ":")
