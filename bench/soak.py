@@ -298,6 +298,7 @@ def run(
     report["memory"] = {
         "baseline_mib": baseline / 2**20, "final_mib": final / 2**20, "peak_mib": max((r for _, r in samples), default=0) / 2**20,
         "growth": (final - baseline) / baseline if baseline else 0.0, "samples": len(samples),
+        "every_10s_mib": [round(rss / 2**20, 1) for t, rss in samples if int(t) % 10 == 0],
     }  # fmt: skip
     report["passed"] = (
         tally.server_errors == 0 and not tally.wrong and not tally.transport and not report["workers_replaced"]
