@@ -70,13 +70,21 @@ def tls_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLCon
 
 
 class _RotatingContext:
-    """One SSLContext for every connection, rebuilt when a file's modification time changes."""
+    """One SSLContext for every connection, rebuilt when a file's modification time changes.
+
+    The first context is built here, when gunicorn's options are made in the master,
+    so every worker forks with one that works: a worker whose first connection
+    arrives while a rotation has left unusable files keeps serving the certificate
+    it started with instead of failing that handshake. Raises :class:`ConfigError`
+    when the files do not load at start.
+    """
 
     def __init__(self, cert: str, key: str, client_ca: str | None) -> None:
         self._files = (cert, key, client_ca)
         self._lock = threading.Lock()
         self._stamp: tuple[float, ...] = ()
         self._context: ssl.SSLContext | None = None
+        self.get()
 
     def _stamps(self) -> tuple[float, ...]:
         try:

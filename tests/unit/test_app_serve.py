@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import ssl
@@ -67,6 +68,20 @@ def test_the_tls_context_is_shared_and_rebuilt_when_a_file_changes(tmp_path: Pat
     pki.server_key.write_text("not a key")  # a rotation gone wrong: keep serving with what works
     os.utime(pki.server_key, (later + 5, later + 5))
     assert rotating.get() is second
+
+
+def test_a_worker_whose_first_connection_meets_a_broken_rotation_serves_the_start_certificate(tmp_path: Path) -> None:
+    """The context is built before gunicorn forks: a worker never has to build its first one from bad files."""
+    pki = make_dev_pki(tmp_path / "start")
+    rotating = _RotatingContext(str(pki.server_cert), str(pki.server_key), str(pki.ca_cert))
+    worker = copy.copy(rotating)  # what a forked worker holds before its first connection
+    pki.server_cert.write_text("-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n")
+    later = time.time() + 5
+    os.utime(pki.server_cert, (later, later))
+    context = worker.hook(None, ssl.create_default_context)
+    assert context.get_ca_certs() and context.minimum_version == ssl.TLSVersion.TLSv1_2
+    with pytest.raises(ConfigError, match="TLS: cannot load"):
+        _RotatingContext(str(pki.server_cert), str(pki.server_key), None)  # at start, bad files stop the server
 
 
 # --- refusing to start ------------------------------------------------------------
