@@ -187,6 +187,20 @@ class Service:
 
 #: Bytes read from the request at a time while looking for the end of a chunked body.
 _READ_SIZE = 64 * 1024
+#: An oversized body is read and thrown away up to this many times the limit before
+#: the 413 goes out (nginx's "lingering close"): closing a connection with unread
+#: bytes in it makes the kernel reset it, and the reset can overtake the answer, so
+#: the caller would see a broken connection instead of the reason. Past this, the
+#: connection is closed unread.
+_DRAIN_FACTOR = 4
+
+
+def _discard(stream: Any, most: int) -> None:
+    while most > 0:
+        part = stream.read(min(_READ_SIZE, most))
+        if not part:
+            return
+        most -= len(part)
 
 
 def _read_body(limit: int) -> bytes:
@@ -194,12 +208,15 @@ def _read_body(limit: int) -> bytes:
 
     Werkzeug's own limit stops *silently* at the limit for a chunked body (the
     truncated bytes would then fail to parse as JSON), so the body is read
-    here, from the WSGI input, one chunk past the limit at most.
+    here, from the WSGI input, one chunk past the limit at most; an oversized
+    one is then drained (up to :data:`_DRAIN_FACTOR` times the limit) so the 413 arrives.
     """
     length = request.content_length
-    if length is not None and length > limit:
-        raise RequestEntityTooLarge()
     stream = request.environ["wsgi.input"]
+    if length is not None and length > limit:
+        if length <= _DRAIN_FACTOR * limit:
+            _discard(stream, length)
+        raise RequestEntityTooLarge()
     if length is not None:
         return bytes(stream.read(length))
     if not request.environ.get("wsgi.input_terminated"):
@@ -213,6 +230,7 @@ def _read_body(limit: int) -> bytes:
         parts.append(part)
         size += len(part)
     if size > limit:
+        _discard(stream, (_DRAIN_FACTOR - 1) * limit)
         raise RequestEntityTooLarge()
     return b"".join(parts)
 

@@ -248,6 +248,23 @@ def test_a_body_over_the_limit_is_413_with_or_without_content_length() -> None:
     app.extensions["manifest_provider"].dispatcher.shutdown()
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+def test_an_oversized_body_is_drained_before_the_413_so_the_answer_arrives(chunked: bool) -> None:
+    """Closing with unread bytes makes the kernel reset the connection, which can overtake the 413."""
+    app, client = make({"MAX_BODY_BYTES": 1000})
+    for size, drained in ((3000, True), (5000, False)):  # up to four times the limit is read and thrown away
+        stream = io.BytesIO(b"x" * size)
+        overrides: dict[str, Any] = {"wsgi.input": stream}
+        if chunked:
+            overrides["wsgi.input_terminated"] = True
+            response = client.post(KYVERNO_PATH, input_stream=stream, environ_overrides=overrides)
+        else:
+            response = client.post(KYVERNO_PATH, input_stream=stream, environ_overrides=overrides, headers={"Content-Length": str(size)})
+        assert response.status_code == 413 and response.get_json()["reason"] == "request-invalid"
+        assert (stream.tell() == size) is drained, (size, stream.tell())
+    app.extensions["manifest_provider"].dispatcher.shutdown()
+
+
 def test_max_keys_is_configurable() -> None:
     _app, client = make({"MAX_KEYS": 2})
     answer = client.post(GATEKEEPER_PATH, data=provider_request("{}", "{}", "{}")).get_json()
