@@ -11,10 +11,8 @@ replaced), none grew past a bound, and the log holds no internal error.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -63,32 +61,20 @@ def initial_workers(server: Server) -> list[int]:
     return sorted(p.pid for p in workers(server))
 
 
-def post_while_reading(server: Server, path: str, body: bytes) -> tuple[int, bytes]:
-    """POST ``body`` while reading the answer, as Go's HTTP client does.
+def post_oversized(server: Server, path: str, body: bytes) -> tuple[int, bytes]:
+    """POST a body past the limit on a connection of its own, then read the answer.
 
-    Past the body limit the server answers 413 without reading the body and closes
-    the connection; a client that only reads once it has sent everything (Python's
-    ``http.client``) sees the connection reset instead of the answer.
+    The server reads and discards a body up to four times its limit before it answers
+    413, so the answer is not overtaken by a connection reset, and a client that reads
+    only after sending everything (as ``http.client`` does) gets it. One thread does
+    both: an OpenSSL connection must not be read and written from two threads at once.
     """
     raw = socket.create_connection(("127.0.0.1", server.port), timeout=30)
-    conn = server.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1")
     received = bytearray()
-
-    def read() -> None:
-        with contextlib.suppress(OSError):
-            while chunk := conn.recv(65536):
-                received.extend(chunk)
-
-    reader = threading.Thread(target=read)
-    try:
-        conn.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode())
-        reader.start()
-        with contextlib.suppress(OSError):
-            for start in range(0, len(body), 1 << 20):
-                conn.sendall(body[start : start + (1 << 20)])
-        reader.join(30)
-    finally:
-        conn.close()
+    with server.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1") as conn:
+        conn.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        while chunk := conn.recv(65536):
+            received.extend(chunk)
     head, _, payload = bytes(received).partition(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])
     length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
@@ -98,7 +84,7 @@ def post_while_reading(server: Server, path: str, body: bytes) -> tuple[int, byt
 def post(server: Server, path: str, body: bytes) -> tuple[int, Any, float]:
     start = time.monotonic()
     if len(body) > MAX_BODY:
-        status, data = post_while_reading(server, path, body)
+        status, data = post_oversized(server, path, body)
     else:
         status, _, data = server.post(path, body)
     seconds = time.monotonic() - start
