@@ -31,7 +31,7 @@ lint: install
 	$(VENV)/bin/ruff check provider tests bench
 	$(VENV)/bin/mypy
 
-## bench: every benchmark and the figures docs/performance.md quotes (about 5 minutes)
+## bench: every benchmark and the figures docs/performance.md quotes (about 7 minutes)
 bench: install
 	$(PY) bench/run_all.py
 
