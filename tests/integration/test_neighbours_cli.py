@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,16 @@ def test_verify_cluster_info(tmp_path: Path, doc: dict[str, Any], extra: list[st
     assert [r["reason"] for r in results(proc)] == [reason]
 
 
+def each_case_denied(proc: subprocess.CompletedProcess[str], cases: Sequence[tuple[str, Any, str]], prefix: Callable[[str], str]) -> None:
+    """Exit 1, and one denial per (case, input, reason) in order, with its reason and a message naming the case."""
+    assert proc.returncode == 1, proc.stderr
+    got = results(proc)
+    assert {case: r["reason"] for (case, _, _), r in zip(cases, got, strict=True)} == {case: reason for case, _, reason in cases}
+    for (case, _, _), r in zip(cases, got, strict=True):
+        assert (r["allowed"], r["verified"]) == (False, False), case
+        assert r["message"].startswith(prefix(case)), r["message"]
+
+
 def test_every_broken_signature_through_the_cli(tmp_path: Path) -> None:
     # The library's table of JWS breaks (tests/unit/test_bootstrap.py), as a user would meet them: one
     # ConfigMap per case in one file (so the table costs one process), each named after its case --
@@ -86,12 +97,7 @@ def test_every_broken_signature_through_the_cli(tmp_path: Path) -> None:
     docs = [cluster_info(data, name=case) for case, data, _ in cases]
     tokens = ["--token", TOKEN, "--token", f"{OTHER_ID}.{OTHER_SECRET}"]
     proc = cli("verify-cluster-info", "-f", write(tmp_path / "cms.yaml", *docs), *tokens, "-o", "json")
-    assert proc.returncode == 1, proc.stderr
-    got = results(proc)
-    assert {case: r["reason"] for (case, _, _), r in zip(cases, got, strict=True)} == {case: reason for case, _, reason in cases}
-    for (case, _, _), r in zip(cases, got, strict=True):
-        assert (r["allowed"], r["verified"]) == (False, False), case
-        assert r["message"].startswith(f"ConfigMap kube-public/{case}"), r["message"]
+    each_case_denied(proc, cases, lambda case: f"ConfigMap kube-public/{case}")
     # Refusing a signature names the key and the reason, never the secret it was checked with.
     assert TOKEN_SECRET not in proc.stdout and OTHER_SECRET not in proc.stdout
 
@@ -211,12 +217,7 @@ def test_every_broken_csr_rule_through_the_cli(tmp_path: Path, flags: tuple[str,
         doc["metadata"]["name"] = case
         docs.append(doc)
     proc = cli("verify-csr", "-f", write(tmp_path / "csrs.yaml", *docs), *flags, "-o", "json")
-    assert proc.returncode == 1, proc.stderr
-    got = results(proc)
-    assert {case: r["reason"] for (case, _, _), r in zip(cases, got, strict=True)} == {case: reason for case, _, reason in cases}
-    for (case, _, _), r in zip(cases, got, strict=True):
-        assert (r["allowed"], r["verified"]) == (False, False), case
-        assert r["message"].startswith(f"CertificateSigningRequest {case} breaks 1 rule: "), r["message"]
+    each_case_denied(proc, cases, lambda case: f"CertificateSigningRequest {case} breaks 1 rule: ")
 
 
 def test_verify_csr_reads_a_list_as_kubectl_prints_it(tmp_path: Path) -> None:
