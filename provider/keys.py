@@ -63,7 +63,7 @@ _CURVES: dict[str, tuple[KeyType, tuple[hashes.HashAlgorithm, ...]]] = {
     "secp384r1": ("ecdsa-p384", (hashes.SHA384(), hashes.SHA256())),
     "secp521r1": ("ecdsa-p521", (hashes.SHA512(), hashes.SHA256())),
 }
-#: Bytes of an Ed25519 signature and public key (RFC 8032).
+#: Bytes of an Ed25519 signature (RFC 8032).
 _ED25519_SIGNATURE_BYTES = 64
 
 PublicKeyTypes = ec.EllipticCurvePublicKey | rsa.RSAPublicKey | ed25519.Ed25519PublicKey

@@ -178,15 +178,19 @@ def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None, lim
     outcomes: list[tuple[str, Outcome]] = []
     distinct = _DistinctSigners()
     satisfied = 0
+    met = False
     for label, run in checks:
         outcome = run()
         outcomes.append((label, outcome))
         if outcome.verified and outcome.signer is not None:
             satisfied += 1
             distinct.add(outcome.candidates)
-            if (satisfied if must_all else len(distinct)) >= required:
-                return _first_signers(outcomes) if must_all else distinct.signers
+            met = (satisfied if must_all else len(distinct)) >= required
+            if met:
+                break
     verified = _first_signers(outcomes) if must_all else distinct.signers
+    if met:
+        return verified
     failed = [(label, o) for label, o in outcomes if not o.verified]
     sets = len(envelope.sets)
     count = f"{sets} signature{'s' if sets != 1 else ''}"
@@ -333,7 +337,7 @@ def verify(
     if not items:
         return Verification(signers, document, envelope.payload.format)
     # 5. dry-run: what does the cluster make of the signed document?
-    hint = ""
+    hint, used_cluster = "", False
     if policy.dry_run.enabled:
         if dry_runner is not None:
             from .dryrun import compare_with_dry_run
@@ -346,10 +350,10 @@ def verify(
             if not items:
                 return Verification(signers, document, envelope.payload.format, used_cluster=True)
             # The "before" values are now the dry-run's, not the bare manifest's.
-            hint = " (compared with the API server's dry-run of the signed manifest)"
-            raise ContentMismatch(describe_diff(items, limits) + hint, diff=tuple(items), signers=signers, used_cluster=True)
-        hint = " (dry-run is enabled in the policy, but no cluster was available to run it)"
-    raise ContentMismatch(describe_diff(items, limits) + hint, diff=tuple(items), signers=signers)
+            hint, used_cluster = " (compared with the API server's dry-run of the signed manifest)", True
+        else:
+            hint = " (dry-run is enabled in the policy, but no cluster was available to run it)"
+    raise ContentMismatch(describe_diff(items, limits) + hint, diff=tuple(items), signers=signers, used_cluster=used_cluster)
 
 
 # --- decide -----------------------------------------------------------------------

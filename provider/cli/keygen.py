@@ -42,9 +42,9 @@ def run(args: argparse.Namespace) -> int:
     with os.fdopen(fd, "wb") as handle:
         handle.write(private_pem(key, secret, cosign=args.format == "cosign"))
     public_path.write_bytes(public_pem(key))
-    if args.format == "cosign":
-        note = "" if secret else " (cosign format, empty password: set MANIFEST_PROVIDER_PASSWORD to choose one)"
-    else:
-        note = "" if secret else " (unencrypted: set MANIFEST_PROVIDER_PASSWORD to encrypt it)"
+    note = ""
+    if not secret:
+        unprotected = "cosign format, empty password" if args.format == "cosign" else "unencrypted"
+        note = f" ({unprotected}: set MANIFEST_PROVIDER_PASSWORD to encrypt it)"
     print(f"wrote {private_path}{note} and {public_path}", file=sys.stderr)
     return EXIT_OK
