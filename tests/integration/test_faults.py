@@ -109,6 +109,10 @@ class Proxy:
                 client.close()
                 continue
             with self._lock:
+                if self._listener is not listener:  # killed while this one was being connected: it must not survive
+                    client.close()
+                    upstream.close()
+                    continue
                 self._connections.update((client, upstream))
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
@@ -283,8 +287,10 @@ def check_fault(load: Load, fault_start: float, fault_end: float) -> dict[str, A
         assert a.outcome in ("allowed:verified", *(f"{k}:{r}" for k in ("error", "denied") for r in FAIL_CLOSED)), a
     before = [a for a in answers if a.sent + a.seconds < fault_start]  # answered before the fault began
     assert before and all(a.outcome == "allowed:verified" for a in before), [a for a in before if a.outcome != "allowed:verified"][:5]
-    during = load.between(fault_start + 0.2, fault_end, "cluster")
-    assert during and all(a.outcome != "allowed:verified" for a in during), during[:5]
+    # Sent once the fault had taken hold and well before it ended: a request sent just before the
+    # end can reach the API server after it is back, and verifying it then is right.
+    during = load.between(fault_start + 0.2, fault_end - 0.5, "cluster")
+    assert during and all(a.outcome != "allowed:verified" for a in during), [a for a in during if a.outcome == "allowed:verified"][:5]
     # Recovery: once the fault ends, every cluster request verifies again, by itself.
     recovered = load.between(fault_end + RECOVERY_WITHIN, float("inf"))
     assert len(recovered) >= 4 and all(a.outcome == "allowed:verified" for a in recovered), recovered[:5]
