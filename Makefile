@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint bench soak fuzz clean
+.PHONY: install run test lint bench soak fuzz clean kind-schemas
 
 install: $(STAMP)
 
@@ -28,7 +28,7 @@ test: install
 	$(PY) -m pytest
 
 lint: install
-	$(VENV)/bin/ruff check provider tests bench
+	$(VENV)/bin/ruff check provider tests bench tools
 	$(VENV)/bin/mypy
 
 ## bench: every benchmark and the figures docs/performance.md quotes (about 7 minutes)
@@ -46,3 +46,7 @@ fuzz: install
 
 clean:
 	rm -rf $(VENV) .dev build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+## kind-schemas: regenerate provider/data/kind_schemas.json from the installed kubernetes client's models
+kind-schemas: install
+	$(PY) tools/make_kind_schemas.py

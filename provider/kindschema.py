@@ -1,0 +1,103 @@
+"""Which fields of an object are maps: the one schema fact the comparison needs.
+
+Contract: :func:`shape_of` returns the :class:`Shape` of an object of a given
+``apiVersion`` and ``kind`` -- for built-in kinds from the Kubernetes API
+schema, for anything else only what every object shares (``metadata`` is an
+``ObjectMeta``). A position the shape does not describe is *unknown*
+(``None``), and unknown is never a map.
+
+Why it matters (``docs/policy.md``, "What equals what"): the API server's
+encoder drops an empty map (``labels: {}``, a Service's ``selector: {}``) but
+keeps an empty struct (a peer's ``namespaceSelector: {}`` admits every
+namespace, a PodDisruptionBudget's ``selector: {}`` every pod, an
+``aggregationRule`` selector ``{}`` every ClusterRole) -- recorded on a real
+kube-apiserver in ``shared/dryrun/edge/empties-*.json``. So ``{}`` may equal
+an absent field only where the schema says the field is a map; deciding it from
+the value would let anyone add an empty struct that changes what an object does.
+
+The data (``provider/data/kind_schemas.json``) is generated from the Kubernetes
+OpenAPI models by ``tools/make_kind_schemas.py`` and lists only the paths that
+lead to a map.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+DATA_FILE = "kind_schemas.json"
+
+
+@dataclass(eq=False)
+class Shape:
+    """One position in an object: a struct (named fields), a map (any key) or a list (any index)."""
+
+    kind: str  # "struct" | "map" | "list"
+    fields: dict[str, Shape | None] = field(default_factory=dict)
+    #: The shape of a map's values or a list's items (None: unknown).
+    element: Shape | None = None
+
+    @property
+    def is_map(self) -> bool:
+        return self.kind == "map"
+
+    def child(self, key: str | int) -> Shape | None:
+        """The shape below this one at ``key`` (None: unknown)."""
+        if self.kind == "struct":
+            return self.fields.get(key) if isinstance(key, str) else None
+        if self.kind == "map":
+            return self.element if isinstance(key, str) else None
+        return self.element if isinstance(key, int) else None
+
+
+@dataclass(frozen=True)
+class _Schemas:
+    kinds: dict[str, Shape]
+    object_meta: Shape
+    generic: Shape
+
+
+def _compile(data: dict[str, Any]) -> _Schemas:
+    types: dict[str, dict[str, Any]] = data["types"]
+    shapes: dict[str, Shape] = {name: Shape("struct") for name in types}
+
+    def resolve(kind: Any) -> Shape | None:
+        if kind == "map":
+            return Shape("map")
+        if isinstance(kind, str):
+            return shapes.get(kind)
+        (container, inner), = kind.items()
+        return Shape("map" if container == "map" else "list", element=resolve(inner))
+
+    # Shapes refer to each other (JSONSchemaProps is recursive): fill in place.
+    for name, fields in types.items():
+        shapes[name].fields = {key: resolve(kind) for key, kind in fields.items()}
+    object_meta = shapes["V1ObjectMeta"]
+    kinds = {key: shapes[model] for key, model in data["kinds"].items()}
+    return _Schemas(kinds, object_meta, Shape("struct", {"metadata": object_meta}))
+
+
+@cache
+def _schemas() -> _Schemas:
+    text = resources.files("provider").joinpath("data", DATA_FILE).read_text()
+    return _compile(json.loads(text))
+
+
+def shape_of(api_version: Any, kind: Any) -> Shape:
+    """The shape of an object; for kinds the schema does not know, only ``metadata`` is described."""
+    schemas = _schemas()
+    if isinstance(api_version, str) and isinstance(kind, str):
+        known = schemas.kinds.get(f"{api_version}/{kind}")
+        if known is not None:
+            return known
+    return schemas.generic
+
+
+def object_shape(obj: Any) -> Shape:
+    """:func:`shape_of` for an object's own ``apiVersion`` and ``kind``."""
+    if not isinstance(obj, dict):
+        return _schemas().generic
+    return shape_of(obj.get("apiVersion"), obj.get("kind"))
