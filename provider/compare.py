@@ -2,17 +2,28 @@
 
 The result is what upstream k8s-manifest-sigstore reports -- one item per
 differing *leaf* path, ``{"key": "data.key1", "values": {"before": signed,
-"after": admitted}}`` -- computed by walking both objects and the ignore trie
-together instead of flattening both objects first:
+"after": admitted}}`` -- computed by walking both objects, the ignore trie and
+the kind's shape (:mod:`provider.kindschema`) together.
 
-* ``null``, ``{}`` and ``[]`` equal an absent field (only leaves count);
-* lists are compared by position;
-* values compare as JSON values: ``1`` equals ``1.0``, but ``true`` never
-  equals ``1`` and ``"1"`` never equals ``1``;
-* an ignored path hides its whole subtree;
-* subtrees under no ignore pattern are first compared in C (``==``, then a
-  canonical JSON check that tells ``true`` from ``1``) and only walked when they
-  differ, so the common case costs little more than one ``==``.
+What equals what (``docs/policy.md``, "What equals what"); every rule is what
+the API server itself does, recorded in ``shared/dryrun/edge/empties-*.json``:
+
+* ``null`` equals an absent field (the server drops it);
+* an empty list ``[]`` equals an absent field (the server drops it); the
+  length of a list always counts, so ``[{}]`` is never empty;
+* ``{}`` equals an absent field **only where the kind's schema says the field
+  is a map** (``labels``, ``data``, a Service's ``selector``): the server drops
+  empty maps but keeps empty structs (``namespaceSelector: {}`` admits every
+  namespace). Where the schema is not known -- a custom resource's ``spec`` --
+  ``{}`` is a value: fail closed;
+* nothing else: ``0``, ``""`` and ``false`` are values; lists compare by
+  position; values compare as JSON values (``1`` equals ``1.0``, but ``true``
+  never equals ``1`` and ``"1"`` never equals ``1``);
+* an ignored path hides its whole subtree.
+
+Subtrees under no ignore pattern are first compared in C (``==``, then a
+canonical JSON check that tells ``true`` from ``1``) and only walked when they
+differ, so the common case costs little more than one ``==``.
 """
 
 from __future__ import annotations
@@ -22,9 +33,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .kindschema import Shape
 from .patterns import FieldTrie, _Node, advance, render_path
 
 Path = tuple[str | int, ...]
+
+
+#: What a diff shows instead of a sensitive value (Secret data, a policy's ``sensitiveFields``).
+REDACTED = "<redacted>"
 
 
 @dataclass(frozen=True)
@@ -32,6 +48,8 @@ class DiffItem:
     path: Path
     before: Any  # the signed value; None when absent
     after: Any  # the admitted value; None when absent
+    #: The values are sensitive and were replaced by :data:`REDACTED` (absent stays None).
+    redacted: bool = False
 
     @property
     def key(self) -> str:
@@ -39,6 +57,31 @@ class DiffItem:
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "values": {"before": self.before, "after": self.after}}
+
+
+def redact(items: list[DiffItem], sensitive: FieldTrie) -> list[DiffItem]:
+    """``items`` with the values at or around a sensitive path replaced by :data:`REDACTED`.
+
+    A value is sensitive when its path lies under a sensitive pattern, and also
+    when a sensitive pattern lies under its path (a whole ``data`` map reported
+    as one value holds every key of it): the message says which path changed,
+    never to what.
+    """
+    start = sensitive.start()
+    if not start:
+        return items
+    out = []
+    for item in items:
+        states, hit = start, False
+        for segment in item.path:
+            states, hit = advance(states, segment)
+            if hit or not states:
+                break
+        if hit or states:  # under a pattern, or a pattern still continues below this value
+            out.append(DiffItem(item.path, None if item.before is None else REDACTED, None if item.after is None else REDACTED, redacted=True))
+        else:
+            out.append(item)
+    return out
 
 
 @dataclass(frozen=True)
@@ -88,59 +131,94 @@ def _leaf_equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def diff(signed: Any, admitted: Any, ignore: IgnoreSet) -> list[DiffItem]:
-    """Every differing leaf outside the ignored paths, sorted by path."""
+def diff(signed: Any, admitted: Any, ignore: IgnoreSet, shape: Shape | None = None) -> list[DiffItem]:
+    """Every differing leaf outside the ignored paths, sorted by path.
+
+    ``shape`` says which positions are maps (:func:`provider.kindschema.object_shape`
+    of the signed document); without it no position is, and ``{}`` is always a value.
+    """
     out: list[DiffItem] = []
-    _walk(signed, admitted, (), ignore.trie.start(), out)
+    _walk(signed, admitted, (), ignore.trie.start(), shape, out)
     if ignore.unanchored:
         out = [d for d in out if not any(rx.search(d.key) for rx in ignore.unanchored)]
     out.sort(key=lambda d: d.key)
     return out
 
 
-def _walk(a: Any, b: Any, path: Path, states: tuple[_Node, ...], out: list[DiffItem]) -> None:
+_CONTAINERS = (dict, list)
+
+
+def _vanishes(value: Any, shape: Shape | None) -> bool:
+    """Whether ``value`` equals an absent field here (the rules in the module docstring).
+
+    ``null`` and ``[]`` do; a map does when every value in it does; a struct
+    never does -- emptied, it is still ``{}``, a value.
+    """
+    if value is None:
+        return True
+    kind = type(value)
+    if kind is list:
+        return not value
+    if kind is not dict or shape is None or not shape.is_map:
+        return False
+    element = shape.element
+    return all(_vanishes(item, element) for item in value.values())
+
+
+def _walk(a: Any, b: Any, path: Path, states: tuple[_Node, ...], shape: Shape | None, out: list[DiffItem]) -> None:  # noqa: PLR0917 - the hot recursion
+    """Report where ``a`` and ``b`` differ once ignored paths are taken out (see the module docstring)."""
     if not states and _same(a, b):
         return
+    if _vanishes(a, shape):
+        a = None
+    if _vanishes(b, shape):
+        b = None
+    if a is None and b is None:
+        return
     ta, tb = type(a), type(b)
+    if ta is not tb and a is not None and b is not None and (ta in _CONTAINERS or tb in _CONTAINERS):
+        # A change of type: each side's leaves against nothing, as upstream reports it.
+        _walk(a, None, path, states, shape, out)
+        _walk(None, b, path, states, shape, out)
+        return
     if ta is dict or tb is dict:
-        if ta is not dict:
-            if a is not None and ta is not list:
-                out.append(DiffItem(path, a, None))
-            elif ta is list:
-                _walk(a, None, path, states, out)
-            a = {}
-        if tb is not dict:
-            if b is not None and tb is not list:
-                out.append(DiffItem(path, None, b))
-            elif tb is list:
-                _walk(None, b, path, states, out)
-            b = {}
-        for key in a.keys() | b.keys():
-            sub, ignored = advance(states, key) if states else ((), False)
-            if not ignored:
-                _walk(a.get(key), b.get(key), (*path, key), sub, out)
+        if a is not None and b is not None:
+            _walk_dict(a, b, path, states, shape, out)
+            return
+        # A mapping on one side only: its fields are reported against nothing. When
+        # none is (it is empty, or holds only vanishing or ignored fields), the
+        # mapping itself is the difference -- a struct present is a value, even
+        # ``{}`` -- unless it is a map, which is then empty, i.e. absent.
+        before = len(out)
+        _walk_dict(a or {}, b or {}, path, states, shape, out)
+        if len(out) == before and not (shape is not None and shape.is_map):
+            out.append(DiffItem(path, a, b))
         return
     if ta is list or tb is list:
-        if ta is not list:
-            if a is not None:
-                out.append(DiffItem(path, a, None))
-            a = []
-        if tb is not list:
-            if b is not None:
-                out.append(DiffItem(path, None, b))
-            b = []
-        for index in range(max(len(a), len(b))):
-            sub, ignored = advance(states, index) if states else ((), False)
-            if not ignored:
-                _walk(
-                    a[index] if index < len(a) else None,
-                    b[index] if index < len(b) else None,
-                    (*path, index),
-                    sub,
-                    out,
-                )
-        return
-    if a is None and b is None:
+        _walk_list(a or [], b or [], path, states, shape, out)
         return
     if a is None or b is None or not _leaf_equal(a, b):
         out.append(DiffItem(path, a, b))
+
+
+def _walk_dict(a: dict[str, Any], b: dict[str, Any], path: Path, states: tuple[_Node, ...], shape: Shape | None, out: list[DiffItem]) -> None:  # noqa: PLR0917
+    for key in a.keys() | b.keys():
+        sub, ignored = advance(states, key) if states else ((), False)
+        if not ignored:
+            _walk(a.get(key), b.get(key), (*path, key), sub, shape.child(key) if shape is not None else None, out)
+
+
+def _walk_list(a: list[Any], b: list[Any], path: Path, states: tuple[_Node, ...], shape: Shape | None, out: list[DiffItem]) -> None:  # noqa: PLR0917
+    """Lists compare by position, and the length counts: an element on one side only is a difference even when it is ``null``."""
+    element = shape.child(0) if shape is not None else None
+    common = min(len(a), len(b))
+    for index in range(max(len(a), len(b))):
+        sub, ignored = advance(states, index) if states else ((), False)
+        if ignored:
+            continue
+        left = a[index] if index < len(a) else None
+        right = b[index] if index < len(b) else None
+        if index >= common and _vanishes(left if index < len(a) else right, element):
+            out.append(DiffItem((*path, index), left, right))  # ``[null]``, ``[[]]``: the position exists
+        else:
+            _walk(left, right, (*path, index), sub, element, out)

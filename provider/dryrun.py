@@ -44,7 +44,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .compare import DiffItem, IgnoreSet, diff
+from .envelope import without_envelope
 from .errors import MalformedMessage, TransientError
+from .kindschema import object_shape
 from .patterns import split_api_version
 
 if TYPE_CHECKING:
@@ -298,10 +300,13 @@ def compare_with_dry_run(  # noqa: PLR0917 - step 5 of the verifier calls it pos
     policy: Policy,
     ignore: IgnoreSet,
     dry_runner: DryRunner,
+    envelope: frozenset[str],
 ) -> list[DiffItem]:
-    """Differences between the dry-run of ``document`` and ``obj``, by value (empty: it verifies)."""
-    from .verifier import without_envelope  # the verifier imports this module lazily; no cycle at import
+    """Differences between the dry-run of ``document`` and ``obj``, by value (empty: it verifies).
 
+    ``envelope`` names the annotations the signature envelope was read from:
+    exactly those are left out of the admitted object.
+    """
     plan = plan_dry_run(document, target_namespace(obj, namespace, policy.dry_run.namespace))
     result = dry_runner.dry_run(plan.manifest, plan.namespace)
     if not isinstance(result, dict) or result.get("kind") != document.get("kind"):
@@ -311,5 +316,4 @@ def compare_with_dry_run(  # noqa: PLR0917 - step 5 of the verifier calls it pos
             reason="dry-run-failed",
         )
     reference, admitted = reference_and_admitted(result, obj, document, plan)
-    domain = policy.annotation_domain
-    return diff(without_envelope(reference, domain), without_envelope(admitted, domain), ignore)
+    return diff(without_envelope(reference, envelope), without_envelope(admitted, envelope), ignore, object_shape(document))

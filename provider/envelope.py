@@ -52,11 +52,6 @@ def set_key(domain: str, what: str, index: int) -> str:
     return f"{domain}/{what}" if index == 0 else f"{domain}/{what}_{index}"
 
 
-def envelope_key_patterns(domain: str) -> tuple[str, ...]:
-    """Annotation names the envelope itself occupies (always masked in comparisons)."""
-    return tuple(f"{domain}/{what}" for what in ("message", "signature", "certificate", "bundle"))
-
-
 def gunzip_bounded(data: bytes, limit: int, what: str) -> bytes:
     """Inflate every gzip member of ``data``, refusing (without finishing) past ``limit`` bytes."""
     out = bytearray()
@@ -191,6 +186,12 @@ class Envelope:
     #: Human note on signature annotations that were present but not read
     #: (a gap in the numbering), empty when there are none.
     unread: tuple[str, ...] = field(default=())
+    #: The annotation names this envelope was read from: the message and, for
+    #: each signature set read, its signature, certificate and bundle. Exactly
+    #: these are left out of the comparison (:func:`without_envelope`);
+    #: anything else under the domain -- a signature past the first gap, an
+    #: unknown name -- is compared like any other annotation.
+    annotations: frozenset[str] = field(default=frozenset())
 
 
 def _optional_blob(annotations: dict[str, Any], key: str, what: str, limits: Limits) -> bytes | None:
@@ -220,6 +221,7 @@ def read_envelope(annotations: Any, domain: str = DEFAULT_DOMAIN, limits: Limits
         raise MalformedMessage(f"the object carries {len(numbered)} signature annotations; at most {limits.max_signatures} are read")
     payload = decode_message(annotations[msg_key], limits)
     sets: list[SignatureSet] = []
+    read = [msg_key]
     index = 0
     while (sig_key := set_key(domain, "signature", index)) in annotations:
         what = sig_key.rsplit("/", 1)[-1]
@@ -227,6 +229,8 @@ def read_envelope(annotations: Any, domain: str = DEFAULT_DOMAIN, limits: Limits
         certificate = _optional_blob(annotations, set_key(domain, "certificate", index), what.replace("signature", "certificate"), limits)
         bundle = _optional_blob(annotations, set_key(domain, "bundle", index), what.replace("signature", "bundle"), limits)
         sets.append(SignatureSet(index, signature, certificate, bundle))
+        read.append(sig_key)
+        read.extend(k for k in (set_key(domain, "certificate", index), set_key(domain, "bundle", index)) if k in annotations)
         index += 1
     unread = tuple(sorted(k.rsplit("/", 1)[-1] for k in numbered if k not in {set_key(domain, "signature", i) for i in range(index)}))
     if not sets:
@@ -234,7 +238,26 @@ def read_envelope(annotations: Any, domain: str = DEFAULT_DOMAIN, limits: Limits
             f"the object carries no readable signature: {', '.join(unread)} present, but numbering starts at "
             f"{domain}/signature and stops at the first gap"
         )
-    return Envelope(domain, payload, tuple(sets), unread)
+    return Envelope(domain, payload, tuple(sets), unread, frozenset(read))
+
+
+def without_envelope(obj: dict[str, Any], read: frozenset[str] | set[str]) -> dict[str, Any]:
+    """A shallow copy of ``obj`` without what never belongs to the signed content.
+
+    The annotations the envelope was read from (``read``, :attr:`Envelope.annotations`)
+    cannot be part of what they sign; ``metadata.namespace`` was already checked
+    as part of the object's identity. Nothing else is taken out: an annotation
+    named like an envelope entry that was never read is content.
+    """
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    meta = dict(meta)
+    meta.pop("namespace", None)
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict) and read:
+        meta["annotations"] = {k: v for k, v in annotations.items() if k not in read}
+    return {**obj, "metadata": meta}
 
 
 # --- writing ----------------------------------------------------------------------

@@ -17,6 +17,7 @@ Fields (camelCase on the wire)::
     trustedRoot: ...                             # sigstore TrustedRoot for keyless signers
     annotationDomain: cosign.sigstore.dev
     ignoreFields: [{objects: [ObjectRef], fields: [pattern]}]
+    sensitiveFields: [{objects: [ObjectRef], fields: [pattern]}]  # never quoted in a verdict (Secret data always)
     skipObjects: [ObjectRef]
     inScopeObjects: [ObjectRef]                  # empty = every object is in scope
     skipUsers: [{users: [pattern], groups: [pattern], objects: [ObjectRef]}]
@@ -62,7 +63,7 @@ _DOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
 
 _POLICY_FIELDS = (
     "keys", "signers", "keyOperation", "threshold", "trustedRoot", "annotationDomain",
-    "ignoreFields", "skipObjects", "inScopeObjects", "skipUsers", "dryRun", "defaults",
+    "ignoreFields", "sensitiveFields", "skipObjects", "inScopeObjects", "skipUsers", "dryRun", "defaults",
     "unsafeUnanchoredIgnoreFields",
 )  # fmt: skip
 
@@ -217,6 +218,12 @@ class DryRunOptions:
         return cls(enabled, _str(data.get("namespace", ""), f"{where}.namespace"))
 
 
+#: A Secret's values are never quoted in a message, a diff or a log: Gatekeeper
+#: audit writes messages into the Constraint's status and Kyverno into
+#: PolicyReports, which people read who may not read Secrets.
+SECRET_VALUES = (IgnoreRule.from_dict({"objects": [{"group": "-", "kind": "Secret"}], "fields": ["data", "stringData"]}, "Secret values"),)
+
+
 # --- built-in profiles ------------------------------------------------------------
 
 
@@ -258,6 +265,7 @@ class Policy:
     trusted_root: Any = None
     annotation_domain: str = DEFAULT_DOMAIN
     ignore_fields: tuple[IgnoreRule, ...] = ()
+    sensitive_fields: tuple[IgnoreRule, ...] = ()
     skip_objects: tuple[ObjectRef, ...] = ()
     in_scope_objects: tuple[ObjectRef, ...] = ()
     skip_users: tuple[UserRule, ...] = ()
@@ -265,6 +273,7 @@ class Policy:
     defaults: tuple[str, ...] = DEFAULT_PROFILES
     unsafe_unanchored_ignore_fields: bool = False
     _ignore_cache: dict[tuple[int, ...], IgnoreSet] = field(default_factory=dict, repr=False, compare=False)
+    _sensitive_cache: dict[tuple[int, ...], FieldTrie] = field(default_factory=dict, repr=False, compare=False)
 
     # -- construction --
 
@@ -340,6 +349,7 @@ class Policy:
             trusted_root=trusted_root,
             annotation_domain=domain,
             ignore_fields=tuple(IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]") for i, r in enumerate(_list(data.get("ignoreFields"), f"{where}.ignoreFields"))),
+            sensitive_fields=tuple(IgnoreRule.from_dict(r, f"{where}.sensitiveFields[{i}]") for i, r in enumerate(_list(data.get("sensitiveFields"), f"{where}.sensitiveFields"))),
             skip_objects=_refs(data.get("skipObjects"), f"{where}.skipObjects"),
             in_scope_objects=_refs(data.get("inScopeObjects"), f"{where}.inScopeObjects"),
             skip_users=tuple(UserRule.from_dict(r, f"{where}.skipUsers[{i}]") for i, r in enumerate(_list(data.get("skipUsers"), f"{where}.skipUsers"))),
@@ -389,3 +399,14 @@ class Policy:
         if len(self._ignore_cache) < 256:
             self._ignore_cache[applicable] = result
         return result
+
+    def sensitive_for(self, ident: ObjectIdentity) -> FieldTrie:
+        """The paths whose values a verdict never quotes: a Secret's data always, plus ``sensitiveFields``."""
+        rules = (*SECRET_VALUES, *self.sensitive_fields)
+        applicable = tuple(i for i, rule in enumerate(rules) if rule.applies_to(ident))
+        cached = self._sensitive_cache.get(applicable)
+        if cached is None:
+            cached = FieldTrie(tuple(segments for i in applicable for segments in rules[i].segments))
+            if len(self._sensitive_cache) < 256:
+                self._sensitive_cache[applicable] = cached
+        return cached

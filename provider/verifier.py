@@ -22,15 +22,14 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any, Protocol
 
-from .compare import DiffItem, diff
-from .envelope import Envelope, read_envelope
+from .compare import DiffItem, diff, redact
+from .envelope import Envelope, read_envelope, without_envelope
 from .errors import (
     ContentMismatch,
     MalformedMessage,
@@ -41,6 +40,7 @@ from .errors import (
     VerificationFailure,
 )
 from .keys import PublicKey
+from .kindschema import object_shape
 from .limits import DEFAULT_LIMITS, Limits
 from .patterns import ObjectIdentity, split_api_version
 from .policy import Policy, SignerSpec
@@ -258,29 +258,6 @@ def find_document(documents: list[dict[str, Any]], obj: dict[str, Any], namespac
 # --- step 4: comparison -----------------------------------------------------------
 
 
-@lru_cache(maxsize=64)
-def _envelope_annotation(domain: str) -> Callable[[str], Any]:
-    return re.compile(re.escape(domain) + r"/(?:message|(?:signature|certificate|bundle)(?:_\d+)?)\Z").match
-
-
-def without_envelope(obj: dict[str, Any], domain: str) -> dict[str, Any]:
-    """A shallow copy without what never belongs to the signed content.
-
-    The signature annotations cannot be part of what they sign, and
-    ``metadata.namespace`` was already checked as part of the identity.
-    """
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return obj
-    meta = dict(meta)
-    meta.pop("namespace", None)
-    annotations = meta.get("annotations")
-    if isinstance(annotations, dict):
-        is_envelope = _envelope_annotation(domain)
-        meta["annotations"] = {k: v for k, v in annotations.items() if not is_envelope(k)}
-    return {**obj, "metadata": meta}
-
-
 def _quote(value: Any, limits: Limits) -> str:
     text = f"'{value}'" if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return text if len(text) <= limits.max_quoted_value else text[: limits.max_quoted_value - 1] + "…"
@@ -288,7 +265,10 @@ def _quote(value: Any, limits: Limits) -> str:
 
 def describe_diff(items: list[DiffItem], limits: Limits = DEFAULT_LIMITS) -> str:
     first = items[0]
-    if first.before is None:
+    if first.redacted:
+        change = "was added" if first.before is None else "was removed" if first.after is None else "differs"
+        text = f"{first.key} {change} (a sensitive value: neither value is shown)"
+    elif first.before is None:
         text = f"{first.key} was added: admitted {_quote(first.after, limits)}, not in the signed manifest"
     elif first.after is None:
         text = f"{first.key} was removed: signed {_quote(first.before, limits)}, absent from the admitted object"
@@ -332,8 +312,8 @@ def verify(
     if policy.unsafe_unanchored_ignore_fields and policy.ignore_fields:
         log.warning("unsafeUnanchoredIgnoreFields is on for %s: ignore patterns match anywhere in a path", ident.describe())
     ignore = policy.ignore_set_for(ident)
-    domain = policy.annotation_domain
-    items = diff(without_envelope(document, domain), without_envelope(obj, domain), ignore)
+    shape = object_shape(document)  # the signer chose the kind and version, not the requester
+    items = diff(without_envelope(document, envelope.annotations), without_envelope(obj, envelope.annotations), ignore, shape)
     if not items:
         return Verification(signers, document, envelope.payload.format)
     # 5. dry-run: what does the cluster make of the signed document?
@@ -343,7 +323,7 @@ def verify(
             from .dryrun import compare_with_dry_run
 
             try:
-                items = compare_with_dry_run(document, obj, namespace, policy, ignore, dry_runner)
+                items = compare_with_dry_run(document, obj, namespace, policy, ignore, dry_runner, envelope.annotations)
             except VerificationFailure as failure:  # the API server rejected the signed manifest
                 failure.signers, failure.used_cluster = signers, True
                 raise
@@ -353,6 +333,7 @@ def verify(
             hint, used_cluster = " (compared with the API server's dry-run of the signed manifest)", True
         else:
             hint = " (dry-run is enabled in the policy, but no cluster was available to run it)"
+    items = redact(items, policy.sensitive_for(ident))
     raise ContentMismatch(describe_diff(items, limits) + hint, diff=tuple(items), signers=signers, used_cluster=used_cluster)
 
 

@@ -51,6 +51,31 @@ def _upstream_reason(outcome: dict[str, Any]) -> str:
     raise AssertionError(f"unmapped upstream outcome {outcome}")
 
 
+#: Where our verdict deliberately differs from upstream's: case id -> (reason, extra diff keys, why).
+UPSTREAM_DEVIATIONS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "cm-plain-2keys-multi-signed.numbering-gap:verify_resource_other_key": (
+        "content-mismatch",
+        ("metadata.annotations.cosign.sigstore.dev/signature_2",),
+        "signature_2 lies past the first gap in the numbering, so it is never read; upstream masks every annotation "
+        "under the domain, which lets a verified object carry anything there. Only the annotations read are masked.",
+    ),
+    "deploy-live-object-needs-dryrun:verify_resource": (
+        "content-mismatch",
+        ("spec.template.spec.securityContext",),
+        "the live object's pod securityContext is an empty struct {}; upstream treats {} as absent, but an empty "
+        "struct is a value (the API server keeps it, and an empty selector selects everything).",
+    ),
+}
+
+
+def _deviate(case: Case) -> Case:
+    if case.id not in UPSTREAM_DEVIATIONS:
+        return case
+    reason, extra, why = UPSTREAM_DEVIATIONS[case.id]
+    diff_keys = tuple(sorted({*(case.diff_keys or ()), *extra}))
+    return Case(case.id, case.file, case.keys, reason, diff_keys, None, case.config, why)
+
+
 def upstream_cases() -> list[Case]:
     expected = json.loads((UPSTREAM / "expected.json").read_text())
     cases = []
@@ -87,7 +112,8 @@ def upstream_cases() -> list[Case]:
                     config=config,
                 )
             )
-    return cases
+    assert all(key in {c.id for c in cases} for key in UPSTREAM_DEVIATIONS), "a deviation names a case that no longer exists"
+    return [_deviate(case) for case in cases]
 
 
 KYVERNO_MODES = {

@@ -25,11 +25,27 @@ def test_identical_objects_have_no_diff() -> None:
 
 @pytest.mark.parametrize(
     ("signed", "admitted"),
-    [({}, {"a": None}), ({"a": {}}, {}), ({"a": []}, {"a": None}), ({"a": [{}]}, {}), ({"a": {"b": {}}}, {"a": []})],
-    ids=["null", "empty-map", "empty-list", "list-of-empty", "nested-empty"],
+    [({}, {"a": None}), ({"a": []}, {"a": None}), ({"a": []}, {}), ({"a": {"b": None}}, {"a": {"b": []}})],
+    ids=["null", "empty-list-vs-null", "empty-list-vs-absent", "nested"],
 )
-def test_null_and_empty_equal_absent(signed: Any, admitted: Any) -> None:
+def test_null_and_empty_list_equal_absent(signed: Any, admitted: Any) -> None:
     assert diff(signed, admitted, ignore()) == []
+
+
+@pytest.mark.parametrize(
+    ("signed", "admitted", "expected"),
+    [
+        ({}, {"a": {}}, ["a"]),
+        ({"a": {}}, {}, ["a"]),
+        ({}, {"a": [{}]}, ["a.0"]),
+        ({"a": {"b": {}}}, {"a": []}, ["a.b"]),
+        ({"a": [{"x": 1}]}, {"a": [{"x": 1}, {}]}, ["a.1"]),
+    ],
+    ids=["empty-struct-added", "empty-struct-removed", "list-of-empty", "nested-empty-struct", "empty-element-appended"],
+)
+def test_empty_mappings_are_values_without_a_schema(signed: Any, admitted: Any, expected: list[str]) -> None:
+    """Without a schema no position is a map, so ``{}`` is a value (fail closed); ``[{}]`` has a length."""
+    assert keys(signed, admitted) == expected
 
 
 def test_diff_items_in_upstream_shape() -> None:

@@ -1,10 +1,13 @@
 """Properties of the verifier, against models written independently of it (hypothesis).
 
-1. **Ignored fields.** Sign a random object, change it at random, verify: the verdict is
-   "verified" exactly when every leaf that differs lies inside the policy's ignoreFields
-   (and the identity is unchanged). The model compares flattened JSON leaves -- ``null``,
-   ``{}`` and ``[]`` are no leaves, ``1 == 1.0``, ``true != 1``, ``"1" != 1`` -- and knows
-   the ignored region by its paths, not through the verifier's pattern trie.
+1. **Ignored fields and what equals what.** Sign a random object of one of several kinds,
+   change it at random (``{}``, ``[]``, ``[{}]`` and ``null`` included), verify: the verdict
+   is "verified" exactly when both objects are equal once the ignored region is taken out
+   of each and the equivalences are applied -- ``null`` and ``[]`` vanish, ``{}`` vanishes
+   only at a map position, a struct stays even when empty, a list keeps its length,
+   ``1 == 1.0``, ``true != 1``, ``"1" != 1`` (and the identity is unchanged). The model
+   knows the ignored region and the map positions by their paths, written out here from
+   the Kubernetes API reference, not through the verifier's trie or its schema data.
 2. **keyOperation and threshold.** Random signature sets (trusted keys, an outsider, junk
    bytes, keyless identities) against random policies: ``AtLeastOne`` needs one entry,
    ``MustAll`` every entry, ``threshold: N`` N *distinct signers* among the satisfied
@@ -43,42 +46,73 @@ IGNORE_POLICY = Policy.from_dict({"keys": [public_key_pem(make_key("ed25519"))],
 # Keys never spell a field a built-in profile ignores (status, metadata.uid, ...); dotted keys
 # appear only below ``spec``, where no ignore pattern can be read as a dotted key.
 PLAIN_KEYS = st.text("abcxyz", min_size=1, max_size=3)
-SPEC_KEYS = PLAIN_KEYS | st.sampled_from(["a.b", "free.x", "x-y", "app.kubernetes.io/name", ""])
+SPEC_KEYS = PLAIN_KEYS | st.sampled_from(["a.b", "free.x", "x-y", "app.kubernetes.io/name", "", "podSelector", "matchLabels", "ingress", "from"])
 SCALARS = st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5)
+EMPTIES = st.sampled_from([None, {}, [], [{}], [None], {"matchLabels": {}}, {"matchLabels": None}])
 
 
 def trees(keys: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
-    return st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3), max_leaves=10)
+    return st.recursive(SCALARS | EMPTIES, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3), max_leaves=10)
 
+
+#: Kinds the objects are drawn from: (apiVersion, kind) -> the map positions below the
+#: object ("*" is any list index or map key), from the Kubernetes API reference
+#: (ObjectMeta labels/annotations, ConfigMap data/binaryData, LabelSelector matchLabels).
+META_MAPS = (("metadata", "labels"), ("metadata", "annotations"))
+SELECTOR_MAPS = tuple(
+    ("spec", *where, "matchLabels")
+    for where in (("podSelector",), *((rules, "*", peers, "*", selector) for rules, peers in (("ingress", "from"), ("egress", "to")) for selector in ("podSelector", "namespaceSelector")))
+)
+KINDS: dict[tuple[str, str], tuple[tuple[str, ...], ...]] = {
+    ("example.com/v1", "Widget"): META_MAPS,  # a custom resource: no schema, so only metadata's maps
+    ("v1", "ConfigMap"): (*META_MAPS, ("data",), ("binaryData",)),
+    ("networking.k8s.io/v1", "NetworkPolicy"): (*META_MAPS, *SELECTOR_MAPS),
+}
 
 OBJECTS = st.builds(
-    lambda spec, free, labels: {
-        "apiVersion": "example.com/v1",
-        "kind": "Widget",
+    lambda kind, spec, free, labels: {
+        "apiVersion": kind[0],
+        "kind": kind[1],
         "metadata": {"name": "w", "namespace": "ns", "labels": labels},
         "spec": {**spec, "free": free},
     },
+    st.sampled_from(sorted(KINDS)),
     st.dictionaries(SPEC_KEYS, trees(SPEC_KEYS), max_size=4),
     trees(SPEC_KEYS),
     st.dictionaries(st.sampled_from(["app", "tier", "scratch"]), st.text(max_size=5), max_size=3),
 )
 
 Path = tuple[str | int, ...]
+VANISHED = object()
 
 
-def leaves(value: Any, path: Path = ()) -> dict[Path, tuple[str, Any]]:
-    """Flattened JSON leaves, typed: what the comparison is defined over."""
-    if isinstance(value, dict):
-        return {p: v for k, item in value.items() for p, v in leaves(item, (*path, k)).items()}
-    if isinstance(value, list):
-        return {p: v for i, item in enumerate(value) for p, v in leaves(item, (*path, i)).items()}
+def is_map(path: Path, maps: tuple[tuple[str, ...], ...]) -> bool:
+    return any(len(m) == len(path) and all(x in ("*", y) for x, y in zip(m, path, strict=True)) for m in maps)
+
+
+def normal(value: Any, path: Path, maps: tuple[tuple[str, ...], ...]) -> Any:
+    """``value`` without the ignored region and with the equivalences applied; VANISHED when it equals absent."""
+    if any(path == region for region in IGNORED):
+        return VANISHED
     if value is None:
-        return {}
+        return VANISHED
     if isinstance(value, bool):
-        return {path: ("bool", value)}
+        return ("bool", value)
     if isinstance(value, (int, float)):
-        return {path: ("number", float(value))}
-    return {path: ("string", value)}
+        return ("number", float(value))
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, list):
+        # The length counts: a vanished element is still a position.
+        return VANISHED if not value else ("list", tuple(_element(normal(item, (*path, i), maps)) for i, item in enumerate(value)))
+    fields = {k: n for k, item in value.items() if (n := normal(item, (*path, k), maps)) is not VANISHED}
+    if not fields and is_map(path, maps):
+        return VANISHED
+    return ("mapping", tuple(sorted(fields.items())))
+
+
+def _element(value: Any) -> Any:
+    return ("nothing",) if value is VANISHED else value
 
 
 def content(obj: Any) -> Any:
@@ -105,9 +139,8 @@ def expected_verified(signed: dict[str, Any], admitted: Any) -> bool:
         return False
     if admitted["metadata"].get("annotations", {}).get(ENVELOPE[0]) != signed["metadata"]["annotations"][ENVELOPE[0]]:
         return False
-    before, after = leaves(content(signed)), leaves(content(admitted))
-    differing = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
-    return all(any(p[: len(region)] == region for region in IGNORED) for p in differing)
+    maps = KINDS[(signed["apiVersion"], signed["kind"])]
+    return normal(content(signed), (), maps) == normal(content(admitted), (), maps)
 
 
 def paths(value: Any, path: Path = ()) -> list[Path]:
