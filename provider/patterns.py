@@ -1,10 +1,13 @@
 """Name patterns, object references and anchored field patterns.
 
 Name patterns (object names, namespaces, kinds, user and group names) follow
-k8s-manifest-sigstore: ``*`` or empty matches anything, ``-`` matches only the
-empty string, a comma separates alternatives, and ``*`` inside an alternative
+k8s-manifest-sigstore: ``*`` matches anything, ``-`` matches only the empty
+string, a comma separates alternatives, and ``*`` inside an alternative
 matches any run of characters (upstream only allows it at the end; a trailing
-``*`` -- a prefix -- means the same here).
+``*`` -- a prefix -- means the same here). Upstream also reads an *empty*
+pattern or alternative as "anything"; here it is an error, because a typo
+(``name: "kube-root-ca.crt,"``, a trailing comma) must never widen a policy to
+every object: omit the field to match any, or write ``*``.
 
 Field patterns (``ignoreFields``) are **anchored on path segments**, unlike
 upstream's unanchored regular expressions:
@@ -66,10 +69,21 @@ class Glob:
         return True
 
 
-def _compile_alternative(alt: str) -> Glob | None:
+def _compile_alternative(alt: str, text: str, where: str, *, spaces: bool) -> Glob | None:
     """None means "matches anything"; ``-`` matches only the empty string."""
-    if alt in ("", "*"):
+    shown = text[:80]
+    if not alt:
+        raise PolicyError(
+            f"{where}: {shown!r} has an empty alternative (an empty pattern, only spaces, or a leading, trailing or "
+            "doubled comma), which would match every name; omit the field to match any, write '*' to say so, "
+            "or '-' for the empty value"
+        )
+    if alt == "*":
         return None
+    if "**" in alt:
+        raise PolicyError(f"{where}: {shown!r} holds '**'; '*' already matches any run of characters")
+    if not spaces and any(c.isspace() for c in alt):
+        raise PolicyError(f"{where}: {shown!r} holds whitespace inside a name, which no Kubernetes name can contain")
     return Glob("" if alt == "-" else alt)
 
 
@@ -79,10 +93,11 @@ class NamePattern:
     _alternatives: tuple[Glob | None, ...] = field(repr=False, compare=False)
 
     @classmethod
-    def compile(cls, text: Any, where: str) -> NamePattern:
+    def compile(cls, text: Any, where: str, *, spaces: bool = False) -> NamePattern:
+        """Compile ``a,b*,-``; ``spaces`` allows whitespace inside a name (user names may hold it, object names never)."""
         if not isinstance(text, str):
             raise PolicyError(f"{where}: expected a string pattern, got {type(text).__name__}")
-        alternatives = tuple(_compile_alternative(a.strip()) for a in text.split(","))
+        alternatives = tuple(_compile_alternative(a.strip(), text, where, spaces=spaces) for a in text.split(","))
         return cls(text, alternatives)
 
     @property
@@ -110,27 +125,41 @@ def split_api_version(api_version: Any) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class ObjectIdentity:
-    """What object references match against."""
+    """What object references match against.
+
+    ``name`` is ``metadata.name`` and nothing else: an object created with only
+    ``generateName`` has no name yet (the API server picks one), and a rule for
+    an exact name must not match it. ``generate_name`` is kept for messages only.
+    """
 
     group: str
     version: str
     kind: str
     name: str
     namespace: str
+    generate_name: str = ""
 
     @classmethod
     def of(cls, obj: dict[str, Any], namespace: str | None = None) -> ObjectIdentity:
         group, version = split_api_version(obj.get("apiVersion"))
         meta = obj.get("metadata")
         meta = meta if isinstance(meta, dict) else {}
-        name = meta.get("name") or meta.get("generateName") or ""
+        name, generate = meta.get("name"), meta.get("generateName")
         ns = meta.get("namespace") or namespace or ""
         kind = obj.get("kind")
-        return cls(group, version, kind if isinstance(kind, str) else "", str(name), str(ns))
+        return cls(
+            group,
+            version,
+            kind if isinstance(kind, str) else "",
+            name if isinstance(name, str) else "",
+            ns if isinstance(ns, str) else "",
+            generate if isinstance(generate, str) and not name else "",
+        )
 
     def describe(self) -> str:
         where = f"{self.namespace}/" if self.namespace else ""
-        return f"{self.kind} {where}{self.name}".strip()
+        name = self.name or (f"{self.generate_name}… (generateName)" if self.generate_name else "")
+        return f"{self.kind} {where}{name}".strip()
 
 
 @dataclass(frozen=True)

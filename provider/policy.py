@@ -138,8 +138,8 @@ class UserRule:
     @classmethod
     def from_dict(cls, data: Any, where: str) -> UserRule:
         data = check_fields(data, where, ("users", "groups", "objects", "description"))
-        users = tuple(NamePattern.compile(u, f"{where}.users[{i}]") for i, u in enumerate(_list(data.get("users"), f"{where}.users")))
-        groups = tuple(NamePattern.compile(g, f"{where}.groups[{i}]") for i, g in enumerate(_list(data.get("groups"), f"{where}.groups")))
+        users = tuple(NamePattern.compile(u, f"{where}.users[{i}]", spaces=True) for i, u in enumerate(_list(data.get("users"), f"{where}.users")))
+        groups = tuple(NamePattern.compile(g, f"{where}.groups[{i}]", spaces=True) for i, g in enumerate(_list(data.get("groups"), f"{where}.groups")))
         if not users and not groups:
             raise PolicyError(f"{where}: name at least one user or group; an entry without them would skip everyone")
         for pattern in users + groups:

@@ -13,7 +13,6 @@ from provider.patterns import FieldTrie, NamePattern, ObjectIdentity, ObjectRef,
     ("pattern", "value", "expected"),
     [
         ("*", "anything", True),
-        ("", "anything", True),
         ("-", "", True),
         ("-", "x", False),
         ("kube-*", "kube-system", True),
