@@ -316,9 +316,9 @@ def _plus_l(signature: bytes) -> bytes:
 
 
 def _r_non_canonical(signature: bytes) -> bytes:
-    """R's y replaced by y + p when that still fits: the same point, a second encoding."""
-    y = int.from_bytes(signature[:32], "little") & ((1 << 255) - 1)
-    return encode(y + ED25519_P, 0) + signature[32:] if y < 19 else bytes(64)
+    """R replaced by the second encoding (y + p) of an ordinary point: only points with y < 19 have one."""
+    y = next(y for y in range(2, 19) if on_curve(y))
+    return encode(y + ED25519_P, 0) + signature[32:]
 
 
 MALFORMED_ED25519 = [
