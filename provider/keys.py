@@ -23,6 +23,15 @@ Every scheme is a standard signature over the same bytes with the same key;
 accepting two per key lets a forger choose between two secure schemes, which
 gains nothing without breaking one of them.
 
+Every key, however it arrives (``PUBLIC KEY``, ``CERTIFICATE``, a keyless
+leaf certificate, a transparency log's key, a signing key), passes the strength
+rules of :mod:`provider.key_rules` in :meth:`PublicKey.from_crypto`, and every
+signature passes that module's well-formedness rules before a scheme is tried:
+no small-order or non-canonical Ed25519 point, no ECDSA point off its curve, no
+RSA key under 2048 bits or with an exponent FIPS 186-5 forbids; no Ed25519
+signature with ``S >= L`` or a small-order ``R``, no ECDSA signature that is not
+strict DER or has ``r``/``s`` outside ``[1, n)``.
+
 Each key is identified by its fingerprint, ``sha256:<hex>`` of the DER
 SubjectPublicKeyInfo (the key id sigstore computes), so the same key gives the
 same fingerprint whether it arrives as a public key or inside a certificate.
@@ -42,13 +51,11 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 
+from . import key_rules
 from .errors import KeyLoadError
 from .limits import DEFAULT_LIMITS
 
 KeyType = Literal["ecdsa-p256", "ecdsa-p384", "ecdsa-p521", "rsa", "ed25519"]
-
-#: Smallest RSA modulus accepted (NIST SP 800-131A: 2048 bits after 2013).
-MIN_RSA_BITS = 2048
 
 _PEM_BEGIN = re.compile(r"-----BEGIN ([A-Z0-9 ]{1,40})-----\r?\n")
 #: base64 of "-----BEGIN": a PEM file that was base64-encoded once more (a Secret's data).
@@ -63,9 +70,6 @@ _CURVES: dict[str, tuple[KeyType, tuple[hashes.HashAlgorithm, ...]]] = {
     "secp384r1": ("ecdsa-p384", (hashes.SHA384(), hashes.SHA256())),
     "secp521r1": ("ecdsa-p521", (hashes.SHA512(), hashes.SHA256())),
 }
-#: Bytes of an Ed25519 signature (RFC 8032).
-_ED25519_SIGNATURE_BYTES = 64
-
 PublicKeyTypes = ec.EllipticCurvePublicKey | rsa.RSAPublicKey | ed25519.Ed25519PublicKey
 PrivateKeyTypes = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
 
@@ -80,7 +84,25 @@ Verify = Callable[[bytes, bytes], None]
 
 def _ecdsa(key: ec.EllipticCurvePublicKey, digest: hashes.HashAlgorithm) -> Verify:
     algorithm = ec.ECDSA(digest)
-    return lambda sig, data: key.verify(sig, data, algorithm)
+    curve = key.curve.name
+
+    def verify(sig: bytes, data: bytes) -> None:
+        if not key_rules.ecdsa_signature_well_formed(curve, sig):
+            raise InvalidSignature
+        key.verify(sig, data, algorithm)
+
+    return verify
+
+
+def _ed25519_strict(verify_any: Verify) -> Verify:
+    """``verify_any`` behind the same signature rules for both Ed25519 backends (OpenSSL checks fewer than libsodium)."""
+
+    def verify(sig: bytes, data: bytes) -> None:
+        if not key_rules.ed25519_signature_well_formed(sig):
+            raise InvalidSignature
+        verify_any(sig, data)
+
+    return verify
 
 
 def _ed25519ph(key: ed25519.Ed25519PublicKey) -> Verify:
@@ -95,8 +117,6 @@ def _ed25519ph(key: ed25519.Ed25519PublicKey) -> Verify:
     raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
     def verify(sig: bytes, data: bytes) -> None:
-        if len(sig) != _ED25519_SIGNATURE_BYTES:
-            raise InvalidSignature
         state = crypto_sign_ed25519ph_state()
         crypto_sign_ed25519ph_update(state, data)
         try:
@@ -116,15 +136,16 @@ def _describe(key: PublicKeyTypes) -> tuple[KeyType, tuple[Verify, ...]]:
                 f"ECDSA curve {key.curve.name} is not supported; use P-256, P-384 or P-521"
             )
         key_type, digests = entry
+        point = key.public_numbers()
+        key_rules.check_ec_point(key.curve.name, point.x, point.y)
         return key_type, tuple(_ecdsa(key, digest) for digest in digests)
     if isinstance(key, rsa.RSAPublicKey):
-        if key.key_size < MIN_RSA_BITS:
-            raise KeyLoadError(
-                f"RSA key of {key.key_size} bits is too weak; at least {MIN_RSA_BITS} bits are required"
-            )
+        numbers = key.public_numbers()
+        key_rules.check_rsa_numbers(numbers.n, numbers.e)
         return "rsa", (lambda sig, data: key.verify(sig, data, padding.PKCS1v15(), hashes.SHA256()),)
     if isinstance(key, ed25519.Ed25519PublicKey):
-        return "ed25519", (key.verify, _ed25519ph(key))
+        key_rules.check_ed25519_key(key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw))
+        return "ed25519", (_ed25519_strict(key.verify), _ed25519_strict(_ed25519ph(key)))
     raise KeyLoadError(
         f"{type(key).__name__.removeprefix('_')} keys are not supported; "
         "use ECDSA (P-256/P-384/P-521), RSA (>= 2048 bits) or Ed25519"
@@ -295,9 +316,12 @@ KEY_TYPES = tuple(_GENERATORS)
 
 def generate_key(key_type: str) -> PrivateKeyTypes:
     try:
-        return _GENERATORS[key_type]()
+        generate = _GENERATORS[key_type]
     except KeyError:
         raise KeyLoadError(f"unknown key type {key_type!r}; choose one of {', '.join(KEY_TYPES)}") from None
+    key = generate()
+    _describe(key.public_key())  # the rules hold for what we make, not only for what we are given
+    return key
 
 
 def private_pem(key: PrivateKeyTypes, password: bytes | None, *, cosign: bool = False) -> bytes:
