@@ -47,7 +47,7 @@ from .errors import RequestError, VerificationFailure
 from .limits import DEFAULT_LIMITS, Limits
 from .parsing import load_json
 from .resources import BUILTIN_KINDS, SUBRESOURCE_KINDS
-from .review import Review
+from .review import GroupVersionResource, Review
 from .verifier import find_document
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
@@ -338,6 +338,8 @@ def to_review(
         name=event.name or None,
         dry_run=event.dry_run,
         sub_resource=event.subresource or None,
+        resource=GroupVersionResource(event.group, event.version, event.resource),
+        replayed=True,
     )
     if operation in ("DELETE", "CONNECT"):
         return replace(review, old_object=target), "identity"

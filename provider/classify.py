@@ -220,7 +220,8 @@ class AccountActivity:
     requests: int = 0
     invalid: int = 0  # class 5 ...
     unprocessed: int = 0  # ... and 6: what enforcement would stop
-    kinds: set[str] = field(default_factory=set)  # kinds of those
+    kinds: set[tuple[str, str]] = field(default_factory=set)  # (API group, kind) of those
+    operations: set[str] = field(default_factory=set)  # and their operations
     too_many_kinds: bool = False
     outside: int = 0  # requests on objects outside its own namespace (or cluster-scoped)
     outside_example: str = ""
@@ -301,11 +302,14 @@ class Summary:
                 account.unprocessed += 1
             else:
                 account.invalid += 1
-            if verdict.kind not in account.kinds:
+            kind = (e.group, verdict.kind)
+            if kind not in account.kinds:
                 if len(account.kinds) < self.max_kinds:
-                    account.kinds.add(verdict.kind)
+                    account.kinds.add(kind)
                 else:
                     account.too_many_kinds = True
+            if e.operation is not None:
+                account.operations.add(e.operation)
 
     def top_unprocessed(self) -> list[TopEntry]:
         return [
@@ -350,8 +354,9 @@ def suggestions(summary: Summary) -> list[Suggestion]:
     installs) acting on the application's objects in its namespace are the
     cluster working as intended, not a threat (the paper, section 4.2). Only
     accounts with requests enforcement would stop (classes 5 and 6) are
-    considered; each entry names the account, its namespace and the kinds it
-    wrote there -- nothing wider. Names that are not valid Kubernetes names
+    considered; each entry names the account, the operations it performed, its
+    namespace and the API groups and kinds it wrote there -- nothing wider.
+    Names that are not valid Kubernetes names
     (a pattern character such as ``*`` or ``,`` would widen the entry) are
     never proposed.
     """
@@ -366,14 +371,17 @@ def suggestions(summary: Summary) -> list[Suggestion]:
             found.append(Suggestion(username, "not a valid service account name; not proposed"))
         elif account.outside:
             found.append(Suggestion(username, f"{account.outside} of its {account.requests} requests reach outside namespace {namespace} (e.g. {account.outside_example}); review by hand"))
-        elif account.too_many_kinds or not all(_KIND.match(k) for k in account.kinds):
+        elif account.too_many_kinds or not all(_KIND.match(k) and (not g or _DNS_SUBDOMAIN.match(g)) for g, k in account.kinds):
             found.append(Suggestion(username, f"writes more than {summary.max_kinds} kinds or kinds without a known name; review by hand"))
         else:
-            kinds = ",".join(sorted(account.kinds))
+            by_group: dict[str, list[str]] = {}
+            for group, kind in sorted(account.kinds):
+                by_group.setdefault(group, []).append(kind)
             entry = {
                 "description": f"{username} manages its own namespace's objects ({counts} of {account.requests} requests in the audit log); proposed by classify --suggest",
                 "users": [username],
-                "objects": [{"namespace": namespace, "kind": kinds}],
+                "operations": sorted(account.operations),
+                "objects": [{"namespace": namespace, "group": group or "-", "kind": ",".join(kinds)} for group, kinds in by_group.items()],
             }
             found.append(Suggestion(username, f"{account.requests} requests, all in namespace {namespace}; {counts}", entry))
     return found

@@ -112,7 +112,7 @@ ANY = NamePattern("*", (None,))
 
 # --- object references ------------------------------------------------------------
 
-_REF_FIELDS = ("group", "version", "kind", "name", "namespace")
+_REF_FIELDS = ("group", "version", "kind", "name", "namespace", "subresource")
 
 
 def split_api_version(api_version: Any) -> tuple[str, str]:
@@ -138,6 +138,12 @@ class ObjectIdentity:
     name: str
     namespace: str
     generate_name: str = ""
+    #: The subresource a request acts through (``status``, ``scale``); "" for the object itself.
+    subresource: str = ""
+    #: False when the kind could not be told: a subresource request for a custom
+    #: resource names its resource (``widgets``), not its kind. Scope rules then
+    #: read the request as in scope, skip rules as not skipped (fail closed).
+    kind_known: bool = True
 
     @classmethod
     def of(cls, obj: dict[str, Any], namespace: str | None = None) -> ObjectIdentity:
@@ -159,18 +165,26 @@ class ObjectIdentity:
     def describe(self) -> str:
         where = f"{self.namespace}/" if self.namespace else ""
         name = self.name or (f"{self.generate_name}… (generateName)" if self.generate_name else "")
-        return f"{self.kind} {where}{name}".strip()
+        kind = self.kind if self.kind_known else f"{self.kind or 'object'} ({self.group or 'core'})"
+        text = f"{kind} {where}{name}".strip()
+        return f"{text} ({self.subresource} subresource)" if self.subresource else text
 
 
 @dataclass(frozen=True)
 class ObjectRef:
-    """``{group, version, kind, name, namespace}``, each a name pattern; absent = any."""
+    """``{group, version, kind, name, namespace, subresource}``, each a name pattern; absent = any.
+
+    ``subresource`` names what a request acts through: ``status``, ``scale``,
+    ``-`` for the object itself; absent means the object and all of its
+    subresources.
+    """
 
     group: NamePattern = ANY
     version: NamePattern = ANY
     kind: NamePattern = ANY
     name: NamePattern = ANY
     namespace: NamePattern = ANY
+    subresource: NamePattern = ANY
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> ObjectRef:
@@ -183,13 +197,17 @@ class ObjectRef:
             raise PolicyError(unknown_field_message(where, unknown[0], _REF_FIELDS))
         return cls(**{k: NamePattern.compile(v, f"{where}.{k}") for k, v in data.items()})
 
-    def matches(self, ident: ObjectIdentity) -> bool:
+    def matches(self, ident: ObjectIdentity, *, unknown_kind_matches: bool = False) -> bool:
+        """Every field matches. A kind that could not be told matches only ``*`` -- or, with
+        ``unknown_kind_matches`` (a scope rule, which must not leave such a request out), any kind."""
+        kind = self.kind.matches(ident.kind) if ident.kind_known else (unknown_kind_matches or self.kind.matches_anything)
         return (
-            self.kind.matches(ident.kind)
+            kind
             and self.name.matches(ident.name)
             and self.namespace.matches(ident.namespace)
             and self.group.matches(ident.group)
             and self.version.matches(ident.version)
+            and self.subresource.matches(ident.subresource)
         )
 
 

@@ -20,7 +20,8 @@ Fields (camelCase on the wire)::
     sensitiveFields: [{objects: [ObjectRef], fields: [pattern]}]  # never quoted in a verdict (Secret data always)
     skipObjects: [ObjectRef]
     inScopeObjects: [ObjectRef]                  # empty = every object is in scope
-    skipUsers: [{users: [pattern], groups: [pattern], objects: [ObjectRef]}]
+    skipUsers: [{users: [pattern], groups: [pattern], operations: [CREATE|UPDATE|DELETE|CONNECT],
+                 objects: [ObjectRef], fields: [pattern]}]   # an exemption; fields: UPDATE within them only
     dryRun: {enabled: bool, namespace: str}
     defaults: [k8s-manifest-sigstore, common, kyverno]   # built-in profiles
     unsafeUnanchoredIgnoreFields: false          # upstream's regex matching (opt-in)
@@ -36,10 +37,11 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-from .compare import IgnoreSet
+from .compare import IgnoreSet, diff
 from .envelope import DEFAULT_DOMAIN
 from .errors import PolicyError
 from .keys import PublicKey, load_public_keys
+from .kindschema import object_shape
 from .limits import DEFAULT_LIMITS, Limits
 from .parsing import load_yaml_stream
 from .patterns import (
@@ -51,6 +53,7 @@ from .patterns import (
     parse_field_pattern,
     unanchored_matcher,
 )
+from .review import Review
 
 KeyOperation = Literal["AtLeastOne", "MustAll"]
 KEY_OPERATIONS: tuple[KeyOperation, ...] = ("AtLeastOne", "MustAll")
@@ -126,18 +129,56 @@ class IgnoreRule:
         return not self.objects or any(ref.matches(ident) for ref in self.objects)
 
 
+#: Admission operations an exemption may name (admission.k8s.io/v1 Operation).
+OPERATIONS = ("CREATE", "UPDATE", "DELETE", "CONNECT")
+#: A service account's user name: ``system:serviceaccount:<namespace>:<name>``.
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+#: What every update changes by itself and no exemption has to name: the API
+#: server's own bookkeeping (it bumps ``generation`` on a spec change and records
+#: the writer in ``managedFields``; ``resourceVersion`` is the optimistic lock).
+BOOKKEEPING_FIELDS = ("metadata.resourceVersion", "metadata.managedFields", "metadata.generation")
+
+
+def service_account_groups(username: str) -> tuple[str, ...]:
+    """The groups the API server's service-account authenticator always gives ``username``, or () for other users."""
+    if not username.startswith(SERVICE_ACCOUNT_PREFIX):
+        return ()
+    namespace = username[len(SERVICE_ACCOUNT_PREFIX) :].partition(":")[0]
+    return ("system:serviceaccounts", f"system:serviceaccounts:{namespace}")
+
+
 @dataclass(frozen=True)
 class UserRule:
-    """Requests by these users (or members of these groups) on these objects pass unsigned."""
+    """An exemption: requests by these users (or groups), doing these operations on these objects, pass unsigned.
+
+    Every criterion given must hold (``docs/policy.md``, "Exemptions"):
+
+    * **who** -- a listed user and/or a member of a listed group. A user named
+      like a service account must also carry the service-account groups the API
+      server gives every real one (``system:serviceaccounts`` and
+      ``system:serviceaccounts:<namespace>``): a client certificate or token
+      user that only borrows the name is not exempted;
+    * **which operations** -- ``operations`` (default: all);
+    * **which objects** -- ``objects`` by group, kind, name, namespace and
+      subresource (default: all);
+    * **which fields** -- with ``fields``, the entry covers an UPDATE only, and
+      only when the object differs from the request's ``oldObject`` in those
+      fields alone (plus the API server's bookkeeping): a trusted controller
+      changing anything beyond its job is verified like anyone else.
+    """
 
     users: tuple[NamePattern, ...]
     groups: tuple[NamePattern, ...]
     objects: tuple[ObjectRef, ...]
     description: str = ""
+    operations: tuple[str, ...] = ()
+    fields: tuple[str, ...] = ()
+    #: The ignore set for ``fields`` plus the bookkeeping fields (None without ``fields``).
+    changes: IgnoreSet | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> UserRule:
-        data = check_fields(data, where, ("users", "groups", "objects", "description"))
+        data = check_fields(data, where, ("users", "groups", "objects", "operations", "fields", "description"))
         users = tuple(NamePattern.compile(u, f"{where}.users[{i}]", spaces=True) for i, u in enumerate(_list(data.get("users"), f"{where}.users")))
         groups = tuple(NamePattern.compile(g, f"{where}.groups[{i}]", spaces=True) for i, g in enumerate(_list(data.get("groups"), f"{where}.groups")))
         if not users and not groups:
@@ -145,16 +186,51 @@ class UserRule:
         for pattern in users + groups:
             if pattern.matches_anything:
                 raise PolicyError(f"{where}: pattern {pattern.text!r} matches every user; list the users to skip")
+        operations = tuple(_str(o, f"{where}.operations[{i}]") for i, o in enumerate(_list(data.get("operations"), f"{where}.operations")))
+        if "operations" in data and not operations:
+            raise PolicyError(f"{where}.operations: empty; leave the field out to cover every operation")
+        for operation in operations:
+            if operation not in OPERATIONS:
+                raise PolicyError(f"{where}.operations: {operation[:20]!r} is not one of {', '.join(OPERATIONS)}")
+        fields = tuple(_str(f, f"{where}.fields[{i}]") for i, f in enumerate(_list(data.get("fields"), f"{where}.fields")))
+        changes = None
+        if "fields" in data:
+            if not fields:
+                raise PolicyError(f"{where}.fields: empty; an exemption for no field would exempt nothing")
+            if operations not in ((), ("UPDATE",)):
+                raise PolicyError(f"{where}: fields scope an UPDATE (a change to an existing object); give operations [UPDATE] or leave it out")
+            operations = ("UPDATE",)
+            segments = tuple(parse_field_pattern(f, f"{where}.fields[{i}]") for i, f in enumerate((*fields, *BOOKKEEPING_FIELDS)))
+            changes = IgnoreSet(FieldTrie(segments))
         description = _str(data.get("description", ""), f"{where}.description")
-        return cls(users, groups, _refs(data.get("objects"), f"{where}.objects"), description)
+        return cls(users, groups, _refs(data.get("objects"), f"{where}.objects"), description, operations, fields, changes)
 
-    def matches(self, username: str, groups: tuple[str, ...], ident: ObjectIdentity) -> bool:
-        """Every criterion given must hold: a listed user (if any), a listed group (if any), a listed object (if any)."""
-        if self.users and not any(p.matches(username) for p in self.users):
+    def covers_requester(self, username: str, groups: tuple[str, ...]) -> bool:
+        if self.users:
+            if not any(p.matches(username) for p in self.users):
+                return False
+            if not all(g in groups for g in service_account_groups(username)):
+                return False
+        return not self.groups or any(p.matches(g) for p in self.groups for g in groups)
+
+    def matches(self, review: Review, ident: ObjectIdentity) -> bool:
+        """Whether this entry exempts the request (every criterion in the class docstring)."""
+        if review.username is None or not self.covers_requester(review.username, review.groups):
             return False
-        if self.groups and not any(p.matches(g) for p in self.groups for g in groups):
+        if self.operations and review.operation not in self.operations:
             return False
-        return not self.objects or any(ref.matches(ident) for ref in self.objects)
+        if self.objects and not any(ref.matches(ident) for ref in self.objects):
+            return False
+        return self.changes is None or self._changes_only_fields(review)
+
+    def _changes_only_fields(self, review: Review) -> bool:
+        assert self.changes is not None
+        new, old = review.object, review.old_object
+        if not isinstance(new, dict) or not isinstance(old, dict):
+            # An audit log records no old object: the field check is taken on trust there,
+            # and only there (docs/classify.md). At admission, no old object, no exemption.
+            return review.replayed and old is None
+        return not diff(old, new, self.changes, object_shape(old))
 
     def describe(self) -> str:
         if self.description:

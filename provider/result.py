@@ -33,6 +33,7 @@ Reason = Literal[
     "signature-invalid",
     "key-threshold-not-met",
     "content-mismatch",
+    "unverifiable-subresource",  # a change through scale or binding: its object carries no signature
     "malformed-message",
     "certificate-untrusted",
     "tlog-entry-invalid",

@@ -9,6 +9,11 @@ type, or the request is refused.
 A review without an operation and without a user is an *audit* review
 (Gatekeeper's audit sends the stored object alone): it is verified without
 ``skipUsers``, since nobody is asking.
+
+A request on a subresource names it in ``subResource`` and the parent in
+``resource`` (``{group, version, resource}``); its object may be of another
+kind than the parent (``scale``: an ``autoscaling/v1 Scale``), which is why
+both are read.
 """
 
 from __future__ import annotations
@@ -29,6 +34,23 @@ def _opt_str(data: dict[str, Any], name: str, where: str) -> str | None:
 
 
 @dataclass(frozen=True)
+class GroupVersionResource:
+    group: str
+    version: str
+    resource: str
+
+
+def _resource(data: dict[str, Any], where: str) -> GroupVersionResource | None:
+    value = data.get("resource")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise RequestError(f"{where}.resource: expected an object {{group, version, resource}}, got {type(value).__name__}")
+    parts = [_opt_str(value, name, f"{where}.resource") or "" for name in ("group", "version", "resource")]
+    return GroupVersionResource(*parts) if parts[2] else None
+
+
+@dataclass(frozen=True)
 class Review:
     object: dict[str, Any] | None
     old_object: dict[str, Any] | None = None
@@ -39,6 +61,13 @@ class Review:
     name: str | None = None
     dry_run: bool = False
     sub_resource: str | None = None
+    #: The resource the request is for (the parent, for a subresource request).
+    resource: GroupVersionResource | None = None
+    #: Rebuilt from an audit log, which records no old object: a field-scoped
+    #: exemption cannot be checked against one and is taken on trust
+    #: (``classify`` counts how often). Never set for a request that arrives
+    #: over the wire.
+    replayed: bool = False
 
     @property
     def is_audit(self) -> bool:
@@ -87,4 +116,5 @@ class Review:
             name=_opt_str(data, "name", where),
             dry_run=dry_run,
             sub_resource=_opt_str(data, "subResource", where),
+            resource=_resource(data, where),
         )

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from typing import Any, Protocol
@@ -43,7 +43,8 @@ from .keys import PublicKey
 from .kindschema import object_shape
 from .limits import DEFAULT_LIMITS, Limits
 from .patterns import ObjectIdentity, split_api_version
-from .policy import Policy, SignerSpec
+from .policy import Policy, SignerSpec, UserRule
+from .resources import BUILTIN_KINDS
 from .result import Result, Signer
 from .review import Review
 
@@ -339,6 +340,55 @@ def verify(
 
 # --- decide -----------------------------------------------------------------------
 
+#: Subresource objects that are not the parent's kind and carry no signature:
+#: (group, kind) -> what a request through them does (``docs/policy.md``, "Subresources").
+#: ``Scale`` and ``Binding`` change the parent's content (``spec.replicas``,
+#: ``spec.nodeName``) without a signature; ``Eviction`` deletes the Pod and
+#: ``TokenRequest`` mints a token: neither brings new content, like a DELETE.
+FOREIGN_SUBRESOURCE_OBJECTS = {
+    ("autoscaling", "Scale"): "change",
+    ("", "Binding"): "change",
+    ("policy", "Eviction"): "no-content",
+    ("authentication.k8s.io", "TokenRequest"): "no-content",
+}
+
+
+def identity_of(review: Review, obj: dict[str, Any]) -> tuple[ObjectIdentity, str | None]:
+    """What scope, skip and exemption rules match, and whether the object is a foreign subresource object.
+
+    For a request on a subresource whose object is the parent's own kind
+    (``status``, ``ephemeralcontainers``, ``resize``, ``finalize``) that is the
+    object, marked with the subresource. For one whose object is of another
+    kind (``scale``: a ``Scale``) it is the parent -- group and kind from the
+    request's ``resource``, the kind unknown for a custom resource -- so that a
+    rule written for ``Deployment`` covers ``kubectl scale deployment`` too.
+    """
+    ident = ObjectIdentity.of(obj, review.namespace)
+    sub = review.sub_resource or ""
+    foreign = FOREIGN_SUBRESOURCE_OBJECTS.get((ident.group, ident.kind))
+    if foreign is None:
+        return (replace(ident, subresource=sub) if sub else ident), None
+    parent = review.resource
+    group, version = (parent.group, parent.version) if parent is not None else ("", "")
+    kind = BUILTIN_KINDS.get((group, parent.resource), "") if parent is not None else ""
+    name = review.name or ident.name
+    parent_ident = ObjectIdentity(group, version, kind, name, review.namespace or ident.namespace, subresource=sub or ident.kind.lower(), kind_known=bool(kind))
+    return parent_ident, foreign
+
+
+def find_exemption(review: Review, policy: Policy, ident: ObjectIdentity) -> tuple[UserRule, str | None] | None:
+    """The first exemption covering the request: built-in profiles first, then the policy's ``skipUsers``."""
+    if review.is_audit or review.username is None:
+        return None
+    for profile in policy.profiles:
+        for rule in profile.skip_users:
+            if rule.matches(review, ident):
+                return rule, profile.name
+    for rule in policy.skip_users:
+        if rule.matches(review, ident):
+            return rule, None
+    return None
+
 
 def decide(
     review: Review,
@@ -350,13 +400,14 @@ def decide(
 ) -> Result:
     """The verdict for one admission review.
 
-    Order: our own dry-run requests; operations without a new object (DELETE,
-    CONNECT: matched by the object they act on, then allowed); scope
-    (``inScopeObjects``, the common profile's out-of-scope kinds); ``skipObjects``;
-    ``skipUsers`` (common profile first, then the policy's; not for audit
-    reviews); then :func:`verify`. Raises only :class:`RequestError` (the
-    review is unusable) and :class:`~provider.errors.TransientError` (the
-    cluster could not be asked).
+    Order: our own dry-run requests; scope (``inScopeObjects``, the built-in
+    profiles' out-of-scope kinds); ``skipObjects``; exemptions (``skipUsers``:
+    built-in profiles first, then the policy's; not for audit reviews);
+    operations without a new object (DELETE, CONNECT, an eviction: allowed,
+    nothing to verify); changes through a subresource whose object carries no
+    signature (``scale``, ``binding``: denied); then :func:`verify`. Raises only
+    :class:`RequestError` (the review is unusable) and
+    :class:`~provider.errors.TransientError` (the cluster could not be asked).
     """
     if review.dry_run:
         return Result.allow("dry-run-request", "dry-run requests change nothing and are allowed (this also lets the verifier's own dry-runs through)")
@@ -366,29 +417,42 @@ def decide(
     no_new_object = review.operation in ("DELETE", "CONNECT")
     obj = review.old_object if no_new_object else review.object
     if no_new_object and not isinstance(obj, dict):
-        return Result.allow("out-of-scope", f"{review.operation} requests carry no new object to verify", "policy")
+        return Result.allow("unverifiable-operation", f"{review.operation} requests carry no new object to verify; allowed unverified", "policy")
     if not isinstance(obj, dict):
         raise RequestError("the review has no object to verify")
-    ident = ObjectIdentity.of(obj, review.namespace)
+    ident, foreign = identity_of(review, obj)
     what = ident.describe()
-    if policy.in_scope_objects and not any(ref.matches(ident) for ref in policy.in_scope_objects):
+    if policy.in_scope_objects and not any(ref.matches(ident, unknown_kind_matches=True) for ref in policy.in_scope_objects):
         return Result.allow("out-of-scope", f"{what} is not in the policy's inScopeObjects", "policy")
+    own = ObjectIdentity.of(obj, review.namespace)  # out-of-scope kinds are read from the object itself (a TokenRequest)
     for profile in policy.profiles:
-        if any(ref.matches(ident) for ref in profile.out_of_scope):
-            return Result.allow("out-of-scope", f"{ident.kind} objects are out of scope (built-in profile '{profile.name}')", "common")
+        if any(ref.matches(own) for ref in profile.out_of_scope):
+            return Result.allow("out-of-scope", f"{own.kind} objects are out of scope (built-in profile '{profile.name}')", "common")
     if any(ref.matches(ident) for ref in policy.skip_objects):
         return Result.allow("skipped-object", f"{what} matches the policy's skipObjects", "policy")
-    if not review.is_audit and review.username is not None:
-        user, groups = review.username, review.groups
-        for profile in policy.profiles:
-            for rule in profile.skip_users:
-                if rule.matches(user, groups, ident):
-                    return Result.allow("skipped-user", f"{user} may change {what} unsigned: {rule.describe()} (built-in profile '{profile.name}')", "common")
-        for rule in policy.skip_users:
-            if rule.matches(user, groups, ident):
-                return Result.allow("skipped-user", f"{user} may change {what} unsigned: {rule.describe()}", "policy")
-    if no_new_object:
+    exemption = find_exemption(review, policy, ident)
+    if exemption is not None:
+        rule, profile_name = exemption
+        scope = f" ({', '.join(rule.fields)} only)" if rule.fields else ""
+        source = f" (built-in profile '{profile_name}')" if profile_name else ""
+        return Result.allow(
+            "skipped-user",
+            f"{review.username} may {(review.operation or 'change').lower()} {what} unsigned{scope}: {rule.describe()}{source}",
+            "common" if profile_name else "policy",
+        )
+    if no_new_object or foreign == "no-content":
         return Result.allow("unverifiable-operation", f"{review.operation} of {what} by {review.username or 'an unnamed user'}: there is no new object and so no signature to check; allowed unverified, no profile covers it")
+    if foreign is not None:
+        return Result(
+            allowed=False,
+            verified=False,
+            reason="unverifiable-subresource",
+            message=(
+                f"{review.operation or 'a change'} of {what} by {review.username or 'an unnamed user'}: a {own.kind} carries no signature, "
+                f"so a change through the {ident.subresource} subresource cannot be verified; change the signed manifest instead, "
+                f"or exempt the requester (skipUsers with objects[].subresource: {ident.subresource})"
+            ),
+        )
     try:
         facts = verify(obj, policy, namespace=review.namespace, dry_runner=dry_runner, now=now, limits=limits)
     except VerificationFailure as failure:

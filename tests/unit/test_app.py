@@ -201,13 +201,13 @@ def test_the_decision_counter_carries_each_of_the_six_traffic_classes(client: Fl
     tampered = copy.deepcopy(signed())
     tampered["data"]["key"] = "x"
     event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "ns"}}
-    controller = {"username": "system:serviceaccount:kube-system:replicaset-controller", "groups": ["system:serviceaccounts"]}
+    controller = {"username": "system:serviceaccount:kube-system:replicaset-controller", "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system"]}
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-abc12", "namespace": "ns"}, "spec": {}}
     app_profile = policy(skipUsers=[{"users": ["system:serviceaccount:ns:operator"]}])
     bodies = {
         "out-of-scope": {"request": review(event), "policy": policy()},
         "common-profile": {"request": review(pod, userInfo=controller), "policy": policy()},
-        "app-profile": {"request": review(configmap("cm", "ns"), userInfo={"username": "system:serviceaccount:ns:operator"}), "policy": app_profile},
+        "app-profile": {"request": review(configmap("cm", "ns"), userInfo={"username": "system:serviceaccount:ns:operator", "groups": ["system:serviceaccounts", "system:serviceaccounts:ns"]}), "policy": app_profile},
         "valid-signature": {"request": review(signed()), "policy": policy()},
         "invalid-signature": {"request": review(tampered), "policy": policy()},
         "unprocessed": {"request": review(configmap("cm", "ns")), "policy": policy()},

@@ -39,10 +39,17 @@ def event(
     group: str = "",
     version: str = "v1",
     subresource: str = "",
-    groups: tuple[str, ...] = ("system:authenticated",),
+    groups: tuple[str, ...] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """An audit.k8s.io/v1 Event as the API server writes it (stage ResponseComplete, level Request)."""
+    """An audit.k8s.io/v1 Event as the API server writes it (stage ResponseComplete, level Request).
+
+    Without ``groups``, a service account gets the groups the API server gives every real one.
+    """
+    if groups is None:
+        groups = ("system:authenticated",)
+        if user.startswith("system:serviceaccount:"):
+            groups = ("system:serviceaccounts", f"system:serviceaccounts:{user.split(':')[2]}", *groups)
     ref: dict[str, Any] = {"resource": resource, "apiVersion": version}
     for key, value in (("namespace", namespace), ("name", name), ("apiGroup", group), ("subresource", subresource)):
         if value:

@@ -16,7 +16,7 @@ import pytest
 from provider.audit import read_events
 from provider.classify import Classifier, Verdict
 from provider.policy import Policy, load_profile
-from provider.review import Review
+from provider.review import GroupVersionResource, Review
 from provider.verifier import decide
 from tests.support import AUDIT, make_key, public_key_pem
 
@@ -67,7 +67,9 @@ def test_control_plane_requests_are_out_of_scope_or_common_profile(classes_by_us
 def test_the_persons_requests_are_verified_or_stopped(classes_by_user: dict[str, Counter[str]]) -> None:
     classes = classes_by_user[PERSON]
     assert set(classes) <= {"valid-signature", "invalid-signature", "unprocessed"}
-    assert classes == {"unprocessed": 23}  # nothing in the log is signed: 20 creates, 2 patches, 1 namespace deletion
+    # Nothing in the log is signed: 20 creates, a patch and a namespace deletion are unprocessed;
+    # `kubectl scale` goes through the scale subresource, whose Scale object carries no signature.
+    assert classes == {"unprocessed": 22, "invalid-signature": 1}
 
 
 def test_without_the_common_profile_the_control_plane_would_be_stopped() -> None:
@@ -78,7 +80,9 @@ def test_without_the_common_profile_the_control_plane_would_be_stopped() -> None
             assert isinstance(item, Verdict)
             counts[item.traffic_class] += 1
     assert counts["common-profile"] == counts["out-of-scope"] == 0
-    assert counts["unprocessed"] == 1137
+    # The scheduler's 13 bindings, the autoscaler's and the person's scale are changes
+    # through a subresource whose object carries no signature: denied, not merely unsigned.
+    assert counts == {"unprocessed": 1122, "invalid-signature": 15}
 
 
 # --- the profile itself ------------------------------------------------------------------
@@ -90,24 +94,46 @@ def test_every_entry_says_why_and_is_narrowed_unless_it_cannot_be() -> None:
     for rule in profile.skip_users:
         assert len(rule.description) > 30, rule
         assert rule.users or rule.groups
+        assert rule.operations, f"{rule.description}: every operation"
         if not rule.objects:
             unnarrowed.update(p.text for p in rule.users)
         for ref in rule.objects:
-            assert not ref.kind.matches_anything, f"{rule.description}: every kind"
-    # The two that delete objects of every kind (docs/classify.md explains why).
+            if ref.kind.matches_anything:
+                # Only a subresource-wide entry whose job is named field by field (the autoscaler's scale).
+                assert not ref.subresource.matches_anything and rule.fields, f"{rule.description}: every kind"
+            else:
+                assert not ref.group.matches_anything, f"{rule.description}: {ref.kind.text} in any API group"
+    # The two that act on objects of every kind (docs/classify.md explains why): the garbage
+    # collector deletes anything and edits owner references and finalizers only; the namespace
+    # controller empties a namespace.
     assert unnarrowed == {SA + "generic-garbage-collector", SA + "namespace-controller"}
+
+
+def test_the_out_of_scope_kinds_name_their_group() -> None:
+    for ref in load_profile("common").out_of_scope:
+        assert not ref.group.matches_anything and not ref.kind.matches_anything, ref
+
+
+BROAD_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated", "system:masters")
 
 
 def test_no_entry_skips_a_namespace_or_every_service_account() -> None:
     for rule in load_profile("common").skip_users:
-        for pattern in rule.users + rule.groups:
-            assert "*" not in pattern.text and "," not in pattern.text, pattern.text
-            assert pattern.text not in ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated", "system:masters")
+        for pattern in rule.users:
+            assert "," not in pattern.text, pattern.text
+            assert "*" not in pattern.text or pattern.text == "system:node:*", pattern.text
+        for pattern in rule.groups:
+            # A broad group may narrow a named user (the API server is in system:masters), never stand alone.
+            assert pattern.text not in BROAD_GROUPS or rule.users, pattern.text
 
 
-def check(user: str, obj: dict[str, Any], groups: tuple[str, ...] = (), operation: str = "CREATE") -> str:
-    review = Review(object=None if operation == "DELETE" else obj, old_object=obj if operation == "DELETE" else None,
-                    operation=operation, username=user, groups=groups)
+def check(user: str, obj: dict[str, Any], groups: tuple[str, ...] = (), operation: str = "CREATE", **request: Any) -> str:
+    """The class of one request; a service account gets the groups every real one has, unless ``groups`` is given."""
+    if not groups and user.startswith("system:serviceaccount:"):
+        groups = ("system:serviceaccounts", "system:serviceaccounts:" + user.split(":")[2])
+    old = request.pop("old_object", obj if operation == "DELETE" else None)
+    review = Review(object=None if operation == "DELETE" else obj, old_object=old,
+                    operation=operation, username=user, groups=groups, **request)
     return decide(review, POLICY).traffic_class
 
 
@@ -117,25 +143,26 @@ def obj(kind: str, name: str = "x", namespace: str = "", api_version: str = "v1"
 
 
 RBAC = "rbac.authorization.k8s.io/v1"
+MASTERS = ("system:masters", "system:authenticated")
 
 
 @pytest.mark.parametrize(
     ("user", "groups", "thing", "expected"),
     [
         # the API server: its bootstrap objects only
-        ("system:apiserver", (), obj("ClusterRole", "system:aggregate-to-edit", api_version=RBAC), "common-profile"),
-        ("system:apiserver", (), obj("ClusterRole", "my-role", api_version=RBAC), "unprocessed"),
-        ("system:apiserver", (), obj("Role", "system:controller:token-cleaner", "kube-system", RBAC), "common-profile"),
-        ("system:apiserver", (), obj("Role", "system:controller:token-cleaner", "shop", RBAC), "unprocessed"),
-        ("system:apiserver", (), obj("Service", "kubernetes", "default"), "common-profile"),
-        ("system:apiserver", (), obj("Service", "web", "default"), "unprocessed"),
-        ("system:apiserver", (), obj("Namespace", "shop"), "unprocessed"),
-        ("system:apiserver", (), obj("Deployment", "web", "kube-system", "apps/v1"), "unprocessed"),
+        ("system:apiserver", MASTERS, obj("ClusterRole", "system:aggregate-to-edit", api_version=RBAC), "common-profile"),
+        ("system:apiserver", (), obj("ClusterRole", "system:aggregate-to-edit", api_version=RBAC), "unprocessed"),  # without its group
+        ("system:apiserver", MASTERS, obj("ClusterRole", "my-role", api_version=RBAC), "unprocessed"),
+        ("system:apiserver", MASTERS, obj("Role", "system:controller:token-cleaner", "kube-system", RBAC), "common-profile"),
+        ("system:apiserver", MASTERS, obj("Role", "system:controller:token-cleaner", "shop", RBAC), "unprocessed"),
+        ("system:apiserver", MASTERS, obj("Service", "kubernetes", "default"), "common-profile"),
+        ("system:apiserver", MASTERS, obj("Service", "web", "default"), "unprocessed"),
+        ("system:apiserver", MASTERS, obj("Namespace", "shop"), "unprocessed"),
+        ("system:apiserver", MASTERS, obj("Deployment", "web", "kube-system", "apps/v1"), "unprocessed"),
         # kube-controller-manager and kube-scheduler
         ("system:kube-controller-manager", (), obj("ServiceAccount", "job-controller", "kube-system"), "common-profile"),
         ("system:kube-controller-manager", (), obj("ServiceAccount", "default", "shop"), "unprocessed"),
         ("system:kube-controller-manager", (), obj("Secret", "s", "kube-system"), "unprocessed"),
-        ("system:kube-scheduler", (), obj("Binding", "web-1", "shop"), "common-profile"),
         ("system:kube-scheduler", (), obj("Deployment", "web", "shop", "apps/v1"), "unprocessed"),
         # nodes
         ("system:node:n1", ("system:nodes",), obj("Node", "n1"), "common-profile"),
@@ -150,10 +177,7 @@ RBAC = "rbac.authorization.k8s.io/v1"
         (SA + "service-account-controller", (), obj("ServiceAccount", "admin", "shop"), "unprocessed"),
         (SA + "cronjob-controller", (), obj("Job", "report-1", "batch", "batch/v1"), "common-profile"),
         (SA + "cronjob-controller", (), obj("Pod", "report-1", "batch"), "unprocessed"),
-        (SA + "horizontal-pod-autoscaler", (), obj("Scale", "web", "shop", "autoscaling/v1"), "common-profile"),
         (SA + "horizontal-pod-autoscaler", (), obj("Deployment", "web", "shop", "apps/v1"), "unprocessed"),
-        (SA + "token-cleaner", (), obj("Secret", "bootstrap-token-abcdef", "kube-system"), "common-profile"),
-        (SA + "token-cleaner", (), obj("Secret", "db-password", "kube-system"), "unprocessed"),
         # a look-alike identity outside kube-system is nobody
         ("system:serviceaccount:shop:replicaset-controller", (), obj("Pod", "web-1", "shop"), "unprocessed"),
         # out of scope for everyone
@@ -166,7 +190,25 @@ def test_each_identity_only_on_its_own_objects(user: str, groups: tuple[str, ...
     assert check(user, thing, groups) == expected
 
 
+def test_subresource_entries() -> None:
+    """The scheduler binds through pods/binding, the autoscaler scales through */scale (replicas only)."""
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web-1", "namespace": "shop"}, "target": {"kind": "Node", "name": "n1"}}
+    pods = GroupVersionResource("", "v1", "pods")
+    assert check("system:kube-scheduler", binding, sub_resource="binding", resource=pods, name="web-1") == "common-profile"
+    assert check("alice", binding, sub_resource="binding", resource=pods, name="web-1") == "invalid-signature"
+    old = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": 2}}
+    new = {**old, "spec": {"replicas": 5}}
+    deployments = GroupVersionResource("apps", "v1", "deployments")
+    hpa = SA + "horizontal-pod-autoscaler"
+    review = {"sub_resource": "scale", "resource": deployments, "name": "web", "old_object": old}
+    assert check(hpa, new, operation="UPDATE", **review) == "common-profile"
+    assert check("alice", new, operation="UPDATE", **review) == "invalid-signature"
+    assert check(hpa, {**new, "metadata": {**new["metadata"], "labels": {"x": "y"}}}, operation="UPDATE", **review) == "invalid-signature"
+
+
 def test_deletes_follow_the_same_entries() -> None:
+    assert check(SA + "token-cleaner", obj("Secret", "bootstrap-token-abcdef", "kube-system"), (), "DELETE") == "common-profile"
+    assert check(SA + "token-cleaner", obj("Secret", "db-password", "kube-system"), (), "DELETE") == "unprocessed"
     assert check("system:node:n1", obj("Pod", "web-1", "shop"), ("system:nodes",), "DELETE") == "common-profile"
     assert check(SA + "namespace-controller", obj("Secret", "", "shop"), (), "DELETE") == "common-profile"
     assert check("alice", obj("Pod", "web-1", "shop"), (), "DELETE") == "unprocessed"

@@ -25,6 +25,10 @@ def pol(*keys: Any, **fields: Any) -> Policy:
 
 
 def check(obj: dict[str, Any], policy: Policy | None = None, **review: Any) -> Any:
+    """``decide`` on one review; a service account gets the groups every real one has unless ``groups`` is given."""
+    user = review.get("username") or ""
+    if user.startswith("system:serviceaccount:") and "groups" not in review:
+        review["groups"] = ("system:serviceaccounts", "system:serviceaccounts:" + user.split(":")[2])
     rv = Review(object=obj, **review) if review else Review.for_object(obj)
     result = decide(rv, policy or pol())
     assert result.reason in REASONS
@@ -249,8 +253,12 @@ def test_dry_run_requests_are_allowed() -> None:
     assert (result.allowed, result.verified, result.reason) == (True, False, "dry-run-request")
 
 
-def test_delete_is_out_of_scope() -> None:
-    assert check(deployment(), operation="DELETE", username="alice").reason == "out-of-scope"
+def test_delete_is_an_unverifiable_operation() -> None:
+    """A DELETE carries no new object: allowed, and said to be unverified (docs/api.md, docs/policy.md)."""
+    result = check(deployment(), operation="DELETE", username="alice")
+    assert (result.allowed, result.verified, result.reason) == (True, False, "unverifiable-operation")
+    no_object = decide(Review(object=None, operation="DELETE", username="alice"), pol())
+    assert (no_object.allowed, no_object.reason) == (True, "unverifiable-operation")
 
 
 def test_in_scope_objects() -> None:
