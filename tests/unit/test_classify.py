@@ -24,8 +24,8 @@ from provider.classify import (
 )
 from provider.patterns import ObjectIdentity
 from provider.policy import Policy, UserRule
-from provider.review import Review
 from provider.result import TRAFFIC_CLASSES
+from provider.review import Review
 from tests.support import AUDIT, configmap, make_key, public_key_pem, sign
 from tests.unit.test_audit import event
 
