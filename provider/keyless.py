@@ -18,17 +18,23 @@ Keyless signer (no ``roots``), per signature set with a certificate
 2. the logged hashedrekord/rekord entry names sha256(P), this signature and
    this certificate (:mod:`provider.keyless_rekor`);
 3. the certificate chains to a Fulcio CA of the trusted root whose validity
-   window contains ``integratedTime``, and is a code-signing certificate;
+   window contains ``integratedTime``, through that CA's own chain in the
+   trusted root -- certificates sent after the leaf in the annotation are never
+   path material, so a retired CA's intermediate cannot be brought back under a
+   root it shares with a current one -- and is a code-signing certificate;
 4. the certificate was valid at ``integratedTime`` (Fulcio certificates live
    ten minutes; the log's timestamp proves when the signature existed);
 5. the signature over P verifies with the certificate's key;
 6. a SAN identity matches ``subject``/``subjectRegExp`` and the issuer matches
    ``issuer``/``issuerRegExp`` (regular expressions must match the whole value).
 
-Certificate signer (``roots`` given): the certificate (plus any intermediates
-sent after it in the annotation) chains to one of ``roots`` *now*; no
-transparency log is consulted, so there is no signing time -- the certificate
-must be valid at verification time -- and steps 5 and 6 apply unchanged.
+Certificate signer (``roots`` given): the certificate chains *now* through the
+certificates of ``roots`` only -- those no other listed certificate issued are
+the anchors, the others the intermediates a path may pass (as a TrustedRoot's
+``certChain``); intermediates sent in the annotation are not used, so trusting
+a root never trusts every CA it ever certified. No transparency log is
+consulted, so there is no signing time -- the certificate must be valid at
+verification time -- and steps 5 and 6 apply unchanged.
 
 Steps 1-5 do not depend on the signer entry or the clock, so their outcome for
 a keyless set is cached (keyed by the SHA-256 of root, payload, signature,
@@ -111,7 +117,7 @@ def certify_keyless(sig_set: SignatureSet, payload: bytes, root: TrustRoot, limi
     """Steps 1-5 for a Fulcio certificate and its Rekor bundle (see the module docstring)."""
     if sig_set.certificate is None:
         raise CertificateUntrusted("the signature carries no certificate")
-    leaf, extra = read_certificates(sig_set.certificate, limits)
+    leaf, extra = read_certificates(sig_set.certificate, limits)  # extra: read (bounded), never trusted
     if sig_set.bundle is None:
         raise TlogEntryInvalid(
             "the signature has a certificate but no Rekor bundle; keyless signatures must be logged "
@@ -120,18 +126,26 @@ def certify_keyless(sig_set: SignatureSet, payload: bytes, root: TrustRoot, limi
     # 1-2. the log vouches for this payload, signature and certificate at integratedTime
     entry = check_bundle(sig_set.bundle, root, payload, sig_set.signature, leaf, limits=limits)
     signed_at = entry.integrated_time
-    # 3. a Fulcio CA valid at signing time issued it. The path is checked at an
-    # instant inside the leaf's own validity so that a genuine certificate used
-    # after it expired is reported as such (step 4), not as untrusted.
+    # 3. a Fulcio CA valid at signing time issued it, through that CA's own chain.
+    # The path is built from the trusted root alone, authority by authority, as
+    # sigstore-go does (pkg/root/certificate_authority.go: one pool of the CA's
+    # root and intermediates, the CA's validity period at the observer time).
+    # sigstore-python also never uses a bundle's chain (sigstore/verify/verifier.py,
+    # Verifier._verify_chain_at_time: a store of every Fulcio certificate, the leaf
+    # alone), but it pools all CAs, expired ones included (sigstore/_internal/trust.py,
+    # TrustedRoot.get_fulcio_certs), so a retired CA's window is not applied there.
+    # The path is checked at an instant inside the leaf's own validity so that a
+    # genuine certificate used after it expired is reported as such (step 4).
     authorities = root.authorities_at(signed_at)
     if not authorities:
         raise CertificateUntrusted(f"no certificate authority of the trusted root was valid at {signed_at.isoformat()}")
     path_time = clamp_to_validity(leaf, signed_at)
-    if not any(chains_to(leaf, ca.intermediates + extra, ca.store, path_time, limits) for ca in authorities):
+    if not any(chains_to(leaf, ca.intermediates, ca.store, path_time, limits) for ca in authorities):
         names = ", ".join(ca.label for ca in authorities[:3])
+        ignored = f"; the {len(extra)} certificate(s) sent after it are never used" if extra else ""
         raise CertificateUntrusted(
             f"the certificate (issuer {leaf.issuer.rfc4514_string()[:80]}) does not chain to a certificate authority "
-            f"of the trusted root valid at {signed_at.isoformat()} ({names})"
+            f"of the trusted root valid at {signed_at.isoformat()} ({names}){ignored}"
         )
     require_code_signing(leaf)
     # 4. valid when logged
@@ -143,13 +157,18 @@ def certify_keyless(sig_set: SignatureSet, payload: bytes, root: TrustRoot, limi
 
 
 def certify_with_roots(sig_set: SignatureSet, payload: bytes, roots_pem: str, now: datetime, limits: Limits = DEFAULT_LIMITS) -> Certified:
-    """Steps 3-5 for a certificate signer: chain to the given roots, valid now, signature good."""
+    """Steps 3-5 for a certificate signer: chain through the given roots only, valid now, signature good."""
     if sig_set.certificate is None:
         raise CertificateUntrusted("the signature carries no certificate")
     roots = load_signer_roots(roots_pem, limits)
-    leaf, extra = read_certificates(sig_set.certificate, limits)
-    if not chains_to(leaf, extra, roots.store, clamp_to_validity(leaf, now), limits):
-        raise CertificateUntrusted(f"the certificate (issuer {leaf.issuer.rfc4514_string()[:80]}) does not chain to the signer's roots")
+    leaf, extra = read_certificates(sig_set.certificate, limits)  # extra: read (bounded), never trusted
+    if not chains_to(leaf, roots.intermediates, roots.store, clamp_to_validity(leaf, now), limits):
+        hint = (
+            f"; the {len(extra)} certificate(s) sent after it are not used: list the issuing CA in the signer's roots"
+            if extra
+            else ""
+        )
+        raise CertificateUntrusted(f"the certificate (issuer {leaf.issuer.rfc4514_string()[:80]}) does not chain to the signer's roots{hint}")
     require_code_signing(leaf)
     if not valid_at(leaf, now):
         # Without a transparency log nothing proves when the signature was made.

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from provider import Policy, Review, decide
 from provider.envelope import read_envelope
 from provider.keyless import check_signer, clear_cache
+from provider.limits import Limits
 from provider.policy import SignerSpec
 from tests.assets.keyless.world import GITHUB, GOOGLE, SIGNED_AT, D, World, issue_leaf, make_ca, pem
 from tests.support import configmap, make_key, public_key_pem, sign
@@ -304,70 +305,92 @@ def test_failures_are_cached_and_still_fail() -> None:
     assert (first.verified, first.reason) == (False, "certificate-untrusted")
 
 
-# --- certificate signers: chains to the signer's own roots, no transparency log -------------
+# --- certificate signers: chains through the signer's own roots, no transparency log ----------
 
 
 PKI_ROOT = make_ca("corp-root")
 PKI_ISSUING = make_ca("corp-code-signing", PKI_ROOT, path_length=0)
+PKI_TLS = make_ca("corp-tls-issuing", PKI_ROOT, path_length=0)  # same root, issues for another purpose
+CORP = "CN=corp-code-signing,O=test.example"
 
 
 def corp_signed(*, not_before: datetime | None = None, chain: bool = True, ca: Any = PKI_ISSUING, **leaf: Any) -> dict[str, Any]:
+    """Signed with a corporate certificate; like a real signer, it sends its issuing CA along (``chain``)."""
     start = not_before or datetime.now(UTC) - timedelta(days=1)
-    key, cert = issue_leaf(ca, not_before=start, lifetime=timedelta(days=365), issuer=None, email="build@corp.example", **leaf)
+    leaf = {"email": "build@corp.example", **leaf}
+    key, cert = issue_leaf(ca, not_before=start, lifetime=timedelta(days=365), issuer=None, **leaf)
     return WORLD.sign(cm(), key=key, cert=cert, chain=(ca.cert,) if chain else (), bundle=False)
 
 
-def corp_policy(**signer: Any) -> Policy:
-    entry = {"subject": "build@corp.example", "roots": pem(PKI_ROOT.cert).decode(), **signer}
-    return Policy.from_dict({"signers": [entry]})
+def corp_policy(*roots: Any, **signer: Any) -> Policy:
+    material = pem(*(ca.cert for ca in roots or (PKI_ROOT, PKI_ISSUING))).decode()
+    return Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": material, **signer}]})
 
 
-def test_certificate_signer_chains_to_its_roots() -> None:
+def named(signers: tuple[Any, ...]) -> list[tuple[str, str]]:
+    return [(s["subject"], s["issuer"]) for s in signers]
+
+
+def test_certificate_signer_chains_through_its_roots() -> None:
     result = decide(Review.for_object(corp_signed()), corp_policy())
     assert result.reason == "verified", result.message
-    assert result.signers == ({"subject": "build@corp.example", "issuer": "CN=corp-code-signing,O=test.example"},)
-    pinned = corp_policy(issuer="CN=corp-code-signing,O=test.example")
-    assert decide(Review.for_object(corp_signed()), pinned).reason == "verified"
-    only_issuing_ca = Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": pem(PKI_ISSUING.cert).decode()}]})
-    assert decide(Review.for_object(corp_signed(chain=False)), only_issuing_ca).reason == "verified"
+    assert named(result.signers) == [("build@corp.example", CORP)]
+    assert decide(Review.for_object(corp_signed()), corp_policy(issuer=CORP)).reason == "verified"
+    # the issuing CA alone is an anchor; the annotation need not carry anything but the leaf
+    assert decide(Review.for_object(corp_signed(chain=False)), corp_policy(PKI_ISSUING)).reason == "verified"
+    assert decide(Review.for_object(corp_signed(chain=False)), corp_policy()).reason == "verified"
 
 
 def test_chain_work_is_bounded() -> None:
-    """At most ``max_chain_certificates`` certificates are read from an annotation."""
+    """At most ``max_chain_certificates`` certificates are read from an annotation, and passed on a path."""
     ca = PKI_ROOT
-    chain = []
+    levels = []
     for i in range(6):
         ca = make_ca(f"level-{i}", ca)
-        chain.insert(0, ca.cert)
+        levels.append(ca)
     key, cert = issue_leaf(ca, not_before=datetime.now(UTC) - timedelta(days=1), lifetime=timedelta(days=30), issuer=None, email="build@corp.example")
-    too_many = WORLD.sign(cm(), key=key, cert=cert, chain=tuple(chain), bundle=False)
+    sent = tuple(level.cert for level in reversed(levels))
+    too_many = WORLD.sign(cm(), key=key, cert=cert, chain=sent, bundle=False)
     result = decide(Review.for_object(too_many), corp_policy())
     assert result.reason == "certificate-untrusted"
     assert "at most 5 are read" in result.message
-    longest = WORLD.sign(cm(), key=key, cert=cert, chain=tuple(chain[:4]), bundle=False)  # leaf + 4: within the limit
-    roots = pem(chain[4]).decode()
-    assert decide(Review.for_object(longest), Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": roots}]})).reason == "verified"
+    leaf_only = WORLD.sign(cm(), key=key, cert=cert, bundle=False)
+    longest = corp_policy(*levels[1:])  # level-1 is the anchor (its issuer is not listed); four intermediates below it
+    assert decide(Review.for_object(leaf_only), longest).reason == "verified"
+    too_long = corp_policy(PKI_ROOT, *levels)  # six intermediates between the leaf and the root
+    assert decide(Review.for_object(leaf_only), too_long).reason == "certificate-untrusted"
+    assert decide(Review.for_object(leaf_only), too_long, limits=Limits(max_chain_certificates=6)).reason == "verified"
 
 
 CERT_SIGNER_FAILURES = [
-    ("intermediate-not-sent", lambda: corp_signed(chain=False), {}, "certificate-untrusted"),
-    ("other-pki", lambda: corp_signed(ca=make_ca("other-issuing", make_ca("other-root"), path_length=0)), {}, "certificate-untrusted"),
-    ("keyless-certificate-under-roots", lambda: WORLD.sign(cm()), {"subject": "jane@example.com"}, "certificate-untrusted"),
-    ("expired-now", lambda: corp_signed(not_before=datetime.now(UTC) - timedelta(days=400)), {}, "certificate-untrusted"),
-    ("wrong-issuing-ca", corp_signed, {"issuer": "CN=another-ca,O=test.example"}, "identity-mismatch"),
-    ("wrong-subject", corp_signed, {"subject": "intern@corp.example"}, "identity-mismatch"),
+    # The issuing CA only in the annotation: the root alone trusts only what it issued itself.
+    ("issuing-ca-only-in-the-annotation", corp_signed, (PKI_ROOT,), {}, "certificate-untrusted"),
+    # Another CA under the trusted root, sent by the signer: it lends the root nothing.
+    ("sibling-ca-sent-in-the-annotation", lambda: corp_signed(ca=PKI_TLS), (), {}, "certificate-untrusted"),
+    ("other-pki", lambda: corp_signed(ca=make_ca("other-issuing", make_ca("other-root"), path_length=0)), (), {}, "certificate-untrusted"),
+    ("keyless-certificate-under-roots", lambda: WORLD.sign(cm()), (), {"subject": "jane@example.com"}, "certificate-untrusted"),
+    ("expired-now", lambda: corp_signed(not_before=datetime.now(UTC) - timedelta(days=400)), (), {}, "certificate-untrusted"),
+    ("wrong-issuing-ca", corp_signed, (), {"issuer": "CN=another-ca,O=test.example"}, "identity-mismatch"),
+    ("wrong-subject", corp_signed, (), {"subject": "intern@corp.example"}, "identity-mismatch"),
 ]
 
 
-@pytest.mark.parametrize(("make", "signer", "reason"), [(m, s, r) for _, m, s, r in CERT_SIGNER_FAILURES], ids=[i for i, *_ in CERT_SIGNER_FAILURES])
-def test_certificate_signer_failures(make: Any, signer: dict[str, Any], reason: str) -> None:
-    result = decide(Review.for_object(make()), corp_policy(**signer))
+@pytest.mark.parametrize(("make", "roots", "signer", "reason"), [c[1:] for c in CERT_SIGNER_FAILURES], ids=[c[0] for c in CERT_SIGNER_FAILURES])
+def test_certificate_signer_failures(make: Any, roots: tuple[Any, ...], signer: dict[str, Any], reason: str) -> None:
+    result = decide(Review.for_object(make()), corp_policy(*roots, **signer))
     assert (result.allowed, result.reason) == (False, reason), result.message
+
+
+def test_sent_intermediates_are_named_as_unused() -> None:
+    """The denial says why a chain that "looks complete" is not: list the issuing CA in roots."""
+    result = decide(Review.for_object(corp_signed()), corp_policy(PKI_ROOT))
+    assert "1 certificate(s) sent after it are not used: list the issuing CA in the signer's roots" in result.message
 
 
 def test_certificate_signer_never_reads_the_trusted_root() -> None:
     """A policy with only certificate signers works with a trusted root that would not even parse."""
-    pol = Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": pem(PKI_ROOT.cert).decode()}], "trustedRoot": "/nonexistent/root.json"})
+    roots = pem(PKI_ROOT.cert, PKI_ISSUING.cert).decode()
+    pol = Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": roots}], "trustedRoot": "/nonexistent/root.json"})
     assert decide(Review.for_object(corp_signed()), pol).reason == "verified"
 
 
