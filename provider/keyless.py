@@ -1,9 +1,10 @@
 """Keyless (Fulcio + Rekor) and certificate signers, verified offline.
 
 Contract: :func:`check_signer` returns an :class:`~provider.verifier.Outcome`
-for one ``signers`` entry against the object's signature sets -- verified with
-``signer = {"subject": ..., "issuer": ...}`` when at least one set carries a
-certificate that passes every check, otherwise the most specific failure
+for one ``signers`` entry against the object's signature sets -- verified, with
+a :class:`~provider.verifier.Match` per signing key whose verdict name is
+``{"subject": ..., "issuer": ..., "key": "sha256:..."}``, when at least one set
+carries a certificate that passes every check, otherwise the most specific failure
 (``tlog-entry-invalid``, ``certificate-untrusted``,
 ``certificate-expired-at-signing``, ``signature-invalid``,
 ``identity-mismatch``, in the order the checks run, the furthest one reached
@@ -35,6 +36,11 @@ the anchors, the others the intermediates a path may pass (as a TrustedRoot's
 a root never trusts every CA it ever certified. No transparency log is
 consulted, so there is no signing time -- the certificate must be valid at
 verification time -- and steps 5 and 6 apply unchanged.
+
+Every certificate that passes steps 1-5 (or the certificate signer's checks)
+is reported as a :class:`~provider.verifier.Binding` of its key to its SAN
+values, whether or not it matches the entry: the verifier counts keys bound to
+one subject as one signer.
 
 Steps 1-5 do not depend on the signer entry or the clock, so their outcome for
 a keyless set is cached (keyed by the SHA-256 of root, payload, signature,
@@ -88,9 +94,10 @@ _CACHE_SIZE = 1024
 
 @dataclass(frozen=True)
 class Certified:
-    """What steps 1-5 prove about one signature set: who the certificate names, and when it signed."""
+    """What steps 1-5 prove about one signature set: who the certificate names, with which key, and when it signed."""
 
     identity: Identity
+    key: str  # fingerprint of the certificate's public key, the key that made the signature
     signed_at: datetime | None  # None for certificate signers: no transparency log
 
 
@@ -104,13 +111,14 @@ _lock = threading.Lock()
 _cache: OrderedDict[bytes, Certified | _Failed] = OrderedDict()
 
 
-def _signature_verifies(leaf: Any, signature: bytes, payload: bytes) -> None:
+def _signature_verifies(leaf: Any, signature: bytes, payload: bytes) -> PublicKey:
     try:
         key = PublicKey.from_crypto(leaf.public_key())
     except KeyLoadError as exc:  # a key type or size no signature may use
         raise CertificateUntrusted(f"the certificate's key cannot be used: {exc.message}") from exc
     if not key.verifies(signature, payload):
         raise VerificationFailure("the signature over the message does not verify with the certificate's key", reason="signature-invalid")
+    return key
 
 
 def certify_keyless(sig_set: SignatureSet, payload: bytes, root: TrustRoot, limits: Limits = DEFAULT_LIMITS) -> Certified:
@@ -152,8 +160,8 @@ def certify_keyless(sig_set: SignatureSet, payload: bytes, root: TrustRoot, limi
     if not valid_at(leaf, signed_at):
         raise CertificateExpired(f"the certificate ({validity(leaf)}) was not valid when the signature was logged ({signed_at.isoformat()})")
     # 5. the signature itself
-    _signature_verifies(leaf, sig_set.signature, payload)
-    return Certified(identity_of(leaf), signed_at)
+    key = _signature_verifies(leaf, sig_set.signature, payload)
+    return Certified(identity_of(leaf), key.fingerprint, signed_at)
 
 
 def certify_with_roots(sig_set: SignatureSet, payload: bytes, roots_pem: str, now: datetime, limits: Limits = DEFAULT_LIMITS) -> Certified:
@@ -173,8 +181,8 @@ def certify_with_roots(sig_set: SignatureSet, payload: bytes, roots_pem: str, no
     if not valid_at(leaf, now):
         # Without a transparency log nothing proves when the signature was made.
         raise CertificateUntrusted(f"the certificate ({validity(leaf)}) is not valid now; without a transparency log it must be")
-    _signature_verifies(leaf, sig_set.signature, payload)
-    return Certified(identity_of(leaf), None)
+    key = _signature_verifies(leaf, sig_set.signature, payload)
+    return Certified(identity_of(leaf), key.fingerprint, None)
 
 
 def _cache_key(root: TrustRoot, payload: bytes, sig_set: SignatureSet) -> bytes:
@@ -241,41 +249,44 @@ def check_signer(
     """Check one ``signers`` entry against every signature set (see the module docstring).
 
     The first set that satisfies the entry answers; with ``every``, each further
-    set's identity that satisfies it is listed too (``Outcome.others``), for a
-    threshold that counts distinct signers.
+    signing key that satisfies it is listed too, and every certificate that
+    passed the trust checks is reported as a binding -- for a threshold or
+    MustAll, which count distinct signers.
     """
-    from .verifier import Outcome
+    from .verifier import Binding, Match, Outcome
 
     label = f"signer {spec.describe()}"
     certified_sets = [s for s in envelope.sets if s.certificate is not None]
     if not certified_sets:
-        return Outcome(False, None, "signature-invalid", f"{label}: no signature carries a certificate")
+        return Outcome(False, (), "signature-invalid", f"{label}: no signature carries a certificate")
     payload = envelope.payload.data
     moment = now or datetime.now(UTC)
     moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
     # The trusted root is loaded only for keyless entries: certificate signers never need it.
     root = load_trusted_root(trusted_root, limits=limits) if spec.roots is None else None
     worst: tuple[int, SignatureSet, VerificationFailure] | None = None
-    found: list[dict[str, str]] = []
+    found: dict[str, Match] = {}  # signing key -> the first match with it
+    bindings: dict[Binding, None] = {}  # ordered and once each
     for sig_set in certified_sets:
         try:
             if root is not None:
                 facts = _certify_cached(sig_set, payload, root, limits)
             else:
                 facts = certify_with_roots(sig_set, payload, spec.roots or "", moment, limits)
-            signer = match_identity(spec, facts.identity)
+            bindings[Binding(facts.key, frozenset(facts.identity.subjects))] = None
+            named = match_identity(spec, facts.identity)
         except VerificationFailure as failure:
             rank = _PROGRESS.index(failure.reason) if failure.reason in _PROGRESS else 0
             if worst is None or rank > worst[0]:
                 worst = (rank, sig_set, failure)
             continue
+        match = Match(facts.key, {**named, "key": facts.key})
         if not every:
-            return Outcome(True, signer)
-        if signer not in found:
-            found.append(signer)
+            return Outcome(True, (match,), bindings=tuple(bindings))
+        found.setdefault(facts.key, match)
     if found:
-        return Outcome(True, found[0], others=tuple(found[1:]))
+        return Outcome(True, tuple(found.values()), bindings=tuple(bindings))
     if worst is None:  # pragma: no cover - every set either verified or failed
-        return Outcome(False, None, "signature-invalid", f"{label}: no signature verified")
+        return Outcome(False, (), "signature-invalid", f"{label}: no signature verified", bindings=tuple(bindings))
     _, worst_set, worst_failure = worst
-    return Outcome(False, None, worst_failure.reason, f"{label}: {worst_set.name}: {worst_failure.message}")
+    return Outcome(False, (), worst_failure.reason, f"{label}: {worst_set.name}: {worst_failure.message}", bindings=tuple(bindings))

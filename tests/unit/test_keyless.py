@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from provider import Policy, Review, decide
 from provider.envelope import read_envelope
 from provider.keyless import check_signer, clear_cache
+from provider.keys import fingerprint_of
 from provider.limits import Limits
 from provider.policy import SignerSpec
 from tests.assets.keyless.world import GITHUB, GOOGLE, SIGNED_AT, D, World, issue_leaf, make_ca, pem
@@ -59,10 +60,11 @@ def reblob(obj: dict[str, Any], name: str, change: Any) -> dict[str, Any]:
 # --- what verifies ------------------------------------------------------------------
 
 
-def test_keyless_signature_verifies_and_names_the_identity() -> None:
-    result = check(WORLD.sign(cm()))
+def test_keyless_signature_verifies_and_names_the_identity_and_its_key() -> None:
+    key, cert = WORLD.leaf()
+    result = check(WORLD.sign(cm(), key=key, cert=cert))
     assert (result.allowed, result.verified, result.reason) == (True, True, "verified")
-    assert result.signers == ({"subject": "jane@example.com", "issuer": GOOGLE},)
+    assert result.signers == ({"subject": "jane@example.com", "issuer": GOOGLE, "key": fingerprint_of(key.public_key())},)
     assert "signed by jane@example.com" in result.message
 
 
@@ -96,7 +98,7 @@ def test_second_signature_set_verifies_when_the_first_is_someone_else() -> None:
     key, cert = WORLD.leaf(email="bob@example.com", issuer=GITHUB)
     obj = WORLD.sign(WORLD.sign(cm()), key=key, cert=cert, index=1)
     result = check(obj, policy({"subject": "bob@example.com", "issuer": GITHUB}))
-    assert result.signers == ({"subject": "bob@example.com", "issuer": GITHUB},)
+    assert result.signers == ({"subject": "bob@example.com", "issuer": GITHUB, "key": fingerprint_of(key.public_key())},)
     both = check(obj, policy("jane@example.com", "bob@example.com", keyOperation="MustAll"))
     assert both.reason == "verified" and len(both.signers) == 2
 
@@ -414,12 +416,86 @@ def test_bad_roots_are_a_policy_error(roots: str | None, message: str) -> None:
         decide(Review.for_object(obj), Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": roots}]}))
 
 
+# --- one signer counts once -----------------------------------------------------------------
+
+
+def two_names(*, corp: bool) -> tuple[dict[str, Any], Policy, Policy]:
+    """One certificate naming alice twice; a threshold of two and a MustAll over two entries that each match it."""
+    entries: list[dict[str, Any]] = [{"subject": "alice@example.com"}, {"subjectRegExp": ".*@example\\.com"}]
+    if corp:
+        obj = corp_signed(email="alice.smith@example.com", also=("alice@example.com",))
+        roots = pem(PKI_ROOT.cert, PKI_ISSUING.cert).decode()
+        entries = [{**entry, "roots": roots} for entry in entries]
+        return obj, Policy.from_dict({"signers": entries, "threshold": 2}), Policy.from_dict({"signers": entries, "keyOperation": "MustAll"})
+    key, cert = WORLD.leaf(email="alice.smith@example.com", also=("alice@example.com",))
+    return WORLD.sign(cm(), key=key, cert=cert), policy(*entries, threshold=2), policy(*entries, keyOperation="MustAll")
+
+
+@pytest.mark.parametrize("corp", [False, True], ids=["keyless", "certificate-signer"])
+def test_one_certificate_with_two_sans_is_one_signer(corp: bool) -> None:
+    """Reported: two entries, one matching each SAN of one certificate, met a threshold of two."""
+    obj, threshold, must_all = two_names(corp=corp)
+    for pol in (threshold, must_all):
+        # certificate signers are judged now (no log); keyless ones at their logged time, whatever now is
+        result = decide(Review.for_object(obj), pol, now=None if corp else NOW)
+        assert (result.allowed, result.reason) == (False, "key-threshold-not-met"), result.message
+        assert len(result.signers) == 1
+        assert "1 distinct signer" in result.message
+
+
+def test_a_key_and_a_certificate_for_that_key_are_one_signer() -> None:
+    """Reported: key K and a keyless identity, threshold 2, met by ONE signature made with K carrying a certificate for K."""
+    k = ec.generate_private_key(ec.SECP256R1())
+    _, cert = WORLD.leaf(key=k)
+    obj = WORLD.sign(cm(), key=k, cert=cert)
+    fields = {"keys": [public_key_pem(k)], "signers": ["jane@example.com"], "trustedRoot": WORLD.trusted_root()}
+    for requirement in ({"threshold": 2}, {"keyOperation": "MustAll"}):
+        result = check(obj, Policy.from_dict({**fields, **requirement}))
+        assert (result.allowed, result.reason) == (False, "key-threshold-not-met"), result.message
+        assert result.signers == (fingerprint_of(k.public_key()),)
+    assert check(obj, Policy.from_dict(fields)).reason == "verified"  # AtLeastOne: K did sign
+
+
+def test_one_person_signing_twice_is_one_signer() -> None:
+    """Keyless keys are ephemeral: jane's two signatures are two keys and one signer."""
+    obj = WORLD.sign(WORLD.sign(cm()), index=1)
+    result = check(obj, policy("jane@example.com", {"subjectRegExp": ".*@example\\.com"}, threshold=2))
+    assert (result.allowed, result.reason) == (False, "key-threshold-not-met"), result.message
+    key, cert = WORLD.leaf(email="bob@example.com")
+    with_bob = WORLD.sign(obj, key=key, cert=cert, index=2)
+    assert check(with_bob, policy("jane@example.com", {"subjectRegExp": ".*@example\\.com"}, threshold=2)).reason == "verified"
+
+
+def test_keys_certified_for_one_subject_are_one_signer() -> None:
+    """Two listed keys, each certified for carol: carol alone holds both. The certificates match no entry and still count."""
+    k1, k2 = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    obj = WORLD.sign(cm(), key=k1, cert=WORLD.leaf(key=k1, email="carol@example.com")[1])
+    obj = WORLD.sign(obj, key=k2, cert=WORLD.leaf(key=k2, email="carol@example.com")[1], index=1)
+    keys = [public_key_pem(k1), public_key_pem(k2)]
+    with_a_signer_entry = Policy.from_dict({"keys": keys, "signers": ["dave@example.com"], "trustedRoot": WORLD.trusted_root(), "threshold": 2})
+    result = check(obj, with_a_signer_entry)
+    assert (result.allowed, result.reason) == (False, "key-threshold-not-met"), result.message
+    # A policy of keys alone trusts no certificate authority: its certificates prove nothing, each key is a signer.
+    assert check(obj, Policy.from_dict({"keys": keys, "threshold": 2})).reason == "verified"
+
+
+def test_must_all_asks_for_a_different_signer_per_entry() -> None:
+    """MustAll of a broad and a narrow entry: jane alone is one approval; jane and bob are two."""
+    entries = ({"subjectRegExp": ".*@example\\.com"}, "jane@example.com")
+    jane = WORLD.sign(cm())
+    result = check(jane, policy(*entries, keyOperation="MustAll"))
+    assert (result.reason, len(result.signers)) == ("key-threshold-not-met", 1), result.message
+    assert "2 of the 2 keys and signers required by MustAll verified, by 1 distinct signer" in result.message
+    key, cert = WORLD.leaf(email="bob@example.com")
+    both = check(WORLD.sign(jane, key=key, cert=cert, index=1), policy(*entries, keyOperation="MustAll"))
+    assert both.reason == "verified", both.message
+    assert sorted(s["subject"] for s in both.signers) == ["bob@example.com", "jane@example.com"]  # type: ignore[index]
+
+
 def test_overlapping_signer_entries_count_one_signer_once() -> None:
     """A threshold of two is never met by one person matched by two entries."""
     obj = WORLD.sign(cm())
     overlapping = policy({"subjectRegExp": ".*@example\\.com"}, "jane@example.com", threshold=2)
     result = check(obj, overlapping)
     assert result.reason == "key-threshold-not-met"
-    assert result.signers == ({"subject": "jane@example.com", "issuer": result.signers[0]["issuer"]},)  # type: ignore[index]
-    # MustAll asks each entry to verify: both do, with the same signature
-    assert check(obj, policy({"subjectRegExp": ".*@example\\.com"}, "jane@example.com", keyOperation="MustAll")).reason == "verified"
+    assert named(result.signers) == [("jane@example.com", GOOGLE)]
