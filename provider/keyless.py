@@ -1,9 +1,10 @@
 """Keyless (Fulcio + Rekor) and certificate signers, verified offline.
 
 Contract: :func:`check_signer` returns an :class:`~provider.verifier.Outcome`
-for one ``signers`` entry against the object's signature sets -- verified with
-``signer = {"subject": ..., "issuer": ...}`` when at least one set carries a
-certificate that passes every check, otherwise the most specific failure
+for one ``signers`` entry against the object's signature sets -- verified, with
+a :class:`~provider.verifier.Match` per signing key whose verdict name is
+``{"subject": ..., "issuer": ..., "key": "sha256:..."}``, when at least one set
+carries a certificate that passes every check, otherwise the most specific failure
 (``tlog-entry-invalid``, ``certificate-untrusted``,
 ``certificate-expired-at-signing``, ``signature-invalid``,
 ``identity-mismatch``, in the order the checks run, the furthest one reached
@@ -18,17 +19,28 @@ Keyless signer (no ``roots``), per signature set with a certificate
 2. the logged hashedrekord/rekord entry names sha256(P), this signature and
    this certificate (:mod:`provider.keyless_rekor`);
 3. the certificate chains to a Fulcio CA of the trusted root whose validity
-   window contains ``integratedTime``, and is a code-signing certificate;
+   window contains ``integratedTime``, through that CA's own chain in the
+   trusted root -- certificates sent after the leaf in the annotation are never
+   path material, so a retired CA's intermediate cannot be brought back under a
+   root it shares with a current one -- and is a code-signing certificate;
 4. the certificate was valid at ``integratedTime`` (Fulcio certificates live
    ten minutes; the log's timestamp proves when the signature existed);
 5. the signature over P verifies with the certificate's key;
 6. a SAN identity matches ``subject``/``subjectRegExp`` and the issuer matches
    ``issuer``/``issuerRegExp`` (regular expressions must match the whole value).
 
-Certificate signer (``roots`` given): the certificate (plus any intermediates
-sent after it in the annotation) chains to one of ``roots`` *now*; no
-transparency log is consulted, so there is no signing time -- the certificate
-must be valid at verification time -- and steps 5 and 6 apply unchanged.
+Certificate signer (``roots`` given): the certificate chains *now* through the
+certificates of ``roots`` only -- those no other listed certificate issued are
+the anchors, the others the intermediates a path may pass (as a TrustedRoot's
+``certChain``); intermediates sent in the annotation are not used, so trusting
+a root never trusts every CA it ever certified. No transparency log is
+consulted, so there is no signing time -- the certificate must be valid at
+verification time -- and steps 5 and 6 apply unchanged.
+
+Every certificate that passes steps 1-5 (or the certificate signer's checks)
+is reported as a :class:`~provider.verifier.Binding` of its key to its SAN
+values, whether or not it matches the entry: the verifier counts keys bound to
+one subject as one signer.
 
 Steps 1-5 do not depend on the signer entry or the clock, so their outcome for
 a keyless set is cached (keyed by the SHA-256 of root, payload, signature,
@@ -82,9 +94,10 @@ _CACHE_SIZE = 1024
 
 @dataclass(frozen=True)
 class Certified:
-    """What steps 1-5 prove about one signature set: who the certificate names, and when it signed."""
+    """What steps 1-5 prove about one signature set: who the certificate names, with which key, and when it signed."""
 
     identity: Identity
+    key: str  # fingerprint of the certificate's public key, the key that made the signature
     signed_at: datetime | None  # None for certificate signers: no transparency log
 
 
@@ -98,20 +111,21 @@ _lock = threading.Lock()
 _cache: OrderedDict[bytes, Certified | _Failed] = OrderedDict()
 
 
-def _signature_verifies(leaf: Any, signature: bytes, payload: bytes) -> None:
+def _signature_verifies(leaf: Any, signature: bytes, payload: bytes) -> PublicKey:
     try:
         key = PublicKey.from_crypto(leaf.public_key())
     except KeyLoadError as exc:  # a key type or size no signature may use
         raise CertificateUntrusted(f"the certificate's key cannot be used: {exc.message}") from exc
     if not key.verifies(signature, payload):
         raise VerificationFailure("the signature over the message does not verify with the certificate's key", reason="signature-invalid")
+    return key
 
 
 def certify_keyless(sig_set: SignatureSet, payload: bytes, root: TrustRoot, limits: Limits = DEFAULT_LIMITS) -> Certified:
     """Steps 1-5 for a Fulcio certificate and its Rekor bundle (see the module docstring)."""
     if sig_set.certificate is None:
         raise CertificateUntrusted("the signature carries no certificate")
-    leaf, extra = read_certificates(sig_set.certificate, limits)
+    leaf, extra = read_certificates(sig_set.certificate, limits)  # extra: read (bounded), never trusted
     if sig_set.bundle is None:
         raise TlogEntryInvalid(
             "the signature has a certificate but no Rekor bundle; keyless signatures must be logged "
@@ -120,42 +134,55 @@ def certify_keyless(sig_set: SignatureSet, payload: bytes, root: TrustRoot, limi
     # 1-2. the log vouches for this payload, signature and certificate at integratedTime
     entry = check_bundle(sig_set.bundle, root, payload, sig_set.signature, leaf, limits=limits)
     signed_at = entry.integrated_time
-    # 3. a Fulcio CA valid at signing time issued it. The path is checked at an
-    # instant inside the leaf's own validity so that a genuine certificate used
-    # after it expired is reported as such (step 4), not as untrusted.
+    # 3. a Fulcio CA valid at signing time issued it, through that CA's own chain.
+    # The path is built from the trusted root alone, authority by authority, as
+    # sigstore-go does (pkg/root/certificate_authority.go: one pool of the CA's
+    # root and intermediates, the CA's validity period at the observer time).
+    # sigstore-python also never uses a bundle's chain (sigstore/verify/verifier.py,
+    # Verifier._verify_chain_at_time: a store of every Fulcio certificate, the leaf
+    # alone), but it pools all CAs, expired ones included (sigstore/_internal/trust.py,
+    # TrustedRoot.get_fulcio_certs), so a retired CA's window is not applied there.
+    # The path is checked at an instant inside the leaf's own validity so that a
+    # genuine certificate used after it expired is reported as such (step 4).
     authorities = root.authorities_at(signed_at)
     if not authorities:
         raise CertificateUntrusted(f"no certificate authority of the trusted root was valid at {signed_at.isoformat()}")
     path_time = clamp_to_validity(leaf, signed_at)
-    if not any(chains_to(leaf, ca.intermediates + extra, ca.store, path_time, limits) for ca in authorities):
+    if not any(chains_to(leaf, ca.intermediates, ca.store, path_time, limits) for ca in authorities):
         names = ", ".join(ca.label for ca in authorities[:3])
+        ignored = f"; the {len(extra)} certificate(s) sent after it are never used" if extra else ""
         raise CertificateUntrusted(
             f"the certificate (issuer {leaf.issuer.rfc4514_string()[:80]}) does not chain to a certificate authority "
-            f"of the trusted root valid at {signed_at.isoformat()} ({names})"
+            f"of the trusted root valid at {signed_at.isoformat()} ({names}){ignored}"
         )
     require_code_signing(leaf)
     # 4. valid when logged
     if not valid_at(leaf, signed_at):
         raise CertificateExpired(f"the certificate ({validity(leaf)}) was not valid when the signature was logged ({signed_at.isoformat()})")
     # 5. the signature itself
-    _signature_verifies(leaf, sig_set.signature, payload)
-    return Certified(identity_of(leaf), signed_at)
+    key = _signature_verifies(leaf, sig_set.signature, payload)
+    return Certified(identity_of(leaf), key.fingerprint, signed_at)
 
 
 def certify_with_roots(sig_set: SignatureSet, payload: bytes, roots_pem: str, now: datetime, limits: Limits = DEFAULT_LIMITS) -> Certified:
-    """Steps 3-5 for a certificate signer: chain to the given roots, valid now, signature good."""
+    """Steps 3-5 for a certificate signer: chain through the given roots only, valid now, signature good."""
     if sig_set.certificate is None:
         raise CertificateUntrusted("the signature carries no certificate")
     roots = load_signer_roots(roots_pem, limits)
-    leaf, extra = read_certificates(sig_set.certificate, limits)
-    if not chains_to(leaf, extra, roots.store, clamp_to_validity(leaf, now), limits):
-        raise CertificateUntrusted(f"the certificate (issuer {leaf.issuer.rfc4514_string()[:80]}) does not chain to the signer's roots")
+    leaf, extra = read_certificates(sig_set.certificate, limits)  # extra: read (bounded), never trusted
+    if not chains_to(leaf, roots.intermediates, roots.store, clamp_to_validity(leaf, now), limits):
+        hint = (
+            f"; the {len(extra)} certificate(s) sent after it are not used: list the issuing CA in the signer's roots"
+            if extra
+            else ""
+        )
+        raise CertificateUntrusted(f"the certificate (issuer {leaf.issuer.rfc4514_string()[:80]}) does not chain to the signer's roots{hint}")
     require_code_signing(leaf)
     if not valid_at(leaf, now):
         # Without a transparency log nothing proves when the signature was made.
         raise CertificateUntrusted(f"the certificate ({validity(leaf)}) is not valid now; without a transparency log it must be")
-    _signature_verifies(leaf, sig_set.signature, payload)
-    return Certified(identity_of(leaf), None)
+    key = _signature_verifies(leaf, sig_set.signature, payload)
+    return Certified(identity_of(leaf), key.fingerprint, None)
 
 
 def _cache_key(root: TrustRoot, payload: bytes, sig_set: SignatureSet) -> bytes:
@@ -222,41 +249,44 @@ def check_signer(
     """Check one ``signers`` entry against every signature set (see the module docstring).
 
     The first set that satisfies the entry answers; with ``every``, each further
-    set's identity that satisfies it is listed too (``Outcome.others``), for a
-    threshold that counts distinct signers.
+    signing key that satisfies it is listed too, and every certificate that
+    passed the trust checks is reported as a binding -- for a threshold or
+    MustAll, which count distinct signers.
     """
-    from .verifier import Outcome
+    from .verifier import Binding, Match, Outcome
 
     label = f"signer {spec.describe()}"
     certified_sets = [s for s in envelope.sets if s.certificate is not None]
     if not certified_sets:
-        return Outcome(False, None, "signature-invalid", f"{label}: no signature carries a certificate")
+        return Outcome(False, (), "signature-invalid", f"{label}: no signature carries a certificate")
     payload = envelope.payload.data
     moment = now or datetime.now(UTC)
     moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
     # The trusted root is loaded only for keyless entries: certificate signers never need it.
     root = load_trusted_root(trusted_root, limits=limits) if spec.roots is None else None
     worst: tuple[int, SignatureSet, VerificationFailure] | None = None
-    found: list[dict[str, str]] = []
+    found: dict[str, Match] = {}  # signing key -> the first match with it
+    bindings: dict[Binding, None] = {}  # ordered and once each
     for sig_set in certified_sets:
         try:
             if root is not None:
                 facts = _certify_cached(sig_set, payload, root, limits)
             else:
                 facts = certify_with_roots(sig_set, payload, spec.roots or "", moment, limits)
-            signer = match_identity(spec, facts.identity)
+            bindings[Binding(facts.key, frozenset(facts.identity.subjects))] = None
+            named = match_identity(spec, facts.identity)
         except VerificationFailure as failure:
             rank = _PROGRESS.index(failure.reason) if failure.reason in _PROGRESS else 0
             if worst is None or rank > worst[0]:
                 worst = (rank, sig_set, failure)
             continue
+        match = Match(facts.key, {**named, "key": facts.key})
         if not every:
-            return Outcome(True, signer)
-        if signer not in found:
-            found.append(signer)
+            return Outcome(True, (match,), bindings=tuple(bindings))
+        found.setdefault(facts.key, match)
     if found:
-        return Outcome(True, found[0], others=tuple(found[1:]))
+        return Outcome(True, tuple(found.values()), bindings=tuple(bindings))
     if worst is None:  # pragma: no cover - every set either verified or failed
-        return Outcome(False, None, "signature-invalid", f"{label}: no signature verified")
+        return Outcome(False, (), "signature-invalid", f"{label}: no signature verified", bindings=tuple(bindings))
     _, worst_set, worst_failure = worst
-    return Outcome(False, None, worst_failure.reason, f"{label}: {worst_set.name}: {worst_failure.message}")
+    return Outcome(False, (), worst_failure.reason, f"{label}: {worst_set.name}: {worst_failure.message}", bindings=tuple(bindings))

@@ -72,7 +72,12 @@ class Identity:
 
 
 def read_certificates(pem: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[x509.Certificate, tuple[x509.Certificate, ...]]:
-    """The leaf (first PEM block) and any intermediates the signer sent after it."""
+    """The leaf (first PEM block) and the certificates the signer sent after it.
+
+    Those are read, within the limits, so that a malformed annotation is refused
+    and a denial can say they were not used; they are never path material
+    (:func:`chains_to` takes intermediates from trust material only).
+    """
     count = pem.count(_PEM_BEGIN)
     if count == 0:
         raise CertificateUntrusted("the certificate annotation holds no PEM certificate")
@@ -103,7 +108,12 @@ def chains_to(
     when: datetime,
     limits: Limits = DEFAULT_LIMITS,
 ) -> bool:
-    """True when a valid path leads from ``leaf`` to an anchor in ``store``, every certificate valid at ``when``."""
+    """True when a valid path leads from ``leaf`` to an anchor in ``store``, every certificate valid at ``when``.
+
+    ``intermediates`` must be trust material (a TrustedRoot authority's chain, a
+    signer's ``roots``): a path through certificates the signer sent would let
+    the signer choose who vouches for it.
+    """
     from cryptography.x509.verification import PolicyBuilder, VerificationError
 
     ca_policy, ee_policy = _extension_policies()

@@ -3,7 +3,7 @@
 ``to_dict()`` gives the wire shape every entry point returns::
 
     {"allowed": bool, "verified": bool, "reason": "<code>", "message": "<one sentence>",
-     "signers": ["sha256:<key fingerprint>" | {"subject": ..., "issuer": ...}, ...],
+     "signers": ["sha256:<key fingerprint>" | {"subject": ..., "issuer": ..., "key": "sha256:..."}, ...],
      "diff": [{"key": "data.key1", "values": {"before": "val1", "after": "val2"}}, ...]}
 
 ``allowed`` is true when the object verified, or when the policy does not ask

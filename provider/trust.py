@@ -11,7 +11,17 @@ Contract:
   of their canonical JSON, so a policy that arrives with every request costs
   one hash, not one parse.
 * :func:`load_signer_roots` reads the PEM CA bundle of a certificate signer
-  (``signers[].roots``) into trust anchors, or raises ``PolicyError``.
+  (``signers[].roots``) into the complete path material for its certificates
+  -- anchors and the intermediates a path may pass -- or raises ``PolicyError``.
+
+Paths are built from this material only. A Fulcio certificate chains through
+the chain of one certificate authority of the TrustedRoot, and only an
+authority whose ``validFor`` contains the logged time; a certificate signer's
+certificate chains through the certificates of its ``roots``. Certificates a
+signer sends after its leaf are never used: with them, a root shared by a
+retired and a current authority would let the retired one's intermediate issue
+again, and a corporate root would lend its trust to every CA it ever
+certified (TLS issuing CAs, retired code-signing CAs, enrolment CAs).
 
 Nothing here touches the network: the TrustedRoot is data the operator
 provides (``docs/keyless.md`` says how to refresh it).
@@ -264,15 +274,24 @@ def _authority(ca: Any, index: int) -> Authority:
 
 @dataclass(frozen=True)
 class SignerRoots:
-    """The CA roots a certificate signer's certificates must chain to."""
+    """A certificate signer's path material: the anchors, and the intermediates a path may pass."""
 
     anchors: tuple[x509.Certificate, ...]
+    intermediates: tuple[x509.Certificate, ...]
     store: Store = field(repr=False, compare=False)
 
 
 @lru_cache(maxsize=64)
 def load_signer_roots(pem: str, limits: Limits = DEFAULT_LIMITS) -> SignerRoots:
-    """Trust anchors from a PEM bundle of CA certificates (``signers[].roots``)."""
+    """Path material from a PEM bundle of CA certificates (``signers[].roots``).
+
+    Split as a TrustedRoot's ``certChain`` is: the certificates no other listed
+    certificate issued are the anchors, the rest are intermediates, checked on
+    every path through them (validity, constraints, their issuer's signature).
+    ``[root, issuing CA]`` trusts what that issuing CA issues under that root;
+    ``[issuing CA]`` alone trusts it as an anchor; ``[root]`` alone trusts only
+    certificates the root issued itself.
+    """
     from cryptography.x509.verification import Store
 
     if "-----BEGIN" not in pem:
@@ -280,10 +299,10 @@ def load_signer_roots(pem: str, limits: Limits = DEFAULT_LIMITS) -> SignerRoots:
     if pem.count("-----BEGIN") > limits.max_root_certificates:
         raise PolicyError(f"signers[].roots: more than {limits.max_root_certificates} certificates")
     try:
-        anchors = tuple(x509.load_pem_x509_certificates(pem.encode()))
+        listed = x509.load_pem_x509_certificates(pem.encode())
     except ValueError as exc:
         raise PolicyError(f"signers[].roots: not a PEM bundle of CA certificates ({str(exc)[:80]})") from exc
-    for cert in anchors:
+    for cert in listed:
         try:
             is_ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
         except x509.ExtensionNotFound:
@@ -293,4 +312,5 @@ def load_signer_roots(pem: str, limits: Limits = DEFAULT_LIMITS) -> SignerRoots:
                 f"signers[].roots: {cert.subject.rfc4514_string()[:80]} is not a CA certificate (basicConstraints CA:TRUE); "
                 "list the CA that issues the signing certificates, not a signing certificate"
             )
-    return SignerRoots(anchors, Store(list(anchors)))
+    anchors, intermediates = _split_chain(listed)
+    return SignerRoots(anchors, intermediates, Store(list(anchors)))

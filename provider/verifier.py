@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -58,22 +58,47 @@ class DryRunner(Protocol):
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """What checking one trusted key or signer against the signature sets found.
+class Match:
+    """One signer an anchor accepts: who signed, and how a verdict names them.
 
-    ``signer`` is the first signer that satisfied the anchor; ``others`` the further
-    ones, when the caller asked for every one (a threshold counts distinct signers).
+    ``key`` is the fingerprint (``sha256:<hex>`` of the DER SubjectPublicKeyInfo,
+    :func:`provider.keys.fingerprint_of`) of the key that made the signature: the
+    trusted key itself, or the public key of the certificate a signer entry
+    accepted. ``signer`` is the verdict's name for it: the fingerprint, or
+    ``{"subject", "issuer", "key"}`` for a certificate.
+    """
+
+    key: str
+    signer: Signer
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A certificate the policy trusts says the holder of ``key`` is ``subjects`` (its SAN values)."""
+
+    key: str
+    subjects: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What checking one trusted key or signer entry against the signature sets found.
+
+    ``matches`` lists the signers that satisfy the anchor: the first one, or every
+    one when the caller asked (a threshold counts distinct signers). ``bindings``
+    lists what every certificate that passed the entry's trust checks proves --
+    matched or not -- so that keys bound to one identity count as one signer.
     """
 
     verified: bool
-    signer: Signer | None = None
+    matches: tuple[Match, ...] = ()
     reason: str = "signature-invalid"
     detail: str = ""
-    others: tuple[Signer, ...] = ()
+    bindings: tuple[Binding, ...] = ()
 
     @property
-    def candidates(self) -> tuple[Signer, ...]:
-        return (self.signer, *self.others) if self.signer is not None else ()
+    def signer(self) -> Signer | None:
+        return self.matches[0].signer if self.matches else None
 
 
 @dataclass(frozen=True)
@@ -93,8 +118,8 @@ def _check_key(key: PublicKey, envelope: Envelope) -> Outcome:
     data = envelope.payload.data
     for sig_set in envelope.sets:
         if key.verifies(sig_set.signature, data):
-            return Outcome(True, key.fingerprint)
-    return Outcome(False, None, "signature-invalid", f"key {key.label()} verifies none of them")
+            return Outcome(True, (Match(key.fingerprint, key.fingerprint),))
+    return Outcome(False, (), "signature-invalid", f"key {key.label()} verifies none of them")
 
 
 def _check_signer(spec: SignerSpec, envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits, *, every: bool) -> Outcome:
@@ -103,8 +128,42 @@ def _check_signer(spec: SignerSpec, envelope: Envelope, policy: Policy, now: dat
     return check_signer(spec, envelope, policy.trusted_root, now=now, limits=limits, every=every)
 
 
-def _signer_id(signer: Signer) -> Any:
-    return signer if isinstance(signer, str) else (signer.get("subject"), signer.get("issuer"))
+class _Signers:
+    """Which signing keys are one signer: a union-find over keys and the subjects certificates bind them to.
+
+    A key is a signer. A certificate the policy trusts joins its key with every
+    subject it names, so one certificate is one signer whatever its SANs, a key
+    listed in ``keys`` and a certificate for that key are one signer, and one
+    subject is one signer whatever keys it used (keyless keys are ephemeral: a
+    person who signs twice signs with two keys). Subjects join across issuers:
+    ``jane@corp`` certified by two OIDC providers, or by Fulcio and by the
+    corporate CA, is one person. Joining only ever lowers a count, so every
+    doubt resolves towards "the same signer".
+    """
+
+    def __init__(self, bindings: Iterable[Binding]) -> None:
+        self._parent: dict[tuple[str, str], tuple[str, str]] = {}
+        for binding in bindings:
+            key = ("key", binding.key)
+            for subject in sorted(binding.subjects):
+                self._join(key, ("subject", subject))
+
+    def _root(self, node: tuple[str, str]) -> tuple[str, str]:
+        parent = self._parent
+        while (up := parent.get(node, node)) != node:
+            grandparent = parent.get(up, up)
+            parent[node] = grandparent  # path halving: later look-ups take half the steps
+            node = grandparent
+        return node
+
+    def _join(self, a: tuple[str, str], b: tuple[str, str]) -> None:
+        ra, rb = self._root(a), self._root(b)
+        if ra != rb:
+            self._parent[max(ra, rb)] = min(ra, rb)  # deterministic, whatever the order of the bindings
+
+    def of(self, match: Match) -> tuple[str, str]:
+        """The signer behind a match: its key's class."""
+        return self._root(("key", match.key))
 
 
 class _DistinctSigners:
@@ -114,28 +173,29 @@ class _DistinctSigners:
     (anchor, signer) pairs using no anchor and no signer twice is how many
     *different* signers stand behind the object. Adding an anchor grows that
     maximum by one exactly when an augmenting path starts from it (Kuhn's
-    algorithm), so checking can stop as soon as the count reaches the threshold,
-    whatever order the signature sets come in.
+    algorithm), so the result does not depend on the order of the anchors or of
+    the signature sets. ``signer_of`` says which matches are the same signer.
     """
 
-    def __init__(self) -> None:
-        self._candidates: list[tuple[Signer, ...]] = []
-        self._owner: dict[Any, int] = {}  # signer id -> the anchor it is matched to
-        self._chosen: dict[int, Signer] = {}  # anchor -> its signer
+    def __init__(self, signer_of: Callable[[Match], Hashable]) -> None:
+        self._signer_of = signer_of
+        self._candidates: list[tuple[Match, ...]] = []
+        self._owner: dict[Hashable, int] = {}  # signer -> the anchor it is matched to
+        self._chosen: dict[int, Match] = {}  # anchor -> its signer
 
-    def add(self, candidates: tuple[Signer, ...]) -> None:
+    def add(self, candidates: tuple[Match, ...]) -> None:
         self._candidates.append(candidates)
         self._augment(len(self._candidates) - 1, set())
 
-    def _augment(self, anchor: int, seen: set[Any]) -> bool:
-        for signer in self._candidates[anchor]:
-            ident = _signer_id(signer)
-            if ident in seen:
+    def _augment(self, anchor: int, seen: set[Hashable]) -> bool:
+        for match in self._candidates[anchor]:
+            signer = self._signer_of(match)
+            if signer in seen:
                 continue
-            seen.add(ident)
-            if ident not in self._owner or self._augment(self._owner[ident], seen):
-                self._owner[ident] = anchor
-                self._chosen[anchor] = signer
+            seen.add(signer)
+            if signer not in self._owner or self._augment(self._owner[signer], seen):
+                self._owner[signer] = anchor
+                self._chosen[anchor] = match
                 return True
         return False
 
@@ -145,52 +205,49 @@ class _DistinctSigners:
     @property
     def signers(self) -> tuple[Signer, ...]:
         """The matched signers, in the order of the anchors they stand for."""
-        return tuple(self._chosen[anchor] for anchor in sorted(self._chosen))
-
-
-def _first_signers(outcomes: list[tuple[str, Outcome]]) -> tuple[Signer, ...]:
-    """Each verified anchor's first signer, once each, in policy order."""
-    signers: list[Signer] = []
-    for _, outcome in outcomes:
-        if outcome.verified and outcome.signer is not None and outcome.signer not in signers:
-            signers.append(outcome.signer)
-    return tuple(signers)
+        return tuple(self._chosen[anchor].signer for anchor in sorted(self._chosen))
 
 
 def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits) -> tuple[Signer, ...]:
-    """The keys/signers that verify, in policy order, stopping once the requirement is met.
+    """The signers that satisfy the policy's keys and signer entries, or raise why they do not.
 
-    Keys are tried before keyless signers (a key costs one signature check, a
-    signer a certificate chain and a transparency-log entry). A verdict's
-    ``signers`` therefore lists who verified *until the policy was satisfied*,
-    not necessarily every listed key that signed.
+    A *signer* is who signed, not an entry's name for them (:class:`_Signers`):
+    the signing key, joined with every key a trusted certificate binds to the
+    same subject. An entry matches signers; the requirement counts distinct
+    signers matched by distinct entries (:class:`_DistinctSigners`):
 
-    ``MustAll`` needs every listed key and signer entry to verify. ``AtLeastOne``
-    and ``threshold`` count *distinct signers* (:class:`_DistinctSigners`): two
-    overlapping signer entries (``subjectRegExp: .*@corp`` and ``subject:
-    jane@corp``) count once when only jane signed -- one person never meets a
-    threshold of two -- and twice when bob signed too, in either order.
+    * ``AtLeastOne`` (and ``threshold: 1``): one satisfied entry; checking stops
+      at the first (keys are tried before signer entries: a key costs one
+      signature check, a signer a certificate chain and a log entry).
+    * ``threshold: N``: N entries, each matched to a different signer.
+    * ``MustAll``: every entry, each matched to a different signer. Two entries
+      one signer satisfies are not both met: a policy that lists key A and
+      identity B under MustAll asks for two approvals, and one key certified
+      as B is one approval. (In the lenient reading an entry that overlaps
+      another would add nothing, silently: the author who listed two entries to
+      get two approvals would get one.)
+
+    Counting (N > 1 and MustAll) checks every entry against every signature set
+    before deciding: a set checked later can show that two keys counted apart
+    are one signer, so stopping early would depend on order.
     """
-    must_all = policy.key_operation == "MustAll" and policy.threshold is None
-    required = policy.required_count
-    every = not must_all and required > 1  # distinctness matters: an entry lists every signer it accepts
+    required = policy.required_count  # MustAll: every anchor
+    counting = required > 1
     checks: list[tuple[str, Callable[[], Outcome]]] = [(key.label(), partial(_check_key, key, envelope)) for key in policy.keys]
-    checks += [(spec.describe(), partial(_check_signer, spec, envelope, policy, now, limits, every=every)) for spec in policy.signers]
+    checks += [(spec.describe(), partial(_check_signer, spec, envelope, policy, now, limits, every=counting)) for spec in policy.signers]
     outcomes: list[tuple[str, Outcome]] = []
-    distinct = _DistinctSigners()
-    satisfied = 0
-    met = False
     for label, run in checks:
         outcome = run()
         outcomes.append((label, outcome))
-        if outcome.verified and outcome.signer is not None:
-            satisfied += 1
-            distinct.add(outcome.candidates)
-            met = (satisfied if must_all else len(distinct)) >= required
-            if met:
-                break
-    verified = _first_signers(outcomes) if must_all else distinct.signers
-    if met:
+        if outcome.verified and not counting:
+            return (outcome.matches[0].signer,)
+    satisfied = [outcome for _, outcome in outcomes if outcome.verified and outcome.matches]
+    signers = _Signers(binding for _, outcome in outcomes for binding in outcome.bindings)
+    distinct = _DistinctSigners(signers.of)
+    for outcome in satisfied:
+        distinct.add(outcome.matches)
+    verified = distinct.signers
+    if counting and len(distinct) >= required:
         return verified
     failed = [(label, o) for label, o in outcomes if not o.verified]
     sets = len(envelope.sets)
@@ -205,10 +262,11 @@ def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None, lim
         raise SignatureInvalid(
             f"no trusted key or signer verifies the object's {count} ({details}){unread}", reason=reason
         )
-    if must_all:
-        shortfall = f"{satisfied} of the {required} keys and signers required by MustAll verified"
+    found = f"{len(verified)} distinct signer{'s' if len(verified) != 1 else ''}"
+    if policy.threshold is None:  # MustAll
+        shortfall = f"{len(satisfied)} of the {required} keys and signers required by MustAll verified, by {found}"
     else:
-        shortfall = f"{len(verified)} distinct signer{'s' if len(verified) != 1 else ''} verified, {policy.requirement()} requires {required}"
+        shortfall = f"{found} verified, {policy.requirement()} requires {required}"
     missing = ", ".join(label for label, _ in failed[:5]) or "(entries satisfied by the same signer)"
     raise ThresholdNotMet(
         f"{shortfall} for the object's {count}; not verified: {missing}{unread}",

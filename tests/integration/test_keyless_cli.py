@@ -74,7 +74,9 @@ def test_policy_file_with_regexp_and_root_path(tmp_path: Path) -> None:
     config.write_text(yaml.safe_dump({"signers": [{"subjectRegExp": r"hirokuni\.kitahara1@(gmail|ibm)\.com"}], "trustedRoot": TRUST}))
     proc = cli("verify", "-f", MULTI, "--config", str(config), "-o", "json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert results(proc)[0]["signers"] == [{"subject": "hirokuni.kitahara1@ibm.com", "issuer": "https://github.com/login/oauth"}]
+    (signer,) = results(proc)[0]["signers"]
+    assert signer == {"subject": "hirokuni.kitahara1@ibm.com", "issuer": "https://github.com/login/oauth", "key": signer["key"]}
+    assert signer["key"].startswith("sha256:")  # the certificate's key: who signed, as a threshold counts it
 
 
 def test_own_world_honest_and_forged(tmp_path: Path) -> None:

@@ -20,6 +20,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from provider import Policy, Review, decide
 from provider.envelope import read_envelope
 from provider.keyless import check_signer, clear_cache
+from provider.keys import fingerprint_of
+from provider.limits import Limits
 from provider.policy import SignerSpec
 from tests.assets.keyless.world import GITHUB, GOOGLE, SIGNED_AT, D, World, issue_leaf, make_ca, pem
 from tests.support import configmap, make_key, public_key_pem, sign
@@ -58,10 +60,11 @@ def reblob(obj: dict[str, Any], name: str, change: Any) -> dict[str, Any]:
 # --- what verifies ------------------------------------------------------------------
 
 
-def test_keyless_signature_verifies_and_names_the_identity() -> None:
-    result = check(WORLD.sign(cm()))
+def test_keyless_signature_verifies_and_names_the_identity_and_its_key() -> None:
+    key, cert = WORLD.leaf()
+    result = check(WORLD.sign(cm(), key=key, cert=cert))
     assert (result.allowed, result.verified, result.reason) == (True, True, "verified")
-    assert result.signers == ({"subject": "jane@example.com", "issuer": GOOGLE},)
+    assert result.signers == ({"subject": "jane@example.com", "issuer": GOOGLE, "key": fingerprint_of(key.public_key())},)
     assert "signed by jane@example.com" in result.message
 
 
@@ -95,7 +98,7 @@ def test_second_signature_set_verifies_when_the_first_is_someone_else() -> None:
     key, cert = WORLD.leaf(email="bob@example.com", issuer=GITHUB)
     obj = WORLD.sign(WORLD.sign(cm()), key=key, cert=cert, index=1)
     result = check(obj, policy({"subject": "bob@example.com", "issuer": GITHUB}))
-    assert result.signers == ({"subject": "bob@example.com", "issuer": GITHUB},)
+    assert result.signers == ({"subject": "bob@example.com", "issuer": GITHUB, "key": fingerprint_of(key.public_key())},)
     both = check(obj, policy("jane@example.com", "bob@example.com", keyOperation="MustAll"))
     assert both.reason == "verified" and len(both.signers) == 2
 
@@ -304,70 +307,92 @@ def test_failures_are_cached_and_still_fail() -> None:
     assert (first.verified, first.reason) == (False, "certificate-untrusted")
 
 
-# --- certificate signers: chains to the signer's own roots, no transparency log -------------
+# --- certificate signers: chains through the signer's own roots, no transparency log ----------
 
 
 PKI_ROOT = make_ca("corp-root")
 PKI_ISSUING = make_ca("corp-code-signing", PKI_ROOT, path_length=0)
+PKI_TLS = make_ca("corp-tls-issuing", PKI_ROOT, path_length=0)  # same root, issues for another purpose
+CORP = "CN=corp-code-signing,O=test.example"
 
 
 def corp_signed(*, not_before: datetime | None = None, chain: bool = True, ca: Any = PKI_ISSUING, **leaf: Any) -> dict[str, Any]:
+    """Signed with a corporate certificate; like a real signer, it sends its issuing CA along (``chain``)."""
     start = not_before or datetime.now(UTC) - timedelta(days=1)
-    key, cert = issue_leaf(ca, not_before=start, lifetime=timedelta(days=365), issuer=None, email="build@corp.example", **leaf)
+    leaf = {"email": "build@corp.example", **leaf}
+    key, cert = issue_leaf(ca, not_before=start, lifetime=timedelta(days=365), issuer=None, **leaf)
     return WORLD.sign(cm(), key=key, cert=cert, chain=(ca.cert,) if chain else (), bundle=False)
 
 
-def corp_policy(**signer: Any) -> Policy:
-    entry = {"subject": "build@corp.example", "roots": pem(PKI_ROOT.cert).decode(), **signer}
-    return Policy.from_dict({"signers": [entry]})
+def corp_policy(*roots: Any, **signer: Any) -> Policy:
+    material = pem(*(ca.cert for ca in roots or (PKI_ROOT, PKI_ISSUING))).decode()
+    return Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": material, **signer}]})
 
 
-def test_certificate_signer_chains_to_its_roots() -> None:
+def named(signers: tuple[Any, ...]) -> list[tuple[str, str]]:
+    return [(s["subject"], s["issuer"]) for s in signers]
+
+
+def test_certificate_signer_chains_through_its_roots() -> None:
     result = decide(Review.for_object(corp_signed()), corp_policy())
     assert result.reason == "verified", result.message
-    assert result.signers == ({"subject": "build@corp.example", "issuer": "CN=corp-code-signing,O=test.example"},)
-    pinned = corp_policy(issuer="CN=corp-code-signing,O=test.example")
-    assert decide(Review.for_object(corp_signed()), pinned).reason == "verified"
-    only_issuing_ca = Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": pem(PKI_ISSUING.cert).decode()}]})
-    assert decide(Review.for_object(corp_signed(chain=False)), only_issuing_ca).reason == "verified"
+    assert named(result.signers) == [("build@corp.example", CORP)]
+    assert decide(Review.for_object(corp_signed()), corp_policy(issuer=CORP)).reason == "verified"
+    # the issuing CA alone is an anchor; the annotation need not carry anything but the leaf
+    assert decide(Review.for_object(corp_signed(chain=False)), corp_policy(PKI_ISSUING)).reason == "verified"
+    assert decide(Review.for_object(corp_signed(chain=False)), corp_policy()).reason == "verified"
 
 
 def test_chain_work_is_bounded() -> None:
-    """At most ``max_chain_certificates`` certificates are read from an annotation."""
+    """At most ``max_chain_certificates`` certificates are read from an annotation, and passed on a path."""
     ca = PKI_ROOT
-    chain = []
+    levels = []
     for i in range(6):
         ca = make_ca(f"level-{i}", ca)
-        chain.insert(0, ca.cert)
+        levels.append(ca)
     key, cert = issue_leaf(ca, not_before=datetime.now(UTC) - timedelta(days=1), lifetime=timedelta(days=30), issuer=None, email="build@corp.example")
-    too_many = WORLD.sign(cm(), key=key, cert=cert, chain=tuple(chain), bundle=False)
+    sent = tuple(level.cert for level in reversed(levels))
+    too_many = WORLD.sign(cm(), key=key, cert=cert, chain=sent, bundle=False)
     result = decide(Review.for_object(too_many), corp_policy())
     assert result.reason == "certificate-untrusted"
     assert "at most 5 are read" in result.message
-    longest = WORLD.sign(cm(), key=key, cert=cert, chain=tuple(chain[:4]), bundle=False)  # leaf + 4: within the limit
-    roots = pem(chain[4]).decode()
-    assert decide(Review.for_object(longest), Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": roots}]})).reason == "verified"
+    leaf_only = WORLD.sign(cm(), key=key, cert=cert, bundle=False)
+    longest = corp_policy(*levels[1:])  # level-1 is the anchor (its issuer is not listed); four intermediates below it
+    assert decide(Review.for_object(leaf_only), longest).reason == "verified"
+    too_long = corp_policy(PKI_ROOT, *levels)  # six intermediates between the leaf and the root
+    assert decide(Review.for_object(leaf_only), too_long).reason == "certificate-untrusted"
+    assert decide(Review.for_object(leaf_only), too_long, limits=Limits(max_chain_certificates=6)).reason == "verified"
 
 
 CERT_SIGNER_FAILURES = [
-    ("intermediate-not-sent", lambda: corp_signed(chain=False), {}, "certificate-untrusted"),
-    ("other-pki", lambda: corp_signed(ca=make_ca("other-issuing", make_ca("other-root"), path_length=0)), {}, "certificate-untrusted"),
-    ("keyless-certificate-under-roots", lambda: WORLD.sign(cm()), {"subject": "jane@example.com"}, "certificate-untrusted"),
-    ("expired-now", lambda: corp_signed(not_before=datetime.now(UTC) - timedelta(days=400)), {}, "certificate-untrusted"),
-    ("wrong-issuing-ca", corp_signed, {"issuer": "CN=another-ca,O=test.example"}, "identity-mismatch"),
-    ("wrong-subject", corp_signed, {"subject": "intern@corp.example"}, "identity-mismatch"),
+    # The issuing CA only in the annotation: the root alone trusts only what it issued itself.
+    ("issuing-ca-only-in-the-annotation", corp_signed, (PKI_ROOT,), {}, "certificate-untrusted"),
+    # Another CA under the trusted root, sent by the signer: it lends the root nothing.
+    ("sibling-ca-sent-in-the-annotation", lambda: corp_signed(ca=PKI_TLS), (), {}, "certificate-untrusted"),
+    ("other-pki", lambda: corp_signed(ca=make_ca("other-issuing", make_ca("other-root"), path_length=0)), (), {}, "certificate-untrusted"),
+    ("keyless-certificate-under-roots", lambda: WORLD.sign(cm()), (), {"subject": "jane@example.com"}, "certificate-untrusted"),
+    ("expired-now", lambda: corp_signed(not_before=datetime.now(UTC) - timedelta(days=400)), (), {}, "certificate-untrusted"),
+    ("wrong-issuing-ca", corp_signed, (), {"issuer": "CN=another-ca,O=test.example"}, "identity-mismatch"),
+    ("wrong-subject", corp_signed, (), {"subject": "intern@corp.example"}, "identity-mismatch"),
 ]
 
 
-@pytest.mark.parametrize(("make", "signer", "reason"), [(m, s, r) for _, m, s, r in CERT_SIGNER_FAILURES], ids=[i for i, *_ in CERT_SIGNER_FAILURES])
-def test_certificate_signer_failures(make: Any, signer: dict[str, Any], reason: str) -> None:
-    result = decide(Review.for_object(make()), corp_policy(**signer))
+@pytest.mark.parametrize(("make", "roots", "signer", "reason"), [c[1:] for c in CERT_SIGNER_FAILURES], ids=[c[0] for c in CERT_SIGNER_FAILURES])
+def test_certificate_signer_failures(make: Any, roots: tuple[Any, ...], signer: dict[str, Any], reason: str) -> None:
+    result = decide(Review.for_object(make()), corp_policy(*roots, **signer))
     assert (result.allowed, result.reason) == (False, reason), result.message
+
+
+def test_sent_intermediates_are_named_as_unused() -> None:
+    """The denial says why a chain that "looks complete" is not: list the issuing CA in roots."""
+    result = decide(Review.for_object(corp_signed()), corp_policy(PKI_ROOT))
+    assert "1 certificate(s) sent after it are not used: list the issuing CA in the signer's roots" in result.message
 
 
 def test_certificate_signer_never_reads_the_trusted_root() -> None:
     """A policy with only certificate signers works with a trusted root that would not even parse."""
-    pol = Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": pem(PKI_ROOT.cert).decode()}], "trustedRoot": "/nonexistent/root.json"})
+    roots = pem(PKI_ROOT.cert, PKI_ISSUING.cert).decode()
+    pol = Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": roots}], "trustedRoot": "/nonexistent/root.json"})
     assert decide(Review.for_object(corp_signed()), pol).reason == "verified"
 
 
@@ -391,12 +416,86 @@ def test_bad_roots_are_a_policy_error(roots: str | None, message: str) -> None:
         decide(Review.for_object(obj), Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": roots}]}))
 
 
+# --- one signer counts once -----------------------------------------------------------------
+
+
+def two_names(*, corp: bool) -> tuple[dict[str, Any], Policy, Policy]:
+    """One certificate naming alice twice; a threshold of two and a MustAll over two entries that each match it."""
+    entries: list[dict[str, Any]] = [{"subject": "alice@example.com"}, {"subjectRegExp": ".*@example\\.com"}]
+    if corp:
+        obj = corp_signed(email="alice.smith@example.com", also=("alice@example.com",))
+        roots = pem(PKI_ROOT.cert, PKI_ISSUING.cert).decode()
+        entries = [{**entry, "roots": roots} for entry in entries]
+        return obj, Policy.from_dict({"signers": entries, "threshold": 2}), Policy.from_dict({"signers": entries, "keyOperation": "MustAll"})
+    key, cert = WORLD.leaf(email="alice.smith@example.com", also=("alice@example.com",))
+    return WORLD.sign(cm(), key=key, cert=cert), policy(*entries, threshold=2), policy(*entries, keyOperation="MustAll")
+
+
+@pytest.mark.parametrize("corp", [False, True], ids=["keyless", "certificate-signer"])
+def test_one_certificate_with_two_sans_is_one_signer(corp: bool) -> None:
+    """Reported: two entries, one matching each SAN of one certificate, met a threshold of two."""
+    obj, threshold, must_all = two_names(corp=corp)
+    for pol in (threshold, must_all):
+        # certificate signers are judged now (no log); keyless ones at their logged time, whatever now is
+        result = decide(Review.for_object(obj), pol, now=None if corp else NOW)
+        assert (result.allowed, result.reason) == (False, "key-threshold-not-met"), result.message
+        assert len(result.signers) == 1
+        assert "1 distinct signer" in result.message
+
+
+def test_a_key_and_a_certificate_for_that_key_are_one_signer() -> None:
+    """Reported: key K and a keyless identity, threshold 2, met by ONE signature made with K carrying a certificate for K."""
+    k = ec.generate_private_key(ec.SECP256R1())
+    _, cert = WORLD.leaf(key=k)
+    obj = WORLD.sign(cm(), key=k, cert=cert)
+    fields = {"keys": [public_key_pem(k)], "signers": ["jane@example.com"], "trustedRoot": WORLD.trusted_root()}
+    for requirement in ({"threshold": 2}, {"keyOperation": "MustAll"}):
+        result = check(obj, Policy.from_dict({**fields, **requirement}))
+        assert (result.allowed, result.reason) == (False, "key-threshold-not-met"), result.message
+        assert result.signers == (fingerprint_of(k.public_key()),)
+    assert check(obj, Policy.from_dict(fields)).reason == "verified"  # AtLeastOne: K did sign
+
+
+def test_one_person_signing_twice_is_one_signer() -> None:
+    """Keyless keys are ephemeral: jane's two signatures are two keys and one signer."""
+    obj = WORLD.sign(WORLD.sign(cm()), index=1)
+    result = check(obj, policy("jane@example.com", {"subjectRegExp": ".*@example\\.com"}, threshold=2))
+    assert (result.allowed, result.reason) == (False, "key-threshold-not-met"), result.message
+    key, cert = WORLD.leaf(email="bob@example.com")
+    with_bob = WORLD.sign(obj, key=key, cert=cert, index=2)
+    assert check(with_bob, policy("jane@example.com", {"subjectRegExp": ".*@example\\.com"}, threshold=2)).reason == "verified"
+
+
+def test_keys_certified_for_one_subject_are_one_signer() -> None:
+    """Two listed keys, each certified for carol: carol alone holds both. The certificates match no entry and still count."""
+    k1, k2 = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    obj = WORLD.sign(cm(), key=k1, cert=WORLD.leaf(key=k1, email="carol@example.com")[1])
+    obj = WORLD.sign(obj, key=k2, cert=WORLD.leaf(key=k2, email="carol@example.com")[1], index=1)
+    keys = [public_key_pem(k1), public_key_pem(k2)]
+    with_a_signer_entry = Policy.from_dict({"keys": keys, "signers": ["dave@example.com"], "trustedRoot": WORLD.trusted_root(), "threshold": 2})
+    result = check(obj, with_a_signer_entry)
+    assert (result.allowed, result.reason) == (False, "key-threshold-not-met"), result.message
+    # A policy of keys alone trusts no certificate authority: its certificates prove nothing, each key is a signer.
+    assert check(obj, Policy.from_dict({"keys": keys, "threshold": 2})).reason == "verified"
+
+
+def test_must_all_asks_for_a_different_signer_per_entry() -> None:
+    """MustAll of a broad and a narrow entry: jane alone is one approval; jane and bob are two."""
+    entries = ({"subjectRegExp": ".*@example\\.com"}, "jane@example.com")
+    jane = WORLD.sign(cm())
+    result = check(jane, policy(*entries, keyOperation="MustAll"))
+    assert (result.reason, len(result.signers)) == ("key-threshold-not-met", 1), result.message
+    assert "2 of the 2 keys and signers required by MustAll verified, by 1 distinct signer" in result.message
+    key, cert = WORLD.leaf(email="bob@example.com")
+    both = check(WORLD.sign(jane, key=key, cert=cert, index=1), policy(*entries, keyOperation="MustAll"))
+    assert both.reason == "verified", both.message
+    assert sorted(s["subject"] for s in both.signers) == ["bob@example.com", "jane@example.com"]  # type: ignore[index]
+
+
 def test_overlapping_signer_entries_count_one_signer_once() -> None:
     """A threshold of two is never met by one person matched by two entries."""
     obj = WORLD.sign(cm())
     overlapping = policy({"subjectRegExp": ".*@example\\.com"}, "jane@example.com", threshold=2)
     result = check(obj, overlapping)
     assert result.reason == "key-threshold-not-met"
-    assert result.signers == ({"subject": "jane@example.com", "issuer": result.signers[0]["issuer"]},)  # type: ignore[index]
-    # MustAll asks each entry to verify: both do, with the same signature
-    assert check(obj, policy({"subjectRegExp": ".*@example\\.com"}, "jane@example.com", keyOperation="MustAll")).reason == "verified"
+    assert named(result.signers) == [("jane@example.com", GOOGLE)]

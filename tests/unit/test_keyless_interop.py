@@ -13,8 +13,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from cryptography import x509
 
 from provider import Policy, Review, decide
+from provider.envelope import read_envelope
+from provider.keys import fingerprint_of
 from tests.support import UPSTREAM, load_yaml
 
 TRUST = str(UPSTREAM / "trust" / "sigstore-public-good-trusted_root.json")
@@ -38,6 +41,13 @@ def run(obj: dict[str, Any], signer: Any, root: Any = TRUST, now: datetime | Non
     return decide(Review.for_object(obj), policy, now=now)
 
 
+def certificate_key(obj: dict[str, Any], index: int) -> str:
+    """The fingerprint of the key in the fixture's ``certificate[_index]``: the signer, as a verdict counts it."""
+    (sig_set,) = [s for s in read_envelope(obj["metadata"]["annotations"]).sets if s.index == index]
+    assert sig_set.certificate is not None
+    return fingerprint_of(x509.load_pem_x509_certificate(sig_set.certificate).public_key())  # type: ignore[arg-type]
+
+
 def identity(sig: dict[str, Any]) -> dict[str, str]:
     return {"subject": sig["san_email"], **({"issuer": sig["oidc_issuer"]} if sig.get("oidc_issuer") else {})}
 
@@ -50,9 +60,10 @@ def test_the_fixtures_hold_keyless_signatures() -> None:
 @pytest.mark.parametrize("root", [TRUST, None], ids=["interop-trust-root", "shipped-public-good-root"])
 @pytest.mark.parametrize(("case", "sig"), KEYLESS, ids=[f"{c['file'].split('/')[-1]}#{s['index']}" for c, s in KEYLESS])
 def test_listed_identity_verifies_offline(case: dict[str, Any], sig: dict[str, Any], root: Any) -> None:
-    result = run(obj_of(case), identity(sig), root)
+    obj = obj_of(case)
+    result = run(obj, identity(sig), root)
     issuer = sig.get("oidc_issuer") or "CN=sigstore,O=sigstore.dev"  # the 2021 certificate carries no OIDC issuer
-    assert result.signers == ({"subject": sig["san_email"], "issuer": issuer},), result.message
+    assert result.signers == ({"subject": sig["san_email"], "issuer": issuer, "key": certificate_key(obj, sig["index"])},), result.message
     if case["verify_resource"]["verified"]:
         assert result.reason == "verified"
     else:  # signed by that identity, then modified: the signature holds, the content does not

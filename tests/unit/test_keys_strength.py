@@ -168,7 +168,9 @@ def test_identity_key_in_a_certificate_signer_leaf_is_untrusted() -> None:
     _, leaf = issue_leaf(issuing, key=forger, issuer=None, email="build@corp.example",
                          not_before=now - datetime.timedelta(days=1), lifetime=datetime.timedelta(days=30))  # fmt: skip
     obj = World().sign(configmap(), key=forger, cert=leaf, chain=(issuing.cert,), bundle=False)
-    policy = Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": pem(root.cert).decode()}]})
+    # ``roots`` is the whole path: the root and the issuing CA (docs/keyless.md).
+    roots = (pem(root.cert) + pem(issuing.cert)).decode()
+    policy = Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": roots}]})
     result = decide(Review.for_object(obj), policy)
     assert (result.allowed, result.reason) == (False, "certificate-untrusted"), result.message
     assert "small-order" in result.message

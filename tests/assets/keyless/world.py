@@ -102,6 +102,7 @@ def issue_leaf(
     ca: CA,
     *,
     email: str | None = "jane@example.com",
+    also: tuple[str, ...] = (),
     uri: str | None = None,
     username: str | None = None,
     issuer: str | None = GOOGLE,
@@ -111,11 +112,15 @@ def issue_leaf(
     code_signing: bool = True,
     key: ec.EllipticCurvePrivateKey | None = None,
 ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    """A Fulcio-shaped signing certificate: empty subject, critical SAN, code-signing EKU, issuer extension."""
+    """A Fulcio-shaped signing certificate: empty subject, critical SAN, code-signing EKU, issuer extension.
+
+    ``also`` adds more email SANs (Fulcio issues one; an enterprise CA issues what it issues).
+    """
     key = key or ec.generate_private_key(ec.SECP256R1())
     names: list[x509.GeneralName] = []
     if email:
         names.append(x509.RFC822Name(email))
+    names += [x509.RFC822Name(more) for more in also]
     if uri:
         names.append(x509.UniformResourceIdentifier(uri))
     if username:
