@@ -18,12 +18,27 @@
    cluster-wide; on 409 AlreadyExists the manifest is renamed
    (:func:`provider.dryrun.renamed_for_retry`) and sent once more.
 
+The deadline covers every exchange whole: connecting, the TLS handshake,
+sending the request, the response headers and the *entire* body. urllib3's own
+timeouts bound each socket operation, not the exchange (a server that sends
+its headers and then its body each just under the timeout, or one byte at a
+time, would be waited for indefinitely), so the runner installs its own
+connection classes in the client's urllib3 pool (:func:`_bound_by_deadlines`):
+before every connect, handshake, send and receive they set the socket's
+timeout to the time the deadline leaves, and past the deadline they refuse to
+start one. An answer whose last byte arrives after the deadline is a
+:class:`TransientError` ``dry-run-failed`` and is never used -- not returned,
+not cached. A :meth:`~KubeDryRunner.dry_run` therefore returns or raises within
+its deadline plus :data:`DEADLINE_MARGIN_SECONDS`, and starts no thread. The
+one wait outside it is resolving a host *name* (``getaddrinfo`` cannot be
+interrupted); in a cluster the API server is an IP address.
+
 Failures, and why each error class (``docs/dryrun.md``):
 
 =====================================  ===========================================
 the API server could not be asked      :class:`TransientError` ``dry-run-failed``:
-(refused, TLS, slower than the         retrying may succeed; never cached (a
-deadline, 5xx, 429, 401)               ``systemError`` for Gatekeeper)
+(refused, TLS, an answer not complete  retrying may succeed; never cached (a
+by the deadline, 5xx, 429, 401)        ``systemError`` for Gatekeeper)
 403 Forbidden                          :class:`TransientError`: the message names
                                        the missing permission (verb, resource,
                                        group, namespace); RBAC, quota or another
@@ -47,6 +62,8 @@ that never dry-run do not pay for it.
 
 from __future__ import annotations
 
+import http.client
+import io
 import os
 import re
 import secrets
@@ -72,6 +89,16 @@ MISS_REFETCH_SECONDS = 10.0
 FIELD_MANAGER = "manifest-provider"
 #: Where a pod finds its own namespace (the service account volume).
 POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+#: How long after its deadline a dry-run may still return or raise. Past the
+#: deadline no socket operation starts and every one in progress was given the
+#: time left as its timeout, so what remains is waking from that one wait,
+#: closing the connection and raising -- milliseconds on an idle host; the rest
+#: is headroom for a loaded one. The service's request deadline must exceed the
+#: dry-run timeout by more than this (2.5 s against 1.5 s by default).
+DEADLINE_MARGIN_SECONDS = 0.5
+#: Bytes handed to one ``sendall`` while sending a request, so that a server
+#: that stops reading meets the deadline's shrinking timeout between chunks.
+_SEND_CHUNK_BYTES = 16 * 1024
 #: apimachinery's name-generator alphabet (no vowels, no look-alikes).
 _TOKEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # noqa: S105 - not a secret
 #: How the RBAC authorizer words a denial (k8s.io/apiserver forbidden messages).
@@ -127,16 +154,151 @@ class _Response:
 
 
 class _Deadline:
-    def __init__(self, seconds: float, clock: Callable[[], float]) -> None:
+    """One dry-run's deadline, on the monotonic clock: socket timeouts are real seconds."""
+
+    def __init__(self, seconds: float) -> None:
         self.seconds = seconds
-        self.clock = clock
-        self.end = clock() + seconds
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
 
     def remaining(self, what: str) -> float:
-        left = self.end - self.clock()
+        left = self.left()
         if left <= 0:
             raise _failed(f"the dry-run did not finish within {self.seconds:g} s (before {what})")
         return left
+
+
+class _DeadlinePassed(TimeoutError):
+    """A socket operation was refused because the exchange's deadline has passed.
+
+    A :class:`TimeoutError` so that urllib3 and ``http.client`` treat it as the
+    socket timeout it stands for (a read timeout; the connection is closed).
+    """
+
+
+#: The deadline of the exchange this thread is in. urllib3 picks a pooled
+#: connection and builds the response inside ``urlopen``, out of the runner's
+#: reach; both happen in the calling thread, which is how the connection
+#: classes below find the deadline that applies.
+_EXCHANGE = threading.local()
+
+
+def _exchange_deadline() -> _Deadline | None:
+    deadline: _Deadline | None = getattr(_EXCHANGE, "deadline", None)
+    return deadline
+
+
+def _time_left(deadline: _Deadline, what: str) -> float:
+    left = deadline.left()
+    if left <= 0:
+        raise _DeadlinePassed(f"the dry-run deadline of {deadline.seconds:g} s passed before {what}")
+    return left
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The socket under a response, each receive given the time its deadline leaves.
+
+    ``http.client`` reads the status line, the headers and the body through a
+    buffered reader whose every refill is one ``recv`` with the socket's
+    timeout; setting that timeout to the time left before each ``recv`` (and
+    refusing once none is left) bounds the whole response, however it is
+    paced, not each receive.
+    """
+
+    def __init__(self, raw: Any, sock: Any, deadline: _Deadline) -> None:
+        super().__init__()
+        self._raw = raw  # the SocketIO of sock.makefile(): it holds the socket open while reading
+        self._sock = sock
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        self._sock.settimeout(_time_left(self._deadline, "the answer was complete"))
+        count: int = self._raw.readinto(buffer)
+        return count
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
+
+
+class _DeadlineResponse(http.client.HTTPResponse):
+    """``http.client``'s response, reading through :class:`_DeadlineReader` inside an exchange."""
+
+    def __init__(self, sock: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(sock, *args, **kwargs)
+        deadline = _exchange_deadline()
+        if deadline is not None:
+            # detach(): the buffered reader gives up its SocketIO without closing it.
+            self.fp = io.BufferedReader(_DeadlineReader(self.fp.detach(), sock, deadline))
+
+
+def _deadline_connection(base: Any) -> Any:
+    """A subclass of urllib3 connection class ``base`` whose every socket wait ends by the exchange's deadline."""
+
+    def _new_conn(self: Any) -> Any:
+        deadline = _exchange_deadline()
+        if deadline is None:
+            return base._new_conn(self)
+        self.timeout = _time_left(deadline, "connecting")
+        sock = base._new_conn(self)
+        try:
+            # The TLS handshake (urllib3 wraps this socket next) runs under the
+            # socket's timeout as one total since Python 3.5 (ssl docs,
+            # SSLSocket.do_handshake): give it what the connect left.
+            sock.settimeout(_time_left(deadline, "the TLS handshake"))
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def send(self: Any, data: Any) -> None:
+        deadline = _exchange_deadline()
+        if deadline is None or self.sock is None or not isinstance(data, (bytes, bytearray, memoryview)):
+            if deadline is not None and self.sock is not None:
+                self.sock.settimeout(_time_left(deadline, "sending the request"))
+            base.send(self, data)
+            return
+        view = memoryview(data)
+        for start in range(0, len(view), _SEND_CHUNK_BYTES):
+            self.sock.settimeout(_time_left(deadline, "the request was sent"))
+            base.send(self, view[start : start + _SEND_CHUNK_BYTES])
+
+    def _tunnel(self: Any) -> None:
+        # Through an HTTP proxy: the CONNECT goes out through send() and its
+        # answer is read through response_class, both bounded. The socket still
+        # has the timeout set *before* the last receive of that answer; the TLS
+        # handshake with the API server that follows must get what is left now.
+        base._tunnel(self)
+        deadline = _exchange_deadline()
+        if deadline is not None:
+            self.sock.settimeout(_time_left(deadline, "the TLS handshake"))
+
+    namespace = {"_new_conn": _new_conn, "send": send, "_tunnel": _tunnel, "response_class": _DeadlineResponse}
+    return type(f"DeadlineBound{base.__name__}", (base,), namespace)
+
+
+def _bound_by_deadlines(api_client: Any) -> None:
+    """Make every connection of ``api_client``'s urllib3 pool honour the exchange deadline.
+
+    Each pool class the pool manager uses (plain, TLS, a proxy's) is replaced by
+    a subclass whose connections are :func:`_deadline_connection`; open pools are
+    dropped so that no connection of the old classes is reused.
+    """
+    manager = api_client.rest_client.pool_manager
+    classes = dict(manager.pool_classes_by_scheme)
+    for scheme, pool in classes.items():
+        if not getattr(pool.ConnectionCls, "_deadline_bound", False):
+            connection = _deadline_connection(pool.ConnectionCls)
+            connection._deadline_bound = True
+            classes[scheme] = type(f"DeadlineBound{pool.__name__}", (pool,), {"ConnectionCls": connection})
+    manager.pool_classes_by_scheme = classes
+    manager.clear()
 
 
 class KubeDryRunner:
@@ -163,6 +325,7 @@ class KubeDryRunner:
         self._lock = threading.Lock()
         self._discovery: dict[tuple[str, str], _Discovered] = {}
         api_client.user_agent = f"manifest-provider/{__version__}"
+        _bound_by_deadlines(api_client)
 
     # -- construction --
 
@@ -216,6 +379,7 @@ class KubeDryRunner:
     # -- HTTP --
 
     def _exchange(self, method: str, path: str, deadline: _Deadline, *, body: Any = None, what: str) -> _Response:
+        """One request and its whole answer, complete by ``deadline`` or a :class:`TransientError`."""
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
@@ -230,28 +394,49 @@ class KubeDryRunner:
             auth_settings=["BearerToken"],
         )
         limit = self.limits.max_api_response_bytes
+        _EXCHANGE.deadline = deadline
         try:
+            # _request_timeout is urllib3's per-operation bound; the connection
+            # classes of _bound_by_deadlines make it one bound for the exchange.
             raw = self._client.call_api(*params, _request_timeout=timeout).response
+            complete = False
             try:
                 data = raw.read(limit + 1)
                 content_type = raw.headers.get("content-type", "")
+                complete = len(data) <= limit
             finally:
+                if not complete:
+                    raw.close()  # an answer not read to its end leaves nothing reusable on the connection
                 raw.release_conn()
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             # NewConnectionError (refused, unreachable) subclasses urllib3's
             # TimeoutError for backwards compatibility; it is no timeout.
             timed_out = isinstance(exc, (urllib3.exceptions.TimeoutError, TimeoutError)) and not isinstance(exc, urllib3.exceptions.NewConnectionError)
-            if timed_out or deadline.clock() >= deadline.end:
-                raise _failed(f"{self.source} did not answer within {deadline.seconds:g} s ({what})") from exc
+            if timed_out or deadline.left() <= 0:
+                raise self._late(what, deadline) from exc
             raise _failed(f"{self.source} could not be reached ({what}): {_why(exc)}") from exc
+        finally:
+            _EXCHANGE.deadline = None
         if len(data) > limit:
             raise _failed(f"{self.source} answered {what} with more than {limit} bytes")
         if "json" not in content_type:
-            return _Response(raw.status, data.decode("utf-8", "replace"))
-        try:
-            return _Response(raw.status, load_json(data, limits=self.limits, what=f"the answer to {what}"))
-        except DataError as exc:
-            raise _failed(f"{self.source}: {exc.message}") from exc
+            response = _Response(raw.status, data.decode("utf-8", "replace"))
+        else:
+            try:
+                response = _Response(raw.status, load_json(data, limits=self.limits, what=f"the answer to {what}"))
+            except DataError as exc:
+                raise _failed(f"{self.source}: {exc.message}") from exc
+        # The socket waits end by the deadline, but the last one may return at
+        # it, and parsing a large answer takes time on a loaded host: an answer
+        # in hand only after the deadline is not used.
+        if deadline.left() <= 0:
+            raise self._late(what, deadline, complete=True)
+        return response
+
+    def _late(self, what: str, deadline: _Deadline, *, complete: bool = False) -> TransientError:
+        # One wording for every late answer, whether it was cut off or arrived whole too late.
+        detail = "its answer was complete only after the deadline and is not used" if complete else "the answer was not complete by then"
+        return _failed(f"{self.source} did not answer within {deadline.seconds:g} s, the dry-run deadline ({what}: {detail})")
 
     # -- discovery --
 
@@ -276,7 +461,7 @@ class KubeDryRunner:
 
     def resource_for(self, api_version: Any, kind: Any, deadline: _Deadline | None = None) -> Resource:
         """The resource serving ``kind`` in ``api_version``, from (cached) discovery."""
-        deadline = deadline or _Deadline(self.timeout, self._clock)
+        deadline = deadline or _Deadline(self.timeout)
         group, version = split_api_version(api_version)
         if not version or not isinstance(kind, str) or not kind:
             raise VerificationFailure(f"the signed manifest has no usable apiVersion/kind ({str(api_version)[:60]!r}, {str(kind)[:60]!r})", reason="dry-run-failed")
@@ -309,7 +494,7 @@ class KubeDryRunner:
 
     def dry_run(self, manifest: dict[str, Any], namespace: str | None) -> dict[str, Any]:
         """Create ``manifest`` with ``dryRun=All``; the object the API server made of it."""
-        deadline = _Deadline(self.timeout, self._clock)
+        deadline = _Deadline(self.timeout)
         resource = self.resource_for(manifest.get("apiVersion"), manifest.get("kind"), deadline)
         if "create" not in resource.verbs:
             raise VerificationFailure(f"{resource.describe()} cannot be created (the API server lists no create verb), so it cannot be dry-run", reason="dry-run-failed")

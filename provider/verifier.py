@@ -52,7 +52,18 @@ log = logging.getLogger(__name__)
 
 
 class DryRunner(Protocol):
-    """Creates a manifest with ``dryRun=All`` and returns what the API server made of it."""
+    """Creates a manifest with ``dryRun=All`` and returns what the API server made of it.
+
+    The deadline is the runner's to keep, and step 5 relies on it: it uses
+    whatever :meth:`dry_run` returns. So a runner returns only an answer that
+    was complete within its deadline -- every exchange with the API server
+    (discovery, the create, a retry), connection and whole body included -- and
+    raises :class:`~provider.errors.TransientError` ``dry-run-failed`` for an
+    answer that was not, never returning it; and it returns or raises within
+    its deadline plus a bounded margin, so the caller's thread is free by then
+    (:class:`provider.kube.KubeDryRunner`: ``Limits.dry_run_timeout`` plus
+    ``DEADLINE_MARGIN_SECONDS``).
+    """
 
     def dry_run(self, manifest: dict[str, Any], namespace: str | None) -> dict[str, Any]: ...
 

@@ -48,6 +48,25 @@ InternalError; no recording exists, the shape is the API server's),
 first create of each original name gets the recorded 409 AlreadyExists).
 "Down" is :meth:`FakeApiServer.stop`: the port then refuses connections.
 
+Pacing (``server.pace = ...``): how the *right* answer is sent, for the
+dry-run deadline's tests; ``pace_scope`` = "post" (default), "all", or
+"retry" (only a create renamed after a name clash, ``<name>-dry-run-<token>``;
+combine with ``fault = "conflict-once"``). ``pace_seconds`` is the delay,
+``trickle_seconds`` the gap between bytes:
+
+* ``late-headers``: the whole answer ``pace_seconds`` late (as ``slow``);
+* ``late-body``: the headers at once, the body ``pace_seconds`` later;
+* ``late-headers-and-body``: each ``pace_seconds`` late (so the answer takes twice that);
+* ``trickle-headers``: the status line and headers one byte at a time, then the body;
+* ``trickle-body``: the headers at once, the body one byte at a time;
+* ``silent``: the request is read and never answered;
+* ``tls-stall``: every new connection is accepted and its TLS handshake
+  begins only ``pace_seconds`` later (whatever the scope: the request is not
+  known yet).
+
+Every wait ends when the server stops. The server's threads are named
+``fakeapi-...`` (:data:`THREAD_PREFIX`), so tests can tell them from the client's.
+
 Every request is logged (:attr:`FakeApiServer.requests`);
 :meth:`FakeApiServer.admission_request` shows a logged create as the
 ``AdmissionRequest`` admission webhooks receive for it.
@@ -85,6 +104,9 @@ from provider.dryrun import CRD_GROUP_PREFIX, DRY_RUN_SUFFIX
 from tests.support import DRYRUN
 
 FAULTS = ("slow", "500", "403", "422", "conflict-once")
+PACES = ("late-headers", "late-body", "late-headers-and-body", "trickle-headers", "trickle-body", "silent", "tls-stall")
+#: The names of the server's threads begin with this.
+THREAD_PREFIX = "fakeapi-"
 #: Recordings that depend on who asks or on cluster state, served only by fault modes.
 _STATEFUL = ("rbac-", "create-already-exists-409", "pod-serviceaccount-missing", "create-in-missing-namespace", "create-deployment-in-missing-namespace")
 _RETRY_NAME = re.compile(re.escape(DRY_RUN_SUFFIX) + r"(?:-[a-z0-9]{5})?\Z")
@@ -213,6 +235,10 @@ class FakeApiServer:
     fault: str | None = None
     fault_scope: str = "post"
     slow_seconds: float = 5.0
+    pace: str | None = None
+    pace_scope: str = "post"
+    pace_seconds: float = 1.2
+    trickle_seconds: float = 0.05
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
     username: str = "system:serviceaccount:manifest-provider:manifest-provider"
     requests: list[Logged] = field(default_factory=list, repr=False)
@@ -257,8 +283,14 @@ class FakeApiServer:
             def handle_error(self, request: Any, client_address: Any) -> None:
                 pass  # clients that time out and hang up are part of the tests
 
+            def process_request(self, request: Any, client_address: Any) -> None:
+                # As ThreadingMixIn's (daemon threads are not tracked), with a name.
+                name = f"{THREAD_PREFIX}handler"
+                threading.Thread(target=self.process_request_thread, args=(request, client_address), name=name, daemon=True).start()
+
         self._server = Server(("127.0.0.1", 0), _handler(self))
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        serve = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"{THREAD_PREFIX}serve", daemon=True)
+        serve.start()
         self.ca_pem = ca
         return self
 
@@ -307,6 +339,15 @@ class FakeApiServer:
 
     def creates(self) -> list[Logged]:
         return [r for r in self.requests if r.method == "POST"]
+
+    def paced(self, logged: Logged) -> str | None:
+        """The pacing that applies to the answer to ``logged`` (None: at once)."""
+        if self.pace is None or self.pace == "tls-stall":
+            return None
+        name = str(((logged.body if isinstance(logged.body, dict) else {}).get("metadata") or {}).get("name", ""))
+        retried = re.search(re.escape(DRY_RUN_SUFFIX) + r"-[a-z0-9]{5}\Z", name) is not None
+        applies = {"all": True, "post": logged.method == "POST", "retry": logged.method == "POST" and retried}
+        return self.pace if applies.get(self.pace_scope, False) else None
 
     def admission_request(self, logged: Logged) -> dict[str, Any]:
         """The ``AdmissionRequest`` webhooks see for a logged create."""
@@ -505,6 +546,8 @@ def _handler(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
 
         def setup(self) -> None:
             self.request.settimeout(10)
+            if fake.pace == "tls-stall" and fake._closing.wait(fake.pace_seconds):
+                raise ConnectionAbortedError("the fake API server stopped during a stalled TLS handshake")
             self.request.do_handshake()
             super().setup()
 
@@ -525,6 +568,11 @@ def _handler(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             faulty = fake.fault is not None and (fake.fault_scope == "all" or self.command == "POST")
             if faulty and fake.fault == "slow" and fake._closing.wait(fake.slow_seconds):
                 return
+            pace = fake.paced(logged)
+            if pace == "silent":
+                self.close_connection = True
+                fake._closing.wait()
+                return
             if self.headers.get("Authorization") != f"Bearer {fake.token}":
                 status, answer, extra = 401, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                               "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, {}  # fmt: skip
@@ -535,6 +583,9 @@ def _handler(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 data, content_type = answer.encode(), "text/plain; charset=utf-8"
             else:
                 data, content_type = json.dumps(answer).encode(), "application/json"
+            if pace is not None:
+                self._send_paced(pace, status, content_type, data, extra)
+                return
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
@@ -545,6 +596,26 @@ def _handler(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(data)
             except OSError:
                 pass  # the client gave up (a timeout test)
+
+        def _send_paced(self, pace: str, status: int, content_type: str, data: bytes, extra: dict[str, str]) -> None:
+            phrase = self.responses.get(status, ("",))[0]
+            fields = {"Content-Type": content_type, "Content-Length": str(len(data)), **extra}
+            head = f"HTTP/1.1 {status} {phrase}\r\n".encode() + b"".join(f"{k}: {v}\r\n".encode() for k, v in fields.items()) + b"\r\n"
+            steps: list[tuple[float, bytes]] = {
+                "late-headers": [(fake.pace_seconds, head + data)],
+                "late-body": [(0.0, head), (fake.pace_seconds, data)],
+                "late-headers-and-body": [(fake.pace_seconds, head), (fake.pace_seconds, data)],
+                "trickle-headers": [(fake.trickle_seconds, head[i : i + 1]) for i in range(len(head))] + [(0.0, data)],
+                "trickle-body": [(0.0, head)] + [(fake.trickle_seconds, data[i : i + 1]) for i in range(len(data))],
+            }[pace]
+            try:
+                for wait, chunk in steps:
+                    if wait and fake._closing.wait(wait):
+                        break
+                    self.wfile.write(chunk)
+            except OSError:
+                pass  # the client gave up: what the deadline is for
+            self.close_connection = True
 
         do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
