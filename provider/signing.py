@@ -25,13 +25,15 @@ from .envelope import DEFAULT_DOMAIN, decode_message, encode_message, make_tarba
 from .errors import RequestError
 from .keys import PrivateKeyTypes, sign_bytes
 from .limits import DEFAULT_LIMITS, Limits
+from .parsing import KubectlSafeDumper
 
 
 def dump_yaml(documents: list[Any]) -> str:
-    """YAML as upstream's Go marshaller writes it: block style, sorted keys."""
+    """YAML as upstream's Go marshaller writes it: block style, sorted keys, and
+    strings quoted wherever kubectl would read them as another type (``y``, ``0o17``)."""
     return yaml.dump_all(
         documents,
-        Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
+        Dumper=KubectlSafeDumper,
         sort_keys=True,
         default_flow_style=False,
         allow_unicode=True,

@@ -25,18 +25,19 @@ def test_documents_in_order_and_empty_ones_skipped() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("v: yes", True),  # YAML 1.1, as kubectl's parser reads it
+        ("v: yes", True),  # goyaml.v2's resolveMap, as kubectl reads it
         ("v: 'yes'", "yes"),
         ("v: 0x1f", 31),
         ("v: 1.5", 1.5),
         ("v: ~", None),
         ("v: 2021-01-01T00:00:00Z", "2021-01-01T00:00:00Z"),  # timestamps stay strings
         ("v: !!str 12", "12"),
-        ("v: 012", 10),  # YAML 1.1 octal
+        ("v: 012", 10),  # leading-zero octal (strconv.ParseInt base 0)
     ],
     ids=["bool-yes", "quoted-yes", "hex", "float", "null", "timestamp-string", "explicit-str", "octal"],
 )
-def test_scalars_resolve_like_yaml_1_1(text: str, expected: object) -> None:
+def test_scalars_resolve_as_kubectl_reads_them(text: str, expected: object) -> None:
+    # The full table, one row per rule of sigs.k8s.io/yaml's conversion: test_parsing_kubectl.py.
     assert load_yaml_stream(text) == [{"v": expected}]
     assert type(load_yaml_stream(text)[0]["v"]) is type(expected)
 
@@ -46,8 +47,9 @@ def test_non_string_keys_become_their_text() -> None:
 
 
 def test_aliases_and_merge_keys_are_supported() -> None:
-    docs = load_yaml_stream("base: &b {x: 1, y: 2}\nuse: *b\nmerged:\n  <<: *b\n  y: 3\n")
-    assert docs == [{"base": {"x": 1, "y": 2}, "use": {"x": 1, "y": 2}, "merged": {"x": 1, "y": 3}}]
+    # Not "y" as a key: kubectl reads a plain y as true, so the key would be "true".
+    docs = load_yaml_stream("base: &b {a: 1, b: 2}\nuse: *b\nmerged:\n  <<: *b\n  b: 3\n")
+    assert docs == [{"base": {"a": 1, "b": 2}, "use": {"a": 1, "b": 2}, "merged": {"a": 1, "b": 3}}]
 
 
 @pytest.mark.parametrize(
