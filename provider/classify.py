@@ -395,6 +395,8 @@ def suggestion_yaml(summary: Summary, source: str) -> str:
     """The proposals as a policy fragment for a person to review (never applied by this package)."""
     import yaml
 
+    from .parsing import KubectlSafeDumper
+
     found = suggestions(summary)
     lines = [
         _comment(f"skipUsers proposed by `manifest-provider classify --suggest` from {source}."),
@@ -404,7 +406,9 @@ def suggestion_yaml(summary: Summary, source: str) -> str:
     entries = [s.entry for s in found if s.entry is not None]
     if not entries:
         lines.append("# No service account qualifies.")
-    lines.append(yaml.safe_dump({"skipUsers": entries}, sort_keys=False, default_flow_style=False, width=200).rstrip())
+    # Quoted wherever kubectl (and this package's policy reader) would read a plain string as another type.
+    text = yaml.dump({"skipUsers": entries}, Dumper=KubectlSafeDumper, sort_keys=False, default_flow_style=False, width=200)
+    lines.append(text.rstrip())
     skipped = [s for s in found if s.entry is None]
     if skipped:
         lines.append("# Not proposed:")
