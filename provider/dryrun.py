@@ -19,9 +19,9 @@ differences and the policy enables dry-run, :func:`compare_with_dry_run`
    the value the dry-run produced. Only what differs between *any* two
    objects by construction is taken out of the comparison -- identity and
    bookkeeping metadata, values derived from the name and uid, the generated
-   service-account token volume name, and addresses and ports the server
-   allocates where the signed manifest left them to it -- plus the policy's
-   own ignore set.
+   service-account token volume name, and the values the server chooses where
+   the signed manifest left them to it (:mod:`provider.allocations`) -- plus
+   the policy's own ignore set.
 
 There is deliberately no "fields the cluster touched" mask: ignoring every
 field the dry-run added would let anyone change a defaulted field
@@ -38,11 +38,11 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import ipaddress
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .allocations import adopt_server_choices
 from .compare import DiffItem, IgnoreSet, diff
 from .envelope import without_envelope
 from .errors import MalformedMessage, TransientError
@@ -74,8 +74,6 @@ _MASKED_METADATA = (
     "name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
     "managedFields", "selfLink",
 )  # fmt: skip
-#: Annotations that restate ``metadata.generation`` (DaemonSet controller).
-_MASKED_ANNOTATIONS = ("deprecated.daemonset.template.generation",)
 #: What a create must not carry: the server sets these (``resourceVersion``
 #: set on a create is an error; the rest are overwritten or refused).
 _SERVER_SET_METADATA = (*_MASKED_METADATA[2:], "deletionTimestamp", "deletionGracePeriodSeconds")
@@ -207,46 +205,6 @@ def _token_volumes(obj: dict[str, Any]) -> set[str]:
     }
 
 
-def _is_ip(value: Any) -> bool:
-    if not isinstance(value, str):
-        return False
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        return False
-    return True
-
-
-def _is_port(value: Any) -> bool:
-    return type(value) is int and 0 < value < 65536
-
-
-def _adopt_service_allocations(reference: dict[str, Any], admitted: dict[str, Any], signed: dict[str, Any]) -> None:
-    """Take the admitted Service's allocated addresses and ports where the signed manifest left them to the server.
-
-    Only a value of the allocated shape is adopted -- an IP address, a port
-    number -- and only where the signed manifest has none: a ``clusterIP:
-    None`` (headless) or a port the author chose is still compared by value.
-    """
-    ref, adm, sig = _mapping(reference, "spec"), _mapping(admitted, "spec"), _mapping(signed, "spec")
-    if not sig.get("clusterIP") and _is_ip(ref.get("clusterIP")) and _is_ip(adm.get("clusterIP")):
-        ref["clusterIP"] = adm["clusterIP"]
-    ref_ips, adm_ips, sig_ips = _list(ref, "clusterIPs"), _list(adm, "clusterIPs"), _list(sig, "clusterIPs")
-    for i in range(min(len(ref_ips), len(adm_ips))):
-        chosen = (i < len(sig_ips) and sig_ips[i]) or (i == 0 and sig.get("clusterIP"))
-        if not chosen and _is_ip(ref_ips[i]) and _is_ip(adm_ips[i]):
-            ref_ips[i] = adm_ips[i]
-    if not sig.get("healthCheckNodePort") and _is_port(ref.get("healthCheckNodePort")) and _is_port(adm.get("healthCheckNodePort")):
-        ref["healthCheckNodePort"] = adm["healthCheckNodePort"]
-    sig_ports = _list(sig, "ports")
-    for i, (ref_port, adm_port) in enumerate(zip(_list(ref, "ports"), _list(adm, "ports"), strict=False)):
-        sig_port = sig_ports[i] if i < len(sig_ports) and isinstance(sig_ports[i], dict) else {}
-        if not isinstance(ref_port, dict) or not isinstance(adm_port, dict) or sig_port.get("nodePort"):
-            continue
-        if _is_port(ref_port.get("nodePort")) and _is_port(adm_port.get("nodePort")):
-            ref_port["nodePort"] = adm_port["nodePort"]
-
-
 def reference_and_admitted(
     result: dict[str, Any], obj: dict[str, Any], document: dict[str, Any], plan: DryRunPlan
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -279,18 +237,66 @@ def reference_and_admitted(
             table[dry_volumes.pop()] = real_volumes.pop()
     reference = _substitute(result, table)
     admitted = copy.deepcopy(obj)
+    # Before the bookkeeping goes: a DaemonSet's generation annotation is adopted
+    # only when it restates the admitted object's own generation.
+    adopt_server_choices(reference, admitted, document, allocated_in_reference=True)
     for side in (reference, admitted):
         meta = side.get("metadata")
         if isinstance(meta, dict):
             for key in _MASKED_METADATA:
                 meta.pop(key, None)
-            annotations = meta.get("annotations")
-            if isinstance(annotations, dict):
-                for key in _MASKED_ANNOTATIONS:
-                    annotations.pop(key, None)
-    if (group, kind) == ("", "Service"):
-        _adopt_service_allocations(reference, admitted, document)
     return reference, admitted
+
+
+def _describe(obj: Any) -> str:
+    meta = _mapping(obj, "metadata")
+    name = meta.get("name") or f"{meta.get('generateName', '')}…"
+    namespace = f"{meta['namespace']}/" if isinstance(meta.get("namespace"), str) and meta["namespace"] else ""
+    return f"{obj.get('kind') if isinstance(obj, dict) else '?'} {namespace}{name}"[:200]
+
+
+def answer_mismatch(result: Any, plan: DryRunPlan) -> str:
+    """Why ``result`` is not the object the dry-run asked for ("" when it is).
+
+    The answer must name what was sent: the same API group and kind, the name
+    (or one the retry after a name clash gives it, or -- for a ``generateName``
+    manifest -- a name with that prefix), and the namespace it was sent to. An
+    answer for another object never becomes the reference.
+    """
+    if not isinstance(result, dict):
+        return f"is a {type(result).__name__}, not an object"
+    sent = plan.manifest
+    if result.get("kind") != sent.get("kind") or split_api_version(result.get("apiVersion"))[0] != split_api_version(sent.get("apiVersion"))[0]:
+        return f"is a {str(result.get('kind'))[:40]} of API group {split_api_version(result.get('apiVersion'))[0][:60]!r}, not what was sent"
+    meta, asked = _mapping(result, "metadata"), _mapping(sent, "metadata")
+    name, wanted, prefix = meta.get("name"), asked.get("name"), asked.get("generateName")
+    if not isinstance(name, str) or not name:
+        return "names no object"
+    if wanted:
+        if name != wanted and not _retry_name(name, result, sent):
+            return f"names {name[:80]!r}, not {str(wanted)[:80]!r}"
+    elif not (isinstance(prefix, str) and name.startswith(prefix)):
+        return f"names {name[:80]!r}, which does not start with the generateName {str(prefix)[:80]!r}"
+    namespace = meta.get("namespace")
+    if plan.namespace and namespace and namespace != plan.namespace:
+        return f"is in namespace {str(namespace)[:63]!r}, not {plan.namespace!r}"
+    return ""
+
+
+def _retry_name(name: str, result: dict[str, Any], sent: dict[str, Any]) -> bool:
+    """Whether ``name`` is what :func:`renamed_for_retry` makes of the sent manifest (with some token)."""
+    group, _ = split_api_version(sent.get("apiVersion"))
+    if (group, sent.get("kind")) == _CRD:
+        dry_group = _mapping(result, "spec").get("group")
+        prefix = CRD_GROUP_PREFIX.rstrip(".") + "-"
+        if not isinstance(dry_group, str) or not dry_group.startswith(prefix):
+            return False
+        token = dry_group[len(prefix) :].partition(".")[0]
+    else:
+        token = name.rpartition("-")[2]
+    if not token.isalnum():
+        return False
+    return bool(_mapping(renamed_for_retry(sent, token), "metadata").get("name") == name)
 
 
 def compare_with_dry_run(  # noqa: PLR0917 - step 5 of the verifier calls it positionally
@@ -309,11 +315,8 @@ def compare_with_dry_run(  # noqa: PLR0917 - step 5 of the verifier calls it pos
     """
     plan = plan_dry_run(document, target_namespace(obj, namespace, policy.dry_run.namespace))
     result = dry_runner.dry_run(plan.manifest, plan.namespace)
-    if not isinstance(result, dict) or result.get("kind") != document.get("kind"):
-        got = result.get("kind") if isinstance(result, dict) else type(result).__name__
-        raise TransientError(
-            f"the API server answered the dry-run create of a {document.get('kind')} with {str(got)[:40]!r}, not the created object",
-            reason="dry-run-failed",
-        )
+    problem = answer_mismatch(result, plan)
+    if problem:
+        raise TransientError(f"the answer to the dry-run create of {_describe(plan.manifest)} {problem}; it is not used", reason="dry-run-failed")
     reference, admitted = reference_and_admitted(result, obj, document, plan)
     return diff(without_envelope(reference, envelope), without_envelope(admitted, envelope), ignore, object_shape(document))

@@ -74,7 +74,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import __version__
-from .dryrun import renamed_for_retry
+from .dryrun import DryRunPlan, answer_mismatch, renamed_for_retry
 from .errors import DataError, PolicyError, TransientError, VerificationFailure
 from .limits import DEFAULT_LIMITS, Limits
 from .parsing import load_json
@@ -514,6 +514,16 @@ class KubeDryRunner:
             body = renamed_for_retry(body, "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(5)))
             response = self._exchange("POST", path, deadline, body=body, what=f"dry-run POST {path} (renamed after a name clash)")
         if 200 <= response.status < 300 and isinstance(response.body, dict):
+            # The answer must be the object this request created -- exactly the name sent
+            # (the retry's, after a clash), or one with its generateName prefix -- in the
+            # namespace it was sent to. An answer for another object is never used.
+            problem = answer_mismatch(response.body, DryRunPlan(body, where))
+            answered = response.body.get("metadata")
+            answered_namespace = answered.get("namespace") if isinstance(answered, dict) else None
+            if not problem and (answered_namespace or None) != where:
+                problem = f"is in namespace {str(answered_namespace)[:63]!r}, not {where!r}"
+            if problem:
+                raise _failed(f"{self.source}: the answer to dry-run POST {path} {problem}")
             return response.body
         raise self._failure(response, resource, where, body)
 

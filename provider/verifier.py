@@ -28,6 +28,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Protocol
 
+from .allocations import with_server_choices
 from .compare import DiffItem, diff, redact
 from .envelope import Envelope, read_envelope, without_envelope
 from .errors import (
@@ -383,7 +384,8 @@ def verify(
         log.warning("unsafeUnanchoredIgnoreFields is on for %s: ignore patterns match anywhere in a path", ident.describe())
     ignore = policy.ignore_set_for(ident)
     shape = object_shape(document)  # the signer chose the kind and version, not the requester
-    items = diff(without_envelope(document, envelope.annotations), without_envelope(obj, envelope.annotations), ignore, shape)
+    reference = with_server_choices(document, obj)  # a Service's allocated address, where the signer left it open
+    items = diff(without_envelope(reference, envelope.annotations), without_envelope(obj, envelope.annotations), ignore, shape)
     if not items:
         return Verification(signers, document, envelope.payload.format)
     # 5. dry-run: what does the cluster make of the signed document?

@@ -109,9 +109,11 @@ def test_ignore_set_depends_on_the_object_and_is_cached() -> None:
     assert p.ignore_set_for(a).ignores(("data", "x"))
     assert not p.ignore_set_for(b).ignores(("data", "x"))
     assert p.ignore_set_for(a) is p.ignore_set_for(a)
-    svc = ObjectIdentity("", "v1", "Service", "s", "ns")
-    assert p.ignore_set_for(svc).ignores(("spec", "clusterIP"))  # the upstream default list
-    assert not policy(defaults=[]).ignore_set_for(svc).ignores(("spec", "clusterIP"))
+    sa = ObjectIdentity("", "v1", "ServiceAccount", "s", "ns")
+    assert p.ignore_set_for(sa).ignores(("secrets", 0, "name"))  # the upstream default list
+    assert not policy(defaults=[]).ignore_set_for(sa).ignores(("secrets", 0, "name"))
+    # A Service's allocations are no ignore pattern (it could not pin a value): provider/allocations.py.
+    assert not p.ignore_set_for(ObjectIdentity("", "v1", "Service", "s", "ns")).ignores(("spec", "clusterIP"))
 
 
 def test_ignore_fields_without_objects_apply_to_everything() -> None:

@@ -1,0 +1,134 @@
+"""Values the API server chooses where the signer left the choice to it.
+
+A signed Service without ``clusterIP`` gets an address from the service range;
+a ``NodePort`` without ``nodePort`` gets a port; a DaemonSet gets the
+``deprecated.daemonset.template.generation`` annotation, restating its
+``metadata.generation``. None of these can be in a signed manifest (they do not
+exist until the object does), so neither the direct comparison nor the dry-run
+comparison could ever verify such objects if they were compared as they are.
+
+:func:`adopt_server_choices` copies such a value from the admitted object into
+the reference it is compared with -- and only under three conditions, so that
+no mask is wider than its reason (``docs/dryrun.md``, ``docs/policy.md``):
+
+* the object is of the kind the server allocates for (core ``Service``,
+  ``apps`` ``DaemonSet``), never any kind;
+* the signed manifest left the field empty: a signer's ``clusterIP: None``
+  (headless) or a chosen ``nodePort`` is compared as it is;
+* the admitted value has the shape the server gives it: an IP address, a port
+  number, the object's own generation as a string. Anything else is compared.
+
+With ``allocated_in_reference`` (the dry-run path) the reference must show an
+allocation of its own too: the server allocated the field for the signed
+manifest, so it is one the server chooses for this object.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+from typing import Any
+
+from .patterns import split_api_version
+
+_SERVICE = ("", "Service")
+_DAEMONSET = ("apps", "DaemonSet")
+#: The DaemonSet registry strategy's annotation (kubernetes pkg/registry/apps/daemonset): the template generation.
+DAEMONSET_GENERATION = "deprecated.daemonset.template.generation"
+
+
+def _mapping(parent: Any, key: str) -> dict[str, Any]:
+    value = parent.get(key) if isinstance(parent, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _list(parent: Any, key: str) -> list[Any]:
+    value = parent.get(key) if isinstance(parent, dict) else None
+    return value if isinstance(value, list) else []
+
+
+def _is_ip(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_port(value: Any) -> bool:
+    return type(value) is int and 0 < value < 65536
+
+
+def kind_of(obj: dict[str, Any]) -> tuple[str, Any]:
+    return split_api_version(obj.get("apiVersion"))[0], obj.get("kind")
+
+
+def chooses(signed: dict[str, Any]) -> bool:
+    """Whether the server chooses any value for objects of this kind (else nothing is adopted, nothing copied)."""
+    return kind_of(signed) in (_SERVICE, _DAEMONSET)
+
+
+def adopt_server_choices(reference: dict[str, Any], admitted: dict[str, Any], signed: dict[str, Any], *, allocated_in_reference: bool) -> None:
+    """Copy into ``reference`` (changed in place) the values the server chose for ``admitted`` where ``signed`` left them to it."""
+    kind = kind_of(signed)
+    if kind == _SERVICE:
+        _adopt_service(reference, admitted, signed, allocated_in_reference)
+    elif kind == _DAEMONSET:
+        _adopt_daemonset_generation(reference, admitted, signed)
+
+
+def with_server_choices(signed: dict[str, Any], admitted: dict[str, Any]) -> dict[str, Any]:
+    """The signed document itself as the reference of a direct comparison, with the server's choices adopted (a copy when any is)."""
+    if not chooses(signed):
+        return signed
+    reference = copy.deepcopy(signed)
+    adopt_server_choices(reference, admitted, signed, allocated_in_reference=False)
+    return reference
+
+
+def _adopt_service(reference: dict[str, Any], admitted: dict[str, Any], signed: dict[str, Any], in_reference: bool) -> None:
+    ref_spec, adm, sig = reference.setdefault("spec", {}), _mapping(admitted, "spec"), _mapping(signed, "spec")
+    if not isinstance(ref_spec, dict):
+        return
+
+    def allocated(ref_value: Any, check: Any) -> bool:
+        return not in_reference or check(ref_value)
+
+    if not sig.get("clusterIP") and allocated(ref_spec.get("clusterIP"), _is_ip) and _is_ip(adm.get("clusterIP")):
+        ref_spec["clusterIP"] = adm["clusterIP"]
+    adm_ips, sig_ips = _list(adm, "clusterIPs"), _list(sig, "clusterIPs")
+    ref_ips = _list(ref_spec, "clusterIPs") if in_reference else list(sig_ips)
+    for i, adm_ip in enumerate(adm_ips):
+        chosen = (i < len(sig_ips) and sig_ips[i]) or (i == 0 and sig.get("clusterIP"))
+        if chosen or not _is_ip(adm_ip) or (in_reference and not (i < len(ref_ips) and _is_ip(ref_ips[i]))):
+            continue
+        if i < len(ref_ips):
+            ref_ips[i] = adm_ip
+        elif i == len(ref_ips):
+            ref_ips.append(adm_ip)
+    if ref_ips and not in_reference:
+        ref_spec["clusterIPs"] = ref_ips
+    if not sig.get("healthCheckNodePort") and allocated(ref_spec.get("healthCheckNodePort"), _is_port) and _is_port(adm.get("healthCheckNodePort")):
+        ref_spec["healthCheckNodePort"] = adm["healthCheckNodePort"]
+    sig_ports = _list(sig, "ports")
+    for i, (ref_port, adm_port) in enumerate(zip(_list(ref_spec, "ports"), _list(adm, "ports"), strict=False)):
+        sig_port = sig_ports[i] if i < len(sig_ports) and isinstance(sig_ports[i], dict) else {}
+        if not isinstance(ref_port, dict) or not isinstance(adm_port, dict) or sig_port.get("nodePort"):
+            continue
+        if allocated(ref_port.get("nodePort"), _is_port) and _is_port(adm_port.get("nodePort")):
+            ref_port["nodePort"] = adm_port["nodePort"]
+
+
+def _adopt_daemonset_generation(reference: dict[str, Any], admitted: dict[str, Any], signed: dict[str, Any]) -> None:
+    if DAEMONSET_GENERATION in _mapping(_mapping(signed, "metadata"), "annotations"):
+        return
+    adm_meta = _mapping(admitted, "metadata")
+    value, generation = _mapping(adm_meta, "annotations").get(DAEMONSET_GENERATION), adm_meta.get("generation")
+    if type(generation) is not int or value != str(generation):
+        return
+    meta = reference.setdefault("metadata", {})
+    if isinstance(meta, dict):
+        annotations = meta.get("annotations")
+        meta["annotations"] = {**(annotations if isinstance(annotations, dict) else {}), DAEMONSET_GENERATION: value}
