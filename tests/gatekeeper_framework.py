@@ -59,6 +59,9 @@ Compiling the module with ``external_data`` declared (``args.go``: one
 argument of any type) is the last step; :class:`tests.opa.ConstraintTemplateEngine`
 does it with OPA itself.
 
+:func:`provider_problems` does the same for the ``Provider`` the templates
+call: what Gatekeeper's webhook checks before it stores one.
+
 One way this is stricter than Gatekeeper: a v0 module must also parse as
 Rego v1 (OPA here parses v1 only), so templates stay in the syntax both
 accept.
@@ -66,10 +69,15 @@ accept.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from cryptography import x509
 
 #: The one target Gatekeeper registers (gatekeeper ``pkg/target/target.go``, ``Name``).
 ADMISSION_TARGET = "admission.k8s.gatekeeper.sh"
@@ -378,3 +386,74 @@ def ingest(template: dict[str, Any], parser: RegoParser) -> IngestedTemplate:
         imports=tuple(".".join(p) for p in imports_of(module)),
         parameters_schema=schema,
     )
+
+
+# --- the Provider --------------------------------------------------------------------------------
+
+PROVIDER_API_VERSIONS = ("externaldata.gatekeeper.sh/v1beta1", "externaldata.gatekeeper.sh/v1alpha1")
+
+
+def _go_pem_first_block(data: bytes) -> bytes | None:
+    """Go's ``pem.Decode``: the DER bytes of the first PEM block anywhere in ``data`` (any type), or None."""
+    match = re.search(rb"-----BEGIN ([^-\n]*)-----\r?\n(.*?)\r?\n?-----END \1-----", data, re.DOTALL)
+    if match is None:
+        return None
+    body = b"".join(line for line in match.group(2).splitlines() if b":" not in line)  # no PEM headers here
+    try:
+        return base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def provider_problems(provider: dict[str, Any]) -> list[str]:
+    """Why Gatekeeper's webhook refuses this Provider, or why every call through it would fail.
+
+    The webhook (gatekeeper ``pkg/webhook/policy.go`` ``validateProvider``) inserts the
+    Provider into a fresh provider cache; ``constraint/pkg/externaldata/cache.go``
+    ``ProviderCache.Upsert`` refuses an empty name or url, a negative timeout, and
+    (``isValidCABundle``) a scheme other than https, an empty caBundle, a caBundle that
+    does not base64-decode (``base64.StdEncoding``, which skips newlines), whose first
+    PEM block is missing, or whose first block is not an X.509 certificate. One more
+    rule is ours: ``request.go`` ``DefaultSendRequestToProvider`` gives each call a
+    deadline of ``timeout`` whole seconds from now, so a timeout of 0 is accepted and
+    then fails every call.
+    """
+    problems = []
+    if provider.get("apiVersion") not in PROVIDER_API_VERSIONS or provider.get("kind") != "Provider":
+        problems.append(f"not a Provider: {provider.get('apiVersion')}/{provider.get('kind')}")
+    metadata = provider.get("metadata") or {}
+    if not metadata.get("name"):
+        problems.append("provider name can not be empty")
+    if "namespace" in metadata:
+        problems.append("a Provider is cluster-scoped: metadata.namespace must not be set")
+    spec = provider.get("spec") or {}
+    url = spec.get("url")
+    if not isinstance(url, str) or url == "":
+        problems.append(f"invalid provider url. value: {url}")
+        url = ""
+    timeout = spec.get("timeout", 0)
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0:
+        problems.append(f"provider timeout should be a positive integer. value: {timeout}")
+    elif timeout == 0:
+        problems.append("timeout 0: Gatekeeper accepts it, and then every call's deadline is already past")
+    if urllib.parse.urlsplit(url).scheme != "https":
+        problems.append("only HTTPS scheme is supported for Providers")
+        return problems
+    bundle = spec.get("caBundle")
+    if not isinstance(bundle, str) or bundle == "":
+        problems.append("caBundle should be set for HTTPS scheme")
+        return problems
+    try:
+        pem = base64.b64decode(bundle.replace("\r", "").replace("\n", ""), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        problems.append(f"failed to base64 decode caBundle: {exc}")
+        return problems
+    der = _go_pem_first_block(pem)
+    if der is None:
+        problems.append("bad caBundle")
+        return problems
+    try:
+        x509.load_der_x509_certificate(der)
+    except ValueError as exc:
+        problems.append(f"failed to parse caBundle: {exc}")
+    return problems

@@ -185,7 +185,7 @@ def test_unreachable_provider_is_a_violation(provider_server: Server) -> None:
 
 
 def test_provider_with_an_untrusted_certificate_is_a_violation(provider_server: Server, tmp_path: Path) -> None:
-    """A Provider whose caBundle is not the service's CA (the placeholder left in place, say)."""
+    """A Provider whose caBundle is another CA's (a CA renewed but the Provider not re-applied, say)."""
     other = make_dev_pki(tmp_path / "other")
     context = gatekeeper_client_context(other.ca_cert, provider_server.pki.client_cert, provider_server.pki.client_key)
     gk = Gatekeeper(provider_server.url + provider_path(), context)
