@@ -279,6 +279,11 @@ def check_data_references(module: dict[str, Any], path: str) -> None:
             raise TemplateRefused("regorewriter.checkDataReferences", f"{path}: disallowed ref {shown}")
 
 
+def reads_inventory(module: dict[str, Any]) -> bool:
+    """Whether any rule reads ``data.inventory`` (which holds only what Gatekeeper is told to sync)."""
+    return any(_is_sub_ref(EXTERNS[0], ref) for rule in module.get("rules", []) for ref in _refs(rule))
+
+
 def check_lib_package(module: dict[str, Any], path: str) -> None:
     package = module["package"]["path"]
     names = tuple(str(p.get("value")) for p in package)

@@ -99,6 +99,20 @@ def test_template_names_follow_gatekeeper_rules(directory: Path) -> None:
     assert constraint(directory)["spec"]["enforcementAction"] == "dryrun"  # shipped in audit mode
 
 
+def test_the_sample_constraint_is_what_make_samples_writes() -> None:
+    """The constraint file and its generator agree (the kinds it protects, its header), the key aside."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_samples", SIGNATURE / "make_samples.py")
+    assert spec is not None and spec.loader is not None
+    make_samples = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_samples)
+    path = samples(SIGNATURE) / "constraint.yaml"
+    key = constraint(SIGNATURE)["spec"]["parameters"]["keys"][0]
+    assert load_yaml(path) == [make_samples.constraint(key)]
+    assert path.read_text().startswith(make_samples.CONSTRAINT_HEADER)
+
+
 # --- src_test.rego ------------------------------------------------------------------
 
 

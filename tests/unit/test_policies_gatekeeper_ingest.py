@@ -15,6 +15,7 @@ fail, the first row being the template this repository shipped before
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from tests.gatekeeper_framework import (
     TemplateRefused,
     ingest,
     keywords_used,
+    reads_inventory,
     structural_problems,
 )
 from tests.opa import ConstraintTemplateEngine, handle_error, package_of, parse_rego
@@ -103,6 +105,20 @@ def test_it_compiles_with_gatekeepers_builtin_and_runs_every_sample(ingested: tu
     if "external_data" in result.source.rego:
         # Fail closed: an unreachable provider gives the hook a violation with a message.
         assert calls
+
+
+def test_a_template_reading_the_inventory_says_what_to_sync(ingested: tuple[Path, IngestedTemplate]) -> None:
+    """``data.inventory`` is empty unless Gatekeeper syncs the kinds (a Config or SyncSet): the template must say which.
+
+    The annotation ``metadata.gatekeeper.sh/requires-sync-data`` (gatekeeper ``website/docs/sync.md``) is how a
+    template declares it; none of ours reads the inventory today.
+    """
+    path, result = ingested
+    declared = json.loads(template(path)["metadata"].get("annotations", {}).get("metadata.gatekeeper.sh/requires-sync-data", "[]"))
+    assert not reads_inventory(result.module) or declared, path.parent.name
+    assert not reads_inventory(result.module)
+    probe = parse_rego("package p\nimport future.keywords.if\nx if data.inventory.cluster.v1.Namespace\n")
+    assert reads_inventory(probe)
 
 
 def test_parameter_schemas_are_structural() -> None:

@@ -286,3 +286,17 @@ def test_the_docs_table_states_each_decision(sub: Subresource) -> None:
     assert DOC_WORDS[sub.decision] in row
     for parent in sub.parents:
         assert parent in row, (sub.name, parent)
+
+
+# --- what the service is told ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [p for p in CLUSTER_POLICIES if "apiCall" in p.read_text()], ids=lambda p: p.parent.name)
+def test_every_service_call_sends_the_whole_request(path: Path) -> None:
+    """``{{ request }}`` alone is the AdmissionRequest's JSON: subResource, resource, requestKind and the rest."""
+    (doc,) = load_yaml(path)
+    calls = [entry["apiCall"] for rule in doc["spec"]["rules"] for entry in rule.get("context", []) if "apiCall" in entry]
+    assert calls
+    for call in calls:
+        data = {item["key"]: item["value"] for item in call["data"]}
+        assert data["request"] == "{{ request }}"
