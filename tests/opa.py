@@ -18,6 +18,13 @@ reproduces what it hands the Rego, from Gatekeeper's source
 Requests go out as Gatekeeper sends them: ``POST`` of a ``ProviderRequest``
 (``externaldata.gatekeeper.sh/v1beta1``) with ``Content-Type:
 application/json``, over TLS 1.3 presenting Gatekeeper's client certificate.
+
+Which Rego a template carries, and whether Gatekeeper would take it at all, is
+``tests/gatekeeper_framework.py``'s business (the constraint framework's
+ingestion rules); :func:`parse_rego` is the OPA parser it uses. Violations are
+read as Gatekeeper's hook module reads them (``drivers/rego/rego.go``
+``hookModuleRego``): an entry without ``msg`` is dropped -- silently allowed --
+and ``details`` defaults to ``{}``.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ from typing import Any
 
 import yaml
 from opa_bindings import OpaEngine
+
+from tests.gatekeeper_framework import rego_source
 
 #: Gatekeeper's wire constants (frameworks/constraint/pkg/externaldata).
 PROVIDER_API_VERSION = "externaldata.gatekeeper.sh/v1beta1"
@@ -137,10 +146,24 @@ def package_of(source: str) -> str:
 
 
 def template_rego(template_path: Path) -> str:
-    """The Rego a ConstraintTemplate carries for the admission target."""
+    """The Rego Gatekeeper compiles for a ConstraintTemplate's one target (the ``rego`` field or ``code``)."""
     template = yaml.safe_load(template_path.read_text())
     (target,) = template["spec"]["targets"]
-    return str(target["rego"])
+    return rego_source(target).rego
+
+
+_parser: OpaEngine | None = None
+
+
+def parse_rego(source: str) -> dict[str, Any]:
+    """OPA's JSON AST of one module (``rego.parse_module``, Rego v1 syntax); raises on a parse error."""
+    global _parser
+    if _parser is None:
+        _parser = OpaEngine()
+    rows = _parser.eval_query('m := rego.parse_module("module.rego", input.source)', {"source": source})
+    if not rows:
+        raise ValueError("rego.parse_module gave no result")
+    return dict(rows[0]["m"])
 
 
 def _no_provider(request: dict[str, Any]) -> dict[str, Any]:
@@ -163,9 +186,14 @@ class ConstraintTemplateEngine:
             self.test_names = _TEST_RE.findall(tests)
 
     def violations(self, review: dict[str, Any], parameters: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-        """Gatekeeper's input is ``{"review": ..., "parameters": ...}``; violations are the result."""
+        """Gatekeeper's input is ``{"review": ..., "parameters": ...}``; the results as its hook module keeps them.
+
+        The hook builds each result from ``r.msg`` and ``object.get(r, "details", {})``:
+        a violation without ``msg`` yields no result at all, so the object is admitted.
+        """
         rows = self.engine.eval_query(f"v := data.{self.package}.violation", {"review": review, "parameters": parameters or {}})
-        return list(rows[0]["v"]) if rows else []
+        raw = list(rows[0]["v"]) if rows else []
+        return [{"msg": v["msg"], "details": v.get("details", {})} for v in raw if isinstance(v, dict) and "msg" in v]
 
     def passes(self, test_name: str) -> bool:
         rows = self.engine.eval_query(f"x := data.{self.package}.{test_name}")

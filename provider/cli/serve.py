@@ -25,7 +25,7 @@ FLAGS: tuple[tuple[str, str, type, str, str], ...] = (
     ("--threads", "threads", int, "N", "connections served at once per worker (default 8)"),
     ("--token-audience", "token_audience", str, "AUD", "also accept bearer tokens a TokenReview accepts for AUD (e.g. kyverno-svc.kyverno.io)"),
     ("--kubeconfig", "kubeconfig", str, "FILE", "cluster for dry-runs and token reviews (default: in-cluster config inside a pod, else none)"),
-    ("--deadline-seconds", "deadline_seconds", float, "S", "answer within S seconds or fail the request (default 2.5)"),
+    ("--deadline-seconds", "deadline_seconds", float, "S", "answer within S seconds or fail the request (default 1.5)"),
     ("--max-body-bytes", "max_body_bytes", int, "N", "largest request body (default 16 MiB; 413 beyond)"),
     ("--max-keys", "max_keys", int, "N", "most keys in one Gatekeeper request (default 128)"),
     ("--log-level", "log_level", str, "LEVEL", "debug, info (default), warning or error"),

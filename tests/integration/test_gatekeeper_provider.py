@@ -10,6 +10,7 @@ real one (gunicorn, TLS, client certificates required).
 from __future__ import annotations
 
 import copy
+import json
 import socket
 import ssl
 import urllib.parse
@@ -28,6 +29,7 @@ from tests.opa import (
     gatekeeper_client_context,
     template_rego,
 )
+from tests.subresources import SUBRESOURCES, admission_request, gatekeeper_matches
 from tests.support import REPO, load_yaml
 
 pytestmark = pytest.mark.integration
@@ -137,6 +139,30 @@ def test_dry_run_request_is_allowed(gatekeeper: Gatekeeper) -> None:
     assert gatekeeper.violations(review(sample("disallowed_unsigned"), dryRun=True)) == []
 
 
+# --- subresources --------------------------------------------------------------------------------
+
+
+def test_kubectl_scale_of_a_deployment_is_a_violation(gatekeeper: Gatekeeper) -> None:
+    """``kubectl scale``: the sample constraint matches the Scale, the key says which resource, the service denies.
+
+    A Scale carries no signature; the service's reason for it is ``unverifiable-subresource``
+    (docs/policy.md, "Subresources"). Whatever the reason, a rescale of a protected Deployment by
+    someone not exempt is never admitted.
+    """
+    scale = next(s for s in SUBRESOURCES if s.name == "scale")
+    rev = admission_request("Deployment", scale)
+    rev["object"]["spec"] = {"replicas": 5}
+    rev["oldObject"] = {**rev["object"], "spec": {"replicas": 2}}
+    (constraint,) = load_yaml(SAMPLES / "constraint.yaml")
+    assert gatekeeper_matches(constraint["spec"]["match"], rev)
+    (violation,) = gatekeeper.violations(rev)
+    assert violation["details"]["reason"] not in ("provider-error", "request-invalid")  # the service judged it
+    (sent,) = gatekeeper.external_data.sent
+    (key,) = sent["request"]["keys"]
+    review_sent = json.loads(key)["review"]
+    assert (review_sent["subResource"], review_sent["resource"]["resource"], review_sent["kind"]["kind"]) == ("scale", "deployments", "Scale")
+
+
 # --- Gatekeeper's cache: status_code 0 ----------------------------------------------------------
 
 
@@ -185,7 +211,7 @@ def test_unreachable_provider_is_a_violation(provider_server: Server) -> None:
 
 
 def test_provider_with_an_untrusted_certificate_is_a_violation(provider_server: Server, tmp_path: Path) -> None:
-    """A Provider whose caBundle is not the service's CA (the placeholder left in place, say)."""
+    """A Provider whose caBundle is another CA's (a CA renewed but the Provider not re-applied, say)."""
     other = make_dev_pki(tmp_path / "other")
     context = gatekeeper_client_context(other.ca_cert, provider_server.pki.client_cert, provider_server.pki.client_key)
     gk = Gatekeeper(provider_server.url + provider_path(), context)

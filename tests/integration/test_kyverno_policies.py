@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 
 from tests.integration.server import Server
+from tests.subresources import SUBRESOURCES
+from tests.subresources import admission_request as subresource_request
 from tests.support import load_yaml
 from tests.unit.test_policies_kyverno import (
     APICALL,
@@ -149,6 +151,36 @@ def test_unreachable_service_takes_the_default_and_denies() -> None:
     finally:
         conn.close()
     assert denied(doc, verdict)
+
+
+def scale_request() -> dict[str, Any]:
+    """``kubectl scale deployment/web --replicas 5`` in namespace demo, as the API server sends it."""
+    request = subresource_request("Deployment", next(s for s in SUBRESOURCES if s.name == "scale"))
+    request["object"]["spec"] = {"replicas": 5}
+    request["oldObject"] = {**request["object"], "spec": {"replicas": 2}}
+    return request
+
+
+def test_a_scale_request_reaches_the_service_whole_and_is_denied(provider_server: Server) -> None:
+    """The body carries ``{{ request }}`` whole -- subResource and resource with it -- and the Scale is not admitted."""
+    doc = policy_doc(APICALL)
+    body = request_body(doc, scale_request())
+    assert json.loads(body)["request"] == scale_request()
+    answer = service_call(provider_server, api_call(doc)["service"]["url"], body, {})
+    assert denied(doc, stored_verdict(doc, answer))
+
+
+def test_the_cel_policy_sends_the_subresource_and_denies_a_scale(provider_server: Server) -> None:
+    calls: list[dict[str, Any]] = []
+    doc = policy_doc(CEL)
+    variables = cel_variables(doc, scale_request(), cel_post(provider_server, calls))
+    passed, message = cel_validate(doc, variables)
+    assert not passed, message
+    (call,) = calls
+    sent = call["body"]["request"]
+    assert (sent["subResource"], sent["resource"], sent["requestSubResource"]) == (
+        "scale", {"group": "apps", "version": "v1", "resource": "deployments"}, "scale")
+    assert sent["kind"] == {"group": "autoscaling", "version": "v1", "kind": "Scale"}
 
 
 # --- the ValidatingPolicy ---------------------------------------------------------------------

@@ -14,7 +14,7 @@ from provider.limits import DEFAULT_LIMITS
 
 def test_defaults_are_documented_values() -> None:
     config = load_config({}, {})
-    assert config.deadline_seconds == 2.5
+    assert config.deadline_seconds == 1.5
     assert config.max_body_bytes == DEFAULT_LIMITS.max_body_bytes == 16 * 1024 * 1024
     assert config.max_keys == DEFAULT_LIMITS.max_keys_per_request
     assert (config.port, config.bind, config.unsafe_http, config.cert, config.client_ca) == (8443, "0.0.0.0", False, None, None)

@@ -29,6 +29,7 @@ import yaml
 
 from provider.config import ENV_PREFIX, Config
 from provider.devcerts import make_dev_pki
+from tests.gatekeeper_framework import provider_problems
 from tests.support import REPO
 
 MANIFESTS = REPO / "manifests"
@@ -208,7 +209,7 @@ def test_names_and_namespaces_agree(overlay: str) -> None:
     assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == one(docs, "ServiceAccount")["metadata"]["name"]
     (port,) = service["spec"]["ports"]
     if overlay == "gatekeeper":
-        url = urllib.parse.urlsplit(one(docs, "Provider")["spec"]["url"])
+        url = urllib.parse.urlsplit(provider_template()["spec"]["url"])
         assert (url.scheme, url.hostname, url.port, url.path) == ("https", host, port["port"], "/v1/gatekeeper/verify")
     else:
         for path in (REPO / "policies" / "kyverno").glob("verify-manifest-signature*/verify-manifest-signature*.yaml"):
@@ -220,9 +221,28 @@ def test_gatekeeper_overlay_requires_gatekeepers_client_certificate() -> None:
     assert "Namespace" not in {d["kind"] for d in docs}  # gatekeeper-system is Gatekeeper's
     variables = env(one(docs, "Deployment"))
     assert variables["MANIFEST_PROVIDER_CLIENT_CA"].endswith("/ca.crt")
-    assert float(variables["MANIFEST_PROVIDER_DEADLINE_SECONDS"]) < one(docs, "Provider")["spec"]["timeout"] < 3
+    # The budgets' order is tests/unit/test_deadlines.py's; here: the rendered value is the patched one.
+    assert float(variables["MANIFEST_PROVIDER_DEADLINE_SECONDS"]) < provider_template()["spec"]["timeout"]
     (rule,) = one(docs, "NetworkPolicy")["spec"]["ingress"]
     assert rule["from"] == [{"podSelector": {"matchLabels": {"gatekeeper.sh/system": "yes"}}}]
+
+
+def provider_template() -> dict[str, Any]:
+    (provider,) = yaml.safe_load_all((OVERLAYS["gatekeeper"] / "provider.yaml").read_text())
+    return dict(provider)
+
+
+def test_the_gatekeeper_overlay_renders_no_provider() -> None:
+    """Gatekeeper's webhook refuses a Provider without a real caBundle: the CA exists only after the apply.
+
+    So the kustomization leaves it out and ``ca-bundle.sh --apply-provider`` creates it once
+    cert-manager has issued the CA (the tests of the script below).
+    """
+    docs = render("gatekeeper")
+    assert "Provider" not in {d["kind"] for d in docs}
+    template = provider_template()
+    assert "caBundle" not in template["spec"]
+    assert provider_problems(template) == ["caBundle should be set for HTTPS scheme"]
 
 
 def test_the_kyverno_cel_overlay_admits_kyverno_only_and_reviews_no_tokens() -> None:
@@ -305,36 +325,38 @@ def test_network_policy_admits_only_the_engines() -> None:
 # --- the CA script --------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fake_kubectl(tmp_path: Path) -> tuple[Path, Path, str]:
-    """A ``kubectl`` that answers ``get secret`` with a real CA and records every other call."""
-    pki = make_dev_pki(tmp_path / "pki")
-    pem = pki.ca_cert.read_text()
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    calls = tmp_path / "calls"
+def write_kubectl(bindir: Path, calls: Path, secret_b64: str) -> None:
+    """A ``kubectl`` that answers ``get secret`` with ``secret_b64``, records every call, and keeps what ``apply -f -`` reads."""
+    bindir.mkdir(exist_ok=True)
     script = bindir / "kubectl"
-    b64 = base64.b64encode(pem.encode()).decode()
     script.write_text(
         "#!/bin/sh\n"
         f'for a in "$@"; do printf "%s\\n" "$a" >> {calls}; done; echo ---- >> {calls}\n'
-        f'case "$*" in *"get secret"*) printf "%s" "{b64}" ;; esac\n'
+        f'case "$*" in *"get secret"*) printf "%s" "{secret_b64}" ;; *"apply -f -"*) cat > {calls}.applied ;; esac\n'
     )
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
+
+
+@pytest.fixture
+def fake_kubectl(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A ``kubectl`` whose Secret holds a real CA, as cert-manager writes it."""
+    pki = make_dev_pki(tmp_path / "pki")
+    pem = pki.ca_cert.read_text()
+    bindir, calls = tmp_path / "bin", tmp_path / "calls"
+    write_kubectl(bindir, calls, base64.b64encode(pem.encode()).decode())
     return bindir, calls, pem
 
 
-def run_script(bindir: Path, *args: str) -> str:
+def run_script(bindir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
-    out = subprocess.run(["sh", str(CA_SCRIPT), *args], capture_output=True, text=True, env=environ, timeout=30, check=True)
-    return out.stdout
+    return subprocess.run(["sh", str(CA_SCRIPT), *args], capture_output=True, text=True, env=environ, timeout=30, check=check)
 
 
 def test_ca_script_prints_pem_base64_and_cel(fake_kubectl: tuple[Path, Path, str]) -> None:
     bindir, _, pem = fake_kubectl
-    assert run_script(bindir) == pem.rstrip("\n") + "\n"
-    assert base64.b64decode(run_script(bindir, "--base64")).decode() == pem
-    cel = run_script(bindir, "--cel").strip()
+    assert run_script(bindir).stdout == pem.rstrip("\n") + "\n"
+    assert base64.b64decode(run_script(bindir, "--base64").stdout).decode() == pem
+    cel = run_script(bindir, "--cel").stdout.strip()
     env_ = celpy.Environment()
     assert str(env_.program(env_.compile(cel)).evaluate({})) == pem.rstrip("\n") + "\n"
 
@@ -343,16 +365,72 @@ def calls_of(path: Path) -> list[list[str]]:
     return [chunk.strip("\n").split("\n") for chunk in path.read_text().split("----\n") if chunk.strip()]
 
 
-def test_ca_script_patches_the_provider(fake_kubectl: tuple[Path, Path, str]) -> None:
-    import json
-
+def test_ca_script_prints_a_provider_gatekeeper_takes(fake_kubectl: tuple[Path, Path, str]) -> None:
+    """The Provider as the script renders it passes Gatekeeper's validation, caBundle the Secret's CA."""
     bindir, calls, pem = fake_kubectl
-    run_script(bindir, "--namespace", "gatekeeper-system", "--patch-provider")
-    get, patch = calls_of(calls)
-    assert get[:2] == ["-n", "gatekeeper-system"]
-    assert patch[:3] == ["patch", "providers.externaldata.gatekeeper.sh", "manifest-provider"]
-    body = json.loads(patch[patch.index("-p") + 1])
-    assert base64.b64decode(body["spec"]["caBundle"]).decode() == pem
+    out = run_script(bindir, "--namespace", "gatekeeper-system", "--provider").stdout
+    (provider,) = yaml.safe_load_all(out)
+    assert provider_problems(provider) == []
+    assert base64.b64decode(provider["spec"]["caBundle"]).decode() == pem
+    template = provider_template()
+    del provider["spec"]["caBundle"]
+    assert provider == template  # nothing else changed
+    (get,) = calls_of(calls)
+    assert get[:5] == ["-n", "gatekeeper-system", "get", "secret", "manifest-provider-tls"]
+
+
+@pytest.mark.parametrize("flag", ["--apply-provider", "--patch-provider"])
+def test_ca_script_applies_the_provider(fake_kubectl: tuple[Path, Path, str], flag: str) -> None:
+    """Created with kubectl apply -- it does not exist before (the old --patch-provider failed NotFound)."""
+    bindir, calls, pem = fake_kubectl
+    run_script(bindir, "--namespace", "gatekeeper-system", flag)
+    _get, apply = calls_of(calls)
+    assert apply == ["apply", "-f", "-"]
+    (provider,) = yaml.safe_load_all(Path(f"{calls}.applied").read_text())
+    assert provider_problems(provider) == []
+    assert base64.b64decode(provider["spec"]["caBundle"]).decode() == pem
+
+
+@pytest.mark.parametrize(
+    ("secret", "message"),
+    [("", "has no ca.crt yet"), (base64.b64encode(b"not a certificate").decode(), "is not a PEM certificate")],
+    ids=["no-ca-yet", "not-pem"],
+)
+def test_ca_script_applies_nothing_without_a_ca(tmp_path: Path, secret: str, message: str) -> None:
+    bindir, calls = tmp_path / "bin", tmp_path / "calls"
+    write_kubectl(bindir, calls, secret)
+    out = run_script(bindir, "--apply-provider", check=False)
+    assert out.returncode == 1 and message in out.stderr
+    assert [c for c in calls_of(calls) if c[0] == "apply"] == []
+
+
+@pytest.mark.parametrize(
+    ("bundle", "problem"),
+    [
+        ("REPLACE-WITH-BASE64-CA-BUNDLE", "failed to base64 decode caBundle"),  # the placeholder that used to ship
+        (base64.b64encode(b"no PEM here").decode(), "bad caBundle"),
+        (base64.b64encode(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").decode(), "failed to parse caBundle"),
+    ],
+    ids=["placeholder", "not-pem", "pem-not-a-certificate"],
+)
+def test_gatekeepers_provider_rules_refuse_a_bad_bundle(bundle: str, problem: str) -> None:
+    provider = provider_template()
+    provider["spec"]["caBundle"] = bundle
+    assert any(problem in p for p in provider_problems(provider))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [("url", "http://manifest-provider.gatekeeper-system.svc:8443/v1/gatekeeper/verify", "only HTTPS"),
+     ("timeout", 0, "timeout 0"), ("timeout", -1, "positive integer"), ("timeout", 1.5, "positive integer")],
+    ids=["http", "timeout-0", "timeout-negative", "timeout-fraction"],
+)
+def test_gatekeepers_provider_rules_refuse_url_and_timeout(fake_kubectl: tuple[Path, Path, str], field: str, value: Any,
+                                                          problem: str) -> None:
+    bindir, _, _ = fake_kubectl
+    (provider,) = yaml.safe_load_all(run_script(bindir, "--provider").stdout)
+    provider["spec"][field] = value
+    assert any(problem in p for p in provider_problems(provider))
 
 
 def test_ca_script_patches_both_kyverno_policies(fake_kubectl: tuple[Path, Path, str]) -> None:

@@ -26,6 +26,7 @@ from provider.patterns import _REF_FIELDS
 from provider.policy import KEY_OPERATIONS, PROFILES, Policy
 from provider.review import Review
 from provider.verifier import decide
+from tests.gatekeeper_framework import provider_problems
 from tests.opa import ConstraintTemplateEngine, handle_error, package_of, template_rego
 from tests.support import REPO, load_yaml
 
@@ -61,9 +62,14 @@ def constraint(directory: Path) -> dict[str, Any]:
 
 def review_of(obj: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]:
     meta = obj.get("metadata", {})
+    gvk = {"group": "", "version": "v1", "kind": obj["kind"]}
+    gvr = {"group": "", "version": "v1", "resource": obj["kind"].lower() + "s"}
     return {
         "uid": "b0b6b2a4-0000-4000-8000-000000000000",
-        "kind": {"group": "", "version": "v1", "kind": obj["kind"]},
+        "kind": gvk,
+        "resource": gvr,
+        "requestKind": gvk,
+        "requestResource": gvr,
         "name": meta.get("name"),
         "namespace": meta.get("namespace"),
         "operation": operation,
@@ -89,9 +95,22 @@ def test_template_names_follow_gatekeeper_rules(directory: Path) -> None:
     assert doc["apiVersion"] == "templates.gatekeeper.sh/v1"
     assert doc["metadata"]["name"] == kind.lower()  # Gatekeeper requires it
     assert package_of((directory / "src.rego").read_text()) == kind.lower()
-    assert "import rego.v1" in (directory / "src.rego").read_text()
     assert constraint(directory)["kind"] == kind
     assert constraint(directory)["spec"]["enforcementAction"] == "dryrun"  # shipped in audit mode
+
+
+def test_the_sample_constraint_is_what_make_samples_writes() -> None:
+    """The constraint file and its generator agree (the kinds it protects, its header), the key aside."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_samples", SIGNATURE / "make_samples.py")
+    assert spec is not None and spec.loader is not None
+    make_samples = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_samples)
+    path = samples(SIGNATURE) / "constraint.yaml"
+    key = constraint(SIGNATURE)["spec"]["parameters"]["keys"][0]
+    assert load_yaml(path) == [make_samples.constraint(key)]
+    assert path.read_text().startswith(make_samples.CONSTRAINT_HEADER)
 
 
 # --- src_test.rego ------------------------------------------------------------------
@@ -201,8 +220,53 @@ def test_key_is_a_json_string_of_review_fields_and_parameters() -> None:
     (key,) = seen
     decoded = json.loads(key)
     assert decoded["policy"] == {"keys": ["PEM"], "skipUsers": [{"users": ["ci-bot"]}]}
-    assert set(decoded["review"]) == {"object", "oldObject", "operation", "userInfo", "namespace", "name", "kind", "dryRun"}
+    assert set(decoded["review"]) == {"object", "oldObject", "operation", "userInfo", "namespace", "name", "kind", "dryRun",
+                                      "resource", "requestKind", "requestResource"}
     assert "uid" not in decoded["review"]  # a uid would defeat Gatekeeper's per-key cache
+
+
+#: ``kubectl scale deployment/web --replicas 5``: an UPDATE of the scale subresource, whose object is
+#: an autoscaling/v1 Scale. Only the resource fields say which object it changes.
+SCALE_REVIEW: dict[str, Any] = {
+    "uid": "0c9f1b7e-0000-4000-8000-000000000000",
+    "kind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+    "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+    "subResource": "scale",
+    "requestKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+    "requestResource": {"group": "apps", "version": "v1", "resource": "deployments"},
+    "requestSubResource": "scale",
+    "name": "web",
+    "namespace": "demo",
+    "operation": "UPDATE",
+    "userInfo": {"username": "alice@example.com", "groups": ["system:authenticated"]},
+    "object": {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": {"name": "web", "namespace": "demo"},
+               "spec": {"replicas": 5}},
+    "oldObject": {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": {"name": "web", "namespace": "demo"},
+                  "spec": {"replicas": 2}},
+    "dryRun": False,
+    "options": {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"},
+}
+
+
+@pytest.mark.parametrize("directory", [SIGNATURE, GATEKEEPER / "verify-cluster-info", GATEKEEPER / "verify-kubelet-serving-csr"],
+                         ids=lambda d: d.name)
+def test_a_subresource_request_reaches_the_provider_with_its_resource_fields(directory: Path) -> None:
+    seen: list[str] = []
+
+    def external_data(request: dict[str, Any]) -> dict[str, Any]:
+        seen.extend(request["keys"])
+        return answer(ALLOWED)(request)
+
+    engine = ConstraintTemplateEngine((directory / "src.rego").read_text(), external_data)
+    try:
+        engine.violations(SCALE_REVIEW, {})
+    finally:
+        engine.close()
+    (key,) = seen
+    sent = json.loads(key)["review"]
+    for field in ("kind", "resource", "subResource", "requestKind", "requestResource", "requestSubResource", "operation", "oldObject"):
+        assert sent[field] == SCALE_REVIEW[field], field
+    assert "uid" not in sent and "options" not in sent
 
 
 # --- the samples, with external_data answered by the real verifier ---------------------
@@ -341,8 +405,10 @@ def test_provider_resource(path: Path) -> None:
     assert f'provider_name := "{provider["metadata"]["name"]}"' in rego
     spec = provider["spec"]
     assert spec["url"] == "https://manifest-provider.gatekeeper-system.svc:8443/v1/gatekeeper/verify"
-    # Whole seconds, below the Gatekeeper webhook's 3 s.
+    # Whole seconds; the order of the budgets is tests/unit/test_deadlines.py's.
     assert isinstance(spec["timeout"], int)
-    assert 1 <= spec["timeout"] < 3
-    assert "caBundle" in spec
+    # No placeholder Gatekeeper's webhook would refuse: manifests/scripts/ca-bundle.sh adds the CA
+    # (tests/unit/test_manifests.py checks what it renders against Gatekeeper's rules).
+    assert "caBundle" not in spec
+    assert provider_problems(provider) == ["caBundle should be set for HTTPS scheme"]
     assert "insecureTLSSkipVerify" not in spec

@@ -132,6 +132,9 @@ def admission_request(obj: dict[str, Any], operation: str = "CREATE", username: 
         "uid": "2a5f4c3e-0000-4000-8000-000000000000",
         "kind": {"group": "", "version": "v1", "kind": obj["kind"]},
         "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+        # The API server sets these on every request; subResource only for a subresource (omitempty).
+        "requestKind": {"group": "", "version": "v1", "kind": obj["kind"]},
+        "requestResource": {"group": "", "version": "v1", "resource": "configmaps"},
         "name": meta.get("name"),
         "namespace": meta.get("namespace"),
         "operation": operation,
@@ -347,7 +350,9 @@ def test_cel_policy_posts_the_review_and_policy() -> None:
     assert url.endswith(SERVICE_PATH)
     assert headers == {"Content-Type": "application/json"}
     assert set(body) == {"request", "policy"}
-    assert body["request"] == {k: request[k] for k in ("object", "oldObject", "operation", "namespace", "name", "kind", "userInfo", "dryRun")}
+    fields = ("object", "oldObject", "operation", "namespace", "name", "kind", "userInfo", "dryRun",
+              "resource", "requestKind", "requestResource")
+    assert body["request"] == {k: request[k] for k in fields} | {"subResource": "", "requestSubResource": ""}
     Policy.from_dict(body["policy"])
     assert Review.from_admission(body["request"]).username == "bob"
 

@@ -26,7 +26,9 @@
 # of their pod templates.
 package k8salwayspullprivateimages
 
-import rego.v1
+import future.keywords.contains
+import future.keywords.if
+import future.keywords.in
 
 violation contains {"msg": msg, "details": {"container": container.name, "image": container.image, "imagePullPolicy": policy}} if {
 	some container in containers

@@ -1,6 +1,8 @@
 package k8salwayspullprivateimages
 
-import rego.v1
+import future.keywords.contains
+import future.keywords.if
+import future.keywords.in
 
 parameters := {"privateRegistries": ["registry.example.com/", "ghcr.io/acme/"]}
 

@@ -15,7 +15,9 @@
 # response cache: that is an answer, not an error.
 package k8sverifykubeletservingcsr
 
-import rego.v1
+import future.keywords.contains
+import future.keywords.if
+import future.keywords.in
 
 # The name of the Provider resource
 # (policies/gatekeeper/verify-manifest-signature/provider.yaml: one Provider
@@ -25,10 +27,16 @@ provider_name := "manifest-provider"
 # The manifest-provider check these keys ask for.
 check := "kubelet-serving-csr"
 
-# What the provider reads from input.review. The request uid is left out on
-# purpose: Gatekeeper caches answers by key, and a uid would make every key
-# unique.
-review_fields := ["object", "oldObject", "operation", "userInfo", "namespace", "name", "kind", "dryRun"]
+# What the provider reads from input.review: the object and who writes it, and
+# which resource and subresource the write goes to -- a request on a
+# subresource (scale, binding, status, ...) says so only in these fields, and
+# may carry another kind's object (docs/policy.md, "Subresources"). The
+# request uid is left out on purpose: Gatekeeper caches answers by key, and a
+# uid would make every key unique.
+review_fields := [
+	"object", "oldObject", "operation", "userInfo", "namespace", "name", "kind", "dryRun",
+	"resource", "subResource", "requestKind", "requestResource", "requestSubResource",
+]
 
 review := {field: value |
 	some field in review_fields

@@ -3,7 +3,9 @@
 # Run by tests/integration/test_neighbours_policies.py under the OPA engine.
 package k8sverifykubeletservingcsr
 
-import rego.v1
+import future.keywords.contains
+import future.keywords.if
+import future.keywords.in
 
 admission := {
 	"review": {

@@ -53,6 +53,16 @@ def configmap(name: str, data: dict[str, str]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NAMESPACE}, "data": data}
 
 
+#: What the sample constraint protects: ConfigMaps and Deployments, and the Deployments' scale
+#: subresource, whose requests carry an autoscaling/v1 Scale (a Deployment's status requests carry
+#: the Deployment itself). docs/policy.md, "Subresources".
+MATCH_KINDS = [
+    {"apiGroups": [""], "kinds": ["ConfigMap"]},
+    {"apiGroups": ["apps"], "kinds": ["Deployment"]},
+    {"apiGroups": ["autoscaling"], "kinds": ["Scale"]},
+]
+
+
 def key_lines(pem: str) -> list[str]:
     return [line for line in pem.splitlines() if line and not line.startswith("-----")]
 
@@ -65,12 +75,22 @@ def constraint(public_key: str) -> dict[str, Any]:
         "spec": {
             "enforcementAction": "dryrun",
             "match": {
-                "kinds": [{"apiGroups": [""], "kinds": ["ConfigMap"]}],
+                "kinds": MATCH_KINDS,
                 "namespaces": [NAMESPACE],
             },
             "parameters": {"keys": [public_key]},
         },
     }
+
+
+CONSTRAINT_HEADER = (
+    "# Audit first (enforcementAction: dryrun): violations are reported, nothing is\n"
+    "# refused. Set enforcementAction: deny to enforce (docs/quickstart-gatekeeper.md).\n"
+    "# Matches ConfigMaps and Deployments in demo, and Scale: `kubectl scale` writes a\n"
+    "# Deployment through its scale subresource, with a Scale as the object. Gatekeeper\n"
+    "# must be sent those requests at all: manifests/overlays/gatekeeper/gatekeeper-values.yaml\n"
+    "# (docs/policy.md, \"Subresources\").\n"
+)
 
 
 def verdicts(objects: list[dict[str, Any]], public_key: str) -> dict[str, dict[str, Any]]:
@@ -124,12 +144,7 @@ def main() -> None:
     tampered["data"]["log-level"] = "debug"
     unsigned = configmap("app-flags", {"feature-x": "on"})
 
-    write_yaml(
-        SAMPLES / "constraint.yaml",
-        [constraint(public_key)],
-        "# Audit first (enforcementAction: dryrun): violations are reported, nothing is\n"
-        "# refused. Set enforcementAction: deny to enforce (docs/quickstart-gatekeeper.md).\n",
-    )
+    write_yaml(SAMPLES / "constraint.yaml", [constraint(public_key)], CONSTRAINT_HEADER)
     write_yaml(SAMPLES / "example_allowed.yaml", [allowed])
     write_yaml(SAMPLES / "example_disallowed_tampered.yaml", [tampered])
     write_yaml(SAMPLES / "example_disallowed_unsigned.yaml", [unsigned])

@@ -13,15 +13,23 @@
 # response cache: that is an answer, not an error.
 package k8sverifymanifestsignature
 
-import rego.v1
+import future.keywords.contains
+import future.keywords.if
+import future.keywords.in
 
 # The name of the Provider resource (provider.yaml beside this file).
 provider_name := "manifest-provider"
 
-# What the provider reads from input.review. The request uid is left out on
-# purpose: Gatekeeper caches answers by key, and a uid would make every key
-# unique.
-review_fields := ["object", "oldObject", "operation", "userInfo", "namespace", "name", "kind", "dryRun"]
+# What the provider reads from input.review: the object and who writes it, and
+# which resource and subresource the write goes to -- a request on a
+# subresource (scale, binding, status, ...) says so only in these fields, and
+# may carry another kind's object (docs/policy.md, "Subresources"). The
+# request uid is left out on purpose: Gatekeeper caches answers by key, and a
+# uid would make every key unique.
+review_fields := [
+	"object", "oldObject", "operation", "userInfo", "namespace", "name", "kind", "dryRun",
+	"resource", "subResource", "requestKind", "requestResource", "requestSubResource",
+]
 
 review := {field: value |
 	some field in review_fields

@@ -3,7 +3,9 @@
 # Run by tests/unit/test_policies_gatekeeper.py under the OPA engine.
 package k8sverifymanifestsignature
 
-import rego.v1
+import future.keywords.contains
+import future.keywords.if
+import future.keywords.in
 
 admission := {
 	"review": {
