@@ -23,7 +23,7 @@ import yaml
 
 from provider import policy as policy_module
 from provider.patterns import _REF_FIELDS
-from provider.policy import KEY_OPERATIONS, PROFILES, Policy
+from provider.policy import KEY_OPERATIONS, OPERATIONS, PROFILES, Policy
 from provider.review import Review
 from provider.verifier import decide
 from tests.gatekeeper_framework import provider_problems
@@ -361,6 +361,7 @@ def test_schema_enums_are_the_policy_enums() -> None:
     assert tuple(props["defaults"]["items"]["enum"]) == PROFILES
     assert set(props["skipObjects"]["items"]["properties"]) == set(_REF_FIELDS)
     assert set(props["ignoreFields"]["items"]["properties"]["objects"]["items"]["properties"]) == set(_REF_FIELDS)
+    assert tuple(props["skipUsers"]["items"]["properties"]["operations"]["items"]["enum"]) == OPERATIONS
 
 
 def test_every_schema_field_is_accepted_by_the_policy() -> None:
@@ -368,6 +369,7 @@ def test_every_schema_field_is_accepted_by_the_policy() -> None:
     pem = constraint(SIGNATURE)["spec"]["parameters"]["keys"][0]
     props = parameter_schema()["properties"]
     ref = {name: "*" for name in props["skipObjects"]["items"]["properties"]}
+    field_scoped = {"users": ["ci-bot"], "groups": ["ci"], "operations": ["UPDATE"], "objects": [ref], "fields": ["spec.replicas"], "description": "CI"}
     example = {
         "keys": [{"publicKey": pem, "name": "team"}],
         "signers": [{"subject": "jane@example.com", "issuer": "https://accounts.google.com"}],
@@ -376,10 +378,10 @@ def test_every_schema_field_is_accepted_by_the_policy() -> None:
         "trustedRoot": json.loads((REPO / "provider" / "data" / "trusted_root.json").read_text()),
         "annotationDomain": "cosign.sigstore.dev",
         "ignoreFields": [{name: ([ref] if name == "objects" else ["data.note"]) for name in props["ignoreFields"]["items"]["properties"]}],
+        "sensitiveFields": [{name: ([ref] if name == "objects" else ["data.token"]) for name in props["sensitiveFields"]["items"]["properties"]}],
         "skipObjects": [ref],
         "inScopeObjects": [ref],
-        "skipUsers": [{name: {"users": ["ci-bot"], "groups": ["ci"], "objects": [ref], "description": "CI"}[name]
-                       for name in props["skipUsers"]["items"]["properties"]}],
+        "skipUsers": [{name: field_scoped[name] for name in props["skipUsers"]["items"]["properties"]}],
         "dryRun": {name: {"enabled": False, "namespace": "scratch"}[name] for name in props["dryRun"]["properties"]},
         "defaults": list(props["defaults"]["items"]["enum"]),
         "unsafeUnanchoredIgnoreFields": False,
