@@ -168,6 +168,7 @@ def test_a_scale_request_reaches_the_service_whole_and_is_denied(provider_server
     assert json.loads(body)["request"] == scale_request()
     answer = service_call(provider_server, api_call(doc)["service"]["url"], body, {})
     assert denied(doc, stored_verdict(doc, answer))
+    assert answer["reason"] == "unverifiable-subresource", answer
 
 
 def test_the_cel_policy_sends_the_subresource_and_denies_a_scale(provider_server: Server) -> None:
