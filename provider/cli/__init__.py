@@ -5,9 +5,19 @@ Each sub-command lives in its own module here with two functions:
 returns the exit code. Modules import heavy dependencies inside ``run`` so
 that ``manifest-provider --help`` and commands that need no cluster start fast.
 
-Exit codes, for every command: 0 success (every object allowed), 1 a verdict
-against (some object not verified / not compliant), 2 usage or configuration
-error.
+Exit codes, for every command that judges objects (``verify``,
+``verify-cluster-info``, ``verify-csr``):
+
+* 0 -- every document **verified**;
+* 1 -- some document denied;
+* 2 -- a usage or configuration error;
+* 3 -- nothing denied, but some document was allowed **without** being verified
+  (a skipped user or object, out of scope, a dry-run request, a DELETE): a CI
+  gate over untrusted files must not pass on an AdmissionReview that says
+  ``dryRun: true``. ``--admission`` asks for admission semantics instead: 0 when
+  every document is allowed, verified or not.
+
+Other commands: 0 success, 1 failure, 2 usage or configuration error.
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ from ..errors import ProviderError
 #: Sub-command modules, in the order ``--help`` lists them.
 COMMANDS = ("verify", "sign", "keygen", "serve", "verify-cluster-info", "verify-csr", "classify")
 
-EXIT_OK, EXIT_DENIED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_DENIED, EXIT_USAGE, EXIT_UNVERIFIED = 0, 1, 2, 3
 
 
 def build_parser() -> argparse.ArgumentParser:

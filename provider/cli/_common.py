@@ -15,7 +15,7 @@ from ..limits import DEFAULT_LIMITS
 from ..parsing import load_yaml_stream
 from ..result import Result
 from ..review import Review
-from . import EXIT_DENIED, EXIT_OK, EXIT_USAGE
+from . import EXIT_DENIED, EXIT_OK, EXIT_UNVERIFIED, EXIT_USAGE
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -81,6 +81,21 @@ def password() -> bytes | None:
 
 def add_output_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format (default: text)")
+    parser.add_argument(
+        "--admission",
+        action="store_true",
+        help="admission semantics for the exit code: 0 when every document is allowed, verified or not "
+        "(default: 0 only when every document verified, 3 when some were allowed unverified)",
+    )
+
+
+def exit_code(results: list[Result], *, admission: bool = False) -> int:
+    """0 every document verified (with ``admission``: allowed), 1 some denied, 3 some allowed unverified."""
+    if not all(r.allowed for r in results):
+        return EXIT_DENIED
+    if admission or all(r.verified for r in results):
+        return EXIT_OK
+    return EXIT_UNVERIFIED
 
 
 def print_results(results: list[Result], output: str) -> None:
@@ -89,7 +104,7 @@ def print_results(results: list[Result], output: str) -> None:
         sys.stdout.write("\n")
         return
     for result in results:
-        mark = "PASS" if result.allowed else "FAIL"
+        mark = ("PASS" if result.verified else "ALLOW") if result.allowed else "FAIL"
         print(f"{mark} [{result.reason}] {result.message}")
         for item in result.diff:
             print(f"    {item.key}: signed {json.dumps(item.before)} -> admitted {json.dumps(item.after)}")
@@ -108,7 +123,7 @@ def review_of(doc: Any, index: int) -> Review:
     return Review.for_object(doc)
 
 
-def evaluate_documents(command: str, path: str, output: str, evaluate: Callable[[Review], Result]) -> int:
+def evaluate_documents(command: str, path: str, output: str, evaluate: Callable[[Review], Result], *, admission: bool = False) -> int:
     """Evaluate every document of ``path``, print the verdicts, and return the exit code.
 
     A document that is not a usable review, or a transient failure (the cluster
@@ -126,4 +141,4 @@ def evaluate_documents(command: str, path: str, output: str, evaluate: Callable[
             reason = exc.reason if isinstance(exc, TransientError) else "request-invalid"
             results.append(Result(allowed=False, verified=False, reason=reason, message=exc.message))
     print_results(results, output)
-    return EXIT_OK if all(r.allowed for r in results) else EXIT_DENIED
+    return exit_code(results, admission=admission)

@@ -9,7 +9,7 @@ from typing import Any
 from ..errors import PolicyError
 from ._common import add_output_flag, evaluate_documents, read_key_files, read_policy_file, read_text
 
-HELP = "verify signed manifests (exit 0: all allowed, 1: some denied, 2: usage error)"
+HELP = "verify signed manifests (exit 0: all verified, 1: some denied, 2: usage error, 3: some allowed unverified)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -73,4 +73,4 @@ def run(args: argparse.Namespace) -> int:
         from ..kube import KubeDryRunner
 
         runner = KubeDryRunner.from_kubeconfig(args.kubeconfig)
-    return evaluate_documents("verify", args.filename, args.output, lambda review: decide(review, policy, dry_runner=runner))
+    return evaluate_documents("verify", args.filename, args.output, lambda review: decide(review, policy, dry_runner=runner), admission=args.admission)

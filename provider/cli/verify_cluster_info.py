@@ -8,7 +8,7 @@ from typing import Any
 from ..errors import PolicyError
 from ._common import add_output_flag, evaluate_documents, read_documents
 
-HELP = "verify the bootstrap-token (JWS) signatures of a cluster-info ConfigMap (exit 0: all valid, 1: some refused, 2: usage error)"
+HELP = "verify the bootstrap-token (JWS) signatures of a cluster-info ConfigMap (exit 0: all valid, 1: some refused, 2: usage error, 3: some allowed unchecked)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -51,4 +51,4 @@ def run(args: argparse.Namespace) -> int:
         policy_data["caCertHashes"] = args.ca_cert_hash
     policy = ClusterInfoPolicy.from_dict(policy_data)
     source = InlineTokenSource(_tokens(args))
-    return evaluate_documents("verify-cluster-info", args.filename, args.output, lambda review: evaluate_cluster_info(review, policy, source, scoped=False))
+    return evaluate_documents("verify-cluster-info", args.filename, args.output, lambda review: evaluate_cluster_info(review, policy, source, scoped=False), admission=args.admission)

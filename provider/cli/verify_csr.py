@@ -7,7 +7,7 @@ from typing import Any
 
 from ._common import add_output_flag, evaluate_documents
 
-HELP = "check kubelet-serving CertificateSigningRequests like kubelet-csr-approver (exit 0: all compliant, 1: some not, 2: usage error)"
+HELP = "check kubelet-serving CertificateSigningRequests like kubelet-csr-approver (exit 0: all compliant, 1: some not, 2: usage error, 3: some allowed unchecked)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -50,4 +50,4 @@ def run(args: argparse.Namespace) -> int:
     from ..csr import CsrPolicy, evaluate_csr
 
     policy = CsrPolicy.from_dict(build_policy(args))
-    return evaluate_documents("verify-csr", args.filename, args.output, lambda review: evaluate_csr(review, policy, scoped=False))
+    return evaluate_documents("verify-csr", args.filename, args.output, lambda review: evaluate_csr(review, policy, scoped=False), admission=args.admission)

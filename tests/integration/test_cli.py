@@ -168,7 +168,9 @@ def test_upstream_config_file_with_skip_objects(tmp_path: Path) -> None:
     unsigned = tmp_path / "root-ca.yaml"
     unsigned.write_text(yaml.safe_dump(configmap("kube-root-ca.crt")))
     proc = cli("verify", "-f", unsigned, "--config", config, "-k", UPSTREAM / "keys" / "testpub.pem", "-o", "json")
-    assert proc.returncode == 0 and results(proc)[0]["reason"] == "skipped-object"
+    assert proc.returncode == 3 and results(proc)[0]["reason"] == "skipped-object"  # allowed, not verified
+    admission = cli("verify", "-f", unsigned, "--config", config, "-k", UPSTREAM / "keys" / "testpub.pem", "--admission")
+    assert admission.returncode == 0 and admission.stdout.startswith("ALLOW [skipped-object]")
 
 
 def test_admission_review_input(tmp_path: Path) -> None:
@@ -204,3 +206,39 @@ def test_keygen_refuses_to_overwrite(tmp_path: Path) -> None:
     again = cli("keygen", "-o", tmp_path / "k")
     assert again.returncode == 2 and "--force" in again.stderr
     assert cli("keygen", "-o", tmp_path / "k", "--force").returncode == 0
+
+
+# --- exit 0 means verified (docs/cli.md, "Exit codes") -------------------------------------
+
+
+def _admission_review(obj: dict[str, Any], **request: Any) -> dict[str, Any]:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", "object": obj, **request}}
+
+
+@pytest.mark.parametrize(
+    ("request_fields", "reason"),
+    [
+        ({"dryRun": True, "operation": "CREATE"}, "dry-run-request"),
+        ({"operation": "DELETE", "oldObject": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ns"}}}, "unverifiable-operation"),
+        ({"operation": "CREATE", "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller",
+                                              "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system"]}}, "skipped-user"),
+    ],
+    ids=["dry-run", "delete", "skipped-user"],
+)
+def test_a_document_allowed_without_verification_never_exits_0(tmp_path: Path, request_fields: dict[str, Any], reason: str) -> None:
+    """A CI gate over untrusted files must not pass on an AdmissionReview that says dryRun: true."""
+    unsigned = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": [{"name": "c", "image": "evil"}]}}
+    path = tmp_path / "review.json"
+    path.write_text(json.dumps(_admission_review(unsigned, **request_fields)))
+    proc = cli("verify", "-f", path, "-k", UPSTREAM / "keys" / "testpub.pem", "-o", "json")
+    assert proc.returncode == 3, proc.stderr
+    assert results(proc)[0]["reason"] == reason
+    assert cli("verify", "-f", path, "-k", UPSTREAM / "keys" / "testpub.pem", "--admission").returncode == 0
+
+
+def test_one_denied_document_among_unverified_ones_exits_1(tmp_path: Path) -> None:
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump_all([_admission_review(configmap("a"), dryRun=True), configmap("b")]))
+    proc = cli("verify", "-f", path, "-k", UPSTREAM / "keys" / "testpub.pem")
+    assert proc.returncode == 1
+    assert cli("verify", "-f", path, "-k", UPSTREAM / "keys" / "testpub.pem", "--admission").returncode == 1

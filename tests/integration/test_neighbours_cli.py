@@ -64,7 +64,7 @@ TAMPERED = cluster_info({"kubeconfig": KUBECONFIG.replace("6443", "7443"), SIG_K
     [
         (cluster_info(), [], 0, "verified"),
         (TAMPERED, [], 1, "signature-invalid"),
-        (cluster_info({"kubeconfig": KUBECONFIG}), [], 0, "no-signatures"),
+        (cluster_info({"kubeconfig": KUBECONFIG}), [], 3, "no-signatures"),  # allowed, but nothing was checked
         (cluster_info({"kubeconfig": KUBECONFIG}), ["--require-signature"], 1, "unsigned"),
         (cluster_info(), ["--ca-cert-hash", CA_PIN], 0, "verified"),
         (cluster_info(), ["--ca-cert-hash", OTHER_PIN], 1, "ca-pin-mismatch"),
@@ -228,7 +228,7 @@ def test_verify_csr_reads_a_list_as_kubectl_prints_it(tmp_path: Path) -> None:
     lines = proc.stdout.splitlines()
     assert lines[0] == "PASS [verified] CertificateSigningRequest good passes every kubelet-serving check"
     assert lines[1].startswith("FAIL [csr-organization-invalid] CertificateSigningRequest bad breaks 1 rule")
-    assert lines[2].startswith("PASS [out-of-scope] CertificateSigningRequest client is for signer 'kubernetes.io/kube-apiserver-client-kubelet'")
+    assert lines[2].startswith("ALLOW [out-of-scope] CertificateSigningRequest client is for signer 'kubernetes.io/kube-apiserver-client-kubelet'")
 
 
 @pytest.mark.parametrize(
