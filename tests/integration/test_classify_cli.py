@@ -25,7 +25,7 @@ from tests.unit.test_audit import event
 pytestmark = pytest.mark.integration
 
 REAL_LOG = AUDIT / "install-apps.audit.jsonl"
-TABLE = {"out-of-scope": 655, "common-profile": 459, "app-profile": 0, "valid-signature": 0, "invalid-signature": 0, "unprocessed": 23}
+TABLE = {"out-of-scope": 655, "common-profile": 459, "app-profile": 0, "valid-signature": 0, "invalid-signature": 1, "unprocessed": 22}
 PERSON = "kubernetes-admin"
 
 
@@ -53,7 +53,8 @@ def test_json_table_of_the_real_log(policy_file: Path) -> None:
     assert list(report) == ["total", "classes", "by", "topUnprocessed"]
     assert report["total"] == 1137 and report["classes"] == TABLE
     users = report["by"]["user"]
-    assert users[PERSON]["classes"]["unprocessed"] == 23 and users[PERSON]["total"] == 23
+    # kubectl scale goes through the scale subresource: denied (class 5), the rest unsigned (class 6)
+    assert (users[PERSON]["classes"]["unprocessed"], users[PERSON]["classes"]["invalid-signature"], users[PERSON]["total"]) == (22, 1, 23)
     for user, row in users.items():
         if user != PERSON:
             assert row["classes"]["out-of-scope"] + row["classes"]["common-profile"] == row["total"], user
@@ -70,7 +71,7 @@ def test_events_lines_classify_every_write(policy_file: Path) -> None:
     by_user: dict[str, Counter[str]] = {}
     for line in lines:
         by_user.setdefault(line["user"], Counter())[line["class"]] += 1
-    assert by_user.pop(PERSON) == {"unprocessed": 23}
+    assert by_user.pop(PERSON) == {"unprocessed": 22, "invalid-signature": 1}
     assert all(set(classes) <= {"out-of-scope", "common-profile"} for classes in by_user.values())
     deletion = next(line for line in lines if line["user"] == PERSON and line["verb"] == "delete")
     assert (deletion["resource"], deletion["name"], deletion["class"], deletion["reason"]) == ("namespaces", "batch", "unprocessed", "unverifiable-operation")
@@ -84,7 +85,8 @@ def test_table_output_with_percentages(policy_file: Path) -> None:
     assert "Traffic classes of 1137 write requests" in out
     assert "1 out-of-scope            655   57.6 %" in out
     assert "2 common-profile          459   40.4 %" in out
-    assert "6 unprocessed              23    2.0 %" in out
+    assert "5 invalid-signature         1    0.1 %" in out
+    assert "6 unprocessed              22    1.9 %" in out
     assert "total                    1137  100.0 %" in out
     assert "By namespace:" in out and "(cluster-scoped)" in out
     top = out[out.index("Most frequent unprocessed"):].splitlines()
@@ -115,7 +117,8 @@ def test_suggest_prints_reviewable_yaml_and_never_changes_the_policy(policy_file
     assert fragment == {"skipUsers": [{
         "description": f"{operator} manages its own namespace's objects (2 unprocessed of 2 requests in the audit log); proposed by classify --suggest",
         "users": [operator],
-        "objects": [{"namespace": "shop", "kind": "ConfigMap,Secret"}],
+        "operations": ["CREATE"],
+        "objects": [{"namespace": "shop", "group": "-", "kind": "ConfigMap,Secret"}],
     }]}  # fmt: skip
     assert "Traffic classes of 2 write requests" in proc.stderr
     assert policy_file.read_text() == before
