@@ -323,9 +323,10 @@ class JsonFormatter(logging.Formatter):
 class RepeatLimiter(logging.Filter):
     """Lets through at most ``burst`` identical warnings per ``window`` seconds; counts the rest.
 
-    "Identical" means the same logger, level, message template and ``reason``
-    field: a stranger who repeats a refused handshake or a malformed request
-    writes a few lines a minute, not one per attempt. The next line let
+    "Identical" means the same logger, level, message and ``extra=`` fields
+    (a caller's identity, a reason, a route): a stranger who repeats a refused
+    handshake or a malformed request writes a few lines a minute, not one per
+    attempt, while a refusal of someone else still gets its own line. The next line let
     through after a quiet spell carries ``suppressed``, how many were dropped.
     Errors and anything below WARNING pass untouched. The table of recent
     messages is bounded (least recently seen forgotten first).
@@ -340,7 +341,8 @@ class RepeatLimiter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno != logging.WARNING:
             return True
-        key = (record.name, record.levelno, str(record.msg)[:200], getattr(record, "reason", None))
+        fields = tuple(sorted((k, str(v)[:200]) for k, v in vars(record).items() if k not in _RECORD_FIELDS and not k.startswith("_")))
+        key = (record.name, record.levelno, record.getMessage()[:200], fields)
         now = self._clock()
         with self._lock:
             entry = self._seen.get(key)
