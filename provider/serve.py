@@ -68,6 +68,9 @@ def tls_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLCon
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.set_ciphers(TLS12_CIPHERS)
     context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE | ssl.OP_NO_TICKET
+    # A client that half-closes (a TCP FIN without close_notify, as one gone mid-body does) still gets
+    # its answer: OpenSSL 3 otherwise fails the connection; HTTP framing detects the truncation itself.
+    context.options |= ssl.OP_IGNORE_UNEXPECTED_EOF
     context.num_tickets = SESSION_TICKETS
     # Every socket this context wraps can be given a deadline (provider.worker: bodies and answers).
     context.sslsocket_class = DeadlineSSLSocket

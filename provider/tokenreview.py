@@ -129,10 +129,18 @@ class KubeTokenReviewer:
         if not self._https:
             return raw
         name = getattr(self._config, "tls_server_name", None) or self._host
-        tls = self._context().wrap_socket(raw, server_hostname=name, do_handshake_on_connect=False)
+        try:
+            tls = self._context().wrap_socket(raw, server_hostname=name, do_handshake_on_connect=False)
+        except BaseException:
+            raw.close()
+            raise
         assert isinstance(tls, DeadlineSSLSocket)
-        tls.set_deadline(deadline)
-        tls.do_handshake()
+        try:
+            tls.set_deadline(deadline)
+            tls.do_handshake()
+        except BaseException:
+            tls.close()
+            raise
         return tls
 
     def review(self, token: str, audience: str, deadline: float) -> TokenStatus:
@@ -145,6 +153,7 @@ class KubeTokenReviewer:
         if credential:
             headers["Authorization"] = credential
         connection = http.client.HTTPConnection(self._host, self._port)
+        response: http.client.HTTPResponse | None = None
         try:
             connection.sock = self._connect(deadline)
             connection.request("POST", self._path, body, headers)
@@ -156,7 +165,10 @@ class KubeTokenReviewer:
         except (OSError, http.client.HTTPException, ValueError) as exc:
             raise _failed(f"TokenReview failed: {type(exc).__name__}") from exc
         finally:
+            if response is not None:
+                response.close()
             connection.close()
+        assert response is not None
         if time.monotonic() > deadline:  # complete, but late: never used
             raise TransientError(f"TokenReview answered after its {deadline - started:.2g} s", reason="token-review-timeout")
         if response.status not in (200, 201):

@@ -13,19 +13,24 @@ line), ``late_body`` (seconds between the headers and the body), ``trickle``
 :class:`StalledTls` accepts TCP connections and never answers a ClientHello.
 
 ``kubeconfig(path)`` writes a kubeconfig that points the real ``kubernetes``
-client at it, with a token of the service's own.
+client at it, with a token of the service's own. With ``tls`` (a
+:class:`~provider.devcerts.DevPki`) it serves HTTPS with the dev server
+certificate, and the kubeconfig trusts the dev CA.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from provider.devcerts import DevPki
 
 AUDIENCE = "kyverno-svc.kyverno.io"
 KYVERNO_USER = "system:serviceaccount:kyverno:kyverno-admission-controller"
@@ -48,6 +53,7 @@ class TokenReviewApi:
     late_body: float = 0.0
     trickle: float = 0.0
     reviews: list[dict[str, Any]] = field(default_factory=list)
+    tls: DevPki | None = None
     _server: ThreadingHTTPServer | None = field(default=None, repr=False)
 
     def __enter__(self) -> TokenReviewApi:
@@ -94,6 +100,10 @@ class TokenReviewApi:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if self.tls is not None:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(str(self.tls.server_cert), str(self.tls.server_key))
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 
@@ -105,10 +115,11 @@ class TokenReviewApi:
     @property
     def url(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self._server.server_address[1]}"
 
     def kubeconfig(self, path: Path, server: str | None = None, ca: Path | None = None) -> Path:
         cluster: dict[str, Any] = {"server": server or self.url}
+        ca = ca or (self.tls.ca_cert if self.tls is not None else None)
         if ca is not None:
             cluster["certificate-authority"] = str(ca)
         path.write_text(json.dumps({
