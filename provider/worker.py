@@ -46,7 +46,10 @@ keep-alive and shutdown, and changes where a connection waits:
 Each closed-before-a-request connection is counted in
 ``manifest_provider_connections_closed_total{reason}``; refused handshakes are
 logged at WARNING, repeated ones rate-limited by the log filter.
-HTTP/2 is never negotiated (the TLS context offers no ALPN).
+HTTP/2 is never negotiated (the TLS context offers no ALPN). The class extends
+gthread's internals (``TConn``, ``enqueue_req``, ``keepalived_conns``,
+``_keepalive_after``, the parser's ``take_buffered``), so setup.cfg pins gunicorn's
+major version; ``tests/unit/test_app_serve.py`` checks they are there.
 """
 
 from __future__ import annotations
@@ -231,6 +234,9 @@ class GuardedThreadWorker(ThreadWorker):  # type: ignore[misc]
             return
         except ssl.SSLWantWriteError:
             self._watch(conn, selectors.EVENT_WRITE)
+            return
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError, ConnectionResetError, BrokenPipeError):
+            self._drop(conn, None)  # the peer left (a TCP health check, a scanner): nothing to report
             return
         except (ssl.SSLError, OSError) as exc:
             if conn.phase == HANDSHAKE:

@@ -126,6 +126,18 @@ def test_gunicorn_runs_gthread_workers_preloaded_with_tls(pki: DevPki) -> None:
     assert options["control_socket_disable"] is True
 
 
+def test_the_gthread_internals_the_worker_extends_are_there() -> None:
+    """provider/worker.py builds on these; a gunicorn that renames them must fail here, not under load."""
+    from gunicorn.http.unreader import Unreader
+    from gunicorn.workers import gthread
+
+    for name in ("enqueue_req", "finish_request", "murder_pending", "on_client_socket_readable", "_keepalive_after",
+                 "handle_request", "accept", "handle"):  # fmt: skip
+        assert callable(getattr(gthread.ThreadWorker, name)), name
+    assert all(callable(getattr(gthread.TConn, name)) for name in ("init", "set_timeout", "close"))
+    assert callable(Unreader.take_buffered) and callable(Unreader.unread)
+
+
 def test_unsafe_http_options_carry_no_tls() -> None:
     options = gunicorn_options(load_config({"UNSAFE_HTTP": True}, {}))
     assert "certfile" not in options and "ssl_context" not in options
