@@ -266,7 +266,10 @@ class GuardedThreadWorker(ThreadWorker):  # type: ignore[misc]
         self.enqueue_req(conn)
 
     def _evict_one(self) -> None:
-        """Close the oldest connection without a verified certificate that is not being served."""
+        """Make room: a connection already answered and closing, else the oldest stranger's that is not being served."""
+        for conn in self.closing:
+            self._drop(conn, None)
+            return
         for conn in self.waiting:
             if not conn.verified:
                 self._drop(conn, "evicted")
