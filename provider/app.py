@@ -9,9 +9,14 @@ Routes (reference: ``docs/api.md``, ``docs/openapi.yaml``):
 * ``GET /healthz``, ``GET /readyz`` -- probes, no authentication.
 * ``GET /metrics`` -- Prometheus (:mod:`provider.metrics`).
 
-Both verify routes answer 401/403/503 when the caller is not authenticated
-(:mod:`provider.auth`) and 413 when the body is larger than
-``MAX_BODY_BYTES``; nothing else changes their status.
+Both verify routes answer 401/403/503 when the caller is not authenticated or
+not allowed (:mod:`provider.auth`), 413 when the body is larger than
+``MAX_BODY_BYTES`` and 400 when the body cannot be read whole (bad chunked
+encoding, a client gone mid-body, a body slower than the deadline); nothing
+else changes their status. After a refusal or an unreadable body the
+connection is closed (:data:`CLOSE_CONNECTION`, honoured by
+:mod:`provider.worker`): a stranger keeps nothing open, and a stream whose
+framing is broken is never read again.
 
 Handlers are thin: read the wire format, hand the keys to
 :class:`provider.checks.Dispatcher`, shape the answer, count and log it. Each
@@ -35,20 +40,27 @@ from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from . import metrics
-from .auth import Authenticator, KubeTokenReviewer, TokenReviewer, api_client
+from .auth import Authenticator, Decision, TokenReviewer, parse_callers
 from .cache import LRUCache, digest
 from .checks import POLICIES, Answer, CheckContext, Dispatcher, Job, Verdict
+from .clientcerts import ClientCertificates
 from .config import Config, ConfigError, configure_logging, load_config
 from .errors import ProviderError, RequestError, TransientError
 from .limits import Limits
+from .tokenreview import KubeTokenReviewer, kube_configuration
 from .wire import gatekeeper, kyverno
 
 log = logging.getLogger("provider.app")
 
 GATEKEEPER_PATH = "/v1/gatekeeper/verify"
 KYVERNO_PATH = "/v1/kyverno/verify"
+METRICS_PATH = "/metrics"
 #: Routes a kubelet probe must reach without credentials.
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+#: The share of the request's deadline a TokenReview may use: the rest is for the verification.
+TOKEN_REVIEW_SHARE = 0.5
+#: WSGI environ key: set to True, the server closes the connection after this answer.
+CLOSE_CONNECTION = "manifest_provider.close_connection"
 
 
 # --- cluster clients, built on first use ------------------------------------------
@@ -82,6 +94,18 @@ def _build_dry_runner(kubeconfig: str | None, limits: Limits) -> Any:
     return runner.from_kubeconfig(kubeconfig, limits=limits) if kubeconfig else runner.in_cluster(limits=limits)
 
 
+def api_client(kubeconfig: str | None) -> Any:
+    """A kubernetes ``ApiClient`` from a kubeconfig, else in-cluster inside a pod, else ``None``."""
+    from kubernetes import client
+
+    configuration = kube_configuration(kubeconfig)
+    if configuration is None:
+        return None
+    # No urllib3 retries: they would run past the request's deadline; the caller asks again.
+    configuration.retries = False
+    return client.ApiClient(configuration)
+
+
 def _build_kube_client(kubeconfig: str | None) -> Any:
     """``provider.kube.KubeClient`` when that module offers one, else a plain kubernetes ``ApiClient``."""
     try:
@@ -91,6 +115,11 @@ def _build_kube_client(kubeconfig: str | None) -> Any:
     if factory is not None:
         return factory.from_kubeconfig(kubeconfig) if kubeconfig else factory.in_cluster()
     return api_client(kubeconfig)
+
+
+def _token_reviewer(kubeconfig: str | None) -> TokenReviewer | None:
+    configuration = kube_configuration(kubeconfig)
+    return KubeTokenReviewer(configuration) if configuration is not None else None
 
 
 class _Lazy:
@@ -167,12 +196,15 @@ class Service:
                     "MANIFEST_PROVIDER_TOKEN_AUDIENCE is set but no cluster is configured to review tokens "
                     "(set MANIFEST_PROVIDER_KUBECONFIG or run in a pod)"
                 )
-            reviewer = lambda: KubeTokenReviewer(api_client(kubeconfig))  # noqa: E731
+            reviewer = lambda: _token_reviewer(kubeconfig)  # noqa: E731
         self.auth = Authenticator(
-            client_ca=bool(config.client_ca),
+            client_certificates=ClientCertificates(config.client_ca) if config.client_ca else None,
             audience=config.token_audience,
+            callers=parse_callers(config.callers),
+            metrics_callers=parse_callers(config.metrics_callers) if config.metrics_callers is not None else None,
             reviewer=reviewer,
             cache_seconds=config.token_cache_seconds,
+            reviews_per_second=config.token_reviews_per_second,
         )
 
     def context(self) -> CheckContext:
@@ -195,12 +227,29 @@ _READ_SIZE = 64 * 1024
 _DRAIN_FACTOR = 4
 
 
+class BodyUnreadable(RequestError):
+    """The request body could not be read whole: broken framing, a client gone, a deadline passed."""
+
+
 def _discard(stream: Any, most: int) -> None:
     while most > 0:
         part = stream.read(min(_READ_SIZE, most))
         if not part:
             return
         most -= len(part)
+
+
+def _read(stream: Any, size: int) -> bytes:
+    """One read from the WSGI input; whatever the server raises becomes :class:`BodyUnreadable`.
+
+    gunicorn raises its own parse errors for bad chunked encoding (their text
+    quotes the offending bytes: only the type is kept), ``NoMoreData`` or an
+    ``OSError`` when the client goes, ``TimeoutError`` past the body's deadline.
+    """
+    try:
+        return bytes(stream.read(size))
+    except Exception as exc:  # any server's errors, none of them the caller's to see
+        raise BodyUnreadable(f"the request body could not be read ({type(exc).__name__})") from None
 
 
 def _read_body(limit: int) -> bytes:
@@ -210,27 +259,38 @@ def _read_body(limit: int) -> bytes:
     truncated bytes would then fail to parse as JSON), so the body is read
     here, from the WSGI input, one chunk past the limit at most; an oversized
     one is then drained (up to :data:`_DRAIN_FACTOR` times the limit) so the 413 arrives.
+    A body that ends before its ``Content-Length``, or that the server cannot
+    read, is :class:`BodyUnreadable` (400 ``request-invalid``): never half a body parsed as if whole.
     """
     length = request.content_length
     stream = request.environ["wsgi.input"]
     if length is not None and length > limit:
         if length <= _DRAIN_FACTOR * limit:
-            _discard(stream, length)
+            try:
+                _discard(stream, length)
+            except Exception:  # the 413 goes out anyway; the connection is closed
+                request.environ[CLOSE_CONNECTION] = True
         raise RequestEntityTooLarge()
     if length is not None:
-        return bytes(stream.read(length))
+        body = _read(stream, length)
+        if len(body) != length:
+            raise BodyUnreadable(f"the request body ended after {len(body)} of its {length} bytes")
+        return body
     if not request.environ.get("wsgi.input_terminated"):
         return b""  # no length and a server that does not end the stream: nothing can be read safely
     parts: list[bytes] = []
     size = 0
     while size <= limit:
-        part = stream.read(min(_READ_SIZE, limit + 1 - size))
+        part = _read(stream, min(_READ_SIZE, limit + 1 - size))
         if not part:
             break
         parts.append(part)
         size += len(part)
     if size > limit:
-        _discard(stream, (_DRAIN_FACTOR - 1) * limit)
+        try:
+            _discard(stream, (_DRAIN_FACTOR - 1) * limit)
+        except Exception:  # as above
+            request.environ[CLOSE_CONNECTION] = True
         raise RequestEntityTooLarge()
     return b"".join(parts)
 
@@ -271,6 +331,30 @@ def _record(route: str, answer: Answer) -> None:
         )
 
 
+def _unreadable(route: str, error: BodyUnreadable) -> None:
+    """Count and log a body that could not be read; the message names the cause's type, never the bytes."""
+    request.environ[CLOSE_CONNECTION] = True
+    metrics.SYSTEM_ERRORS.labels(route, error.reason).inc()
+    log.warning("request body unreadable", extra={"route": route, "decision": "error", "reason": error.reason,
+                                                  "detail": error.message, "caller": g.get("identity", "anonymous")})
+
+
+def _refuse(decision: Decision) -> Response:
+    """The answer to a caller who may not call, its log line and its count; the connection is closed after it."""
+    request.environ[CLOSE_CONNECTION] = True
+    metrics.AUTH_REFUSALS.labels(decision.reason).inc()
+    route = request.url_rule.rule if request.url_rule is not None else "unmatched"
+    log.warning("caller refused", extra={"route": route, "status": decision.status, "reason": decision.reason,
+                                         "caller": decision.identity, "detail": decision.detail})
+    body: dict[str, str] = {"error": {401: "unauthorized", 403: "forbidden"}.get(decision.status, "unavailable")}
+    if decision.status == 503:
+        body["reason"] = decision.reason  # the operator's problem, not a secret: say which
+    response = _json(body, decision.status)
+    if decision.reason == "token-review-rate-limited":
+        response.headers["Retry-After"] = "1"
+    return response
+
+
 def _system_error(route: str, error: ProviderError) -> None:
     metrics.SYSTEM_ERRORS.labels(route, error.reason).inc()
     log.warning("request failed", extra={"route": route, "decision": "error", "reason": error.reason, "detail": error.message[:300],
@@ -309,9 +393,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
             log.warning("serving plain HTTP (--unsafe-http): requests and verdicts travel unencrypted")
         if request.path in OPEN_PATHS:
             return None
-        decision = service.auth.authenticate(request.environ, request.headers.get("Authorization"))
+        decision = service.auth.authenticate(
+            request.environ, request.headers.get("Authorization"), metrics=request.path == METRICS_PATH,
+            review_deadline=g.start + cfg.deadline_seconds * TOKEN_REVIEW_SHARE,
+        )
         if not decision.allowed:
-            response = _json({"error": {401: "unauthorized", 403: "forbidden"}.get(decision.status, "unavailable")}, decision.status)
+            response = _refuse(decision)
             if decision.status == 401 and service.auth.audience is not None:
                 response.headers["WWW-Authenticate"] = "Bearer"
             return response
@@ -334,6 +421,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
             metrics.KEYS_PER_REQUEST.observe(len(keys))
             jobs = [Job(digest("gatekeeper", key), functools.partial(gatekeeper.read_key, key, service.limits)) for key in keys]
             answers = service.dispatcher.run(jobs, service.context(), service.deadline())
+        except BodyUnreadable as exc:
+            # A whole-request error with its own status: the template reports it, Gatekeeper caches nothing.
+            _unreadable(route, exc)
+            return _json(gatekeeper.response([], f"{exc.reason}: {exc.message}"), 400)
         except (RequestError, TransientError) as exc:
             _system_error(route, exc)
             return _json(gatekeeper.response([], f"{exc.reason}: {exc.message}"))
@@ -358,6 +449,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         try:
             question, cache_key = kyverno.read_body(_read_body(cfg.max_body_bytes), service.limits)
             (answer,) = service.dispatcher.run([Job(cache_key, lambda: question)], service.context(), service.deadline())
+        except BodyUnreadable as exc:
+            _unreadable(route, exc)
+            return _json(kyverno.denial(exc.reason, exc.message), 400)
         except RequestError as exc:
             _record(route, Answer(None, exc))
             return _json(kyverno.denial(exc.reason, exc.message))
@@ -383,7 +477,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     def readyz() -> Response:
         return _json({"status": "ready"})
 
-    @app.get("/metrics")
+    @app.get(METRICS_PATH)
     def prometheus() -> Response:
         body, content_type = metrics.exposition()
         return Response(body, mimetype=None, content_type=content_type)

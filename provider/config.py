@@ -7,6 +7,9 @@ Every setting has a documented default and an environment variable
 the defaults. A value that does not parse, or a mapping key nobody knows, is a
 :class:`ConfigError` -- a typo must not silently fall back to a default.
 
+Lists (``CALLERS``) are comma-separated in the environment and on the command
+line; an empty element (a trailing comma) is an error, never "anything".
+
 Objects that cannot come from the environment are given in the mapping only:
 ``DRY_RUNNER`` (a :class:`provider.verifier.DryRunner`), ``KUBE_CLIENT``,
 ``TOKEN_REVIEWER`` (a :class:`provider.auth.TokenReviewer`) and ``NOW`` (a fixed
@@ -25,8 +28,10 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
@@ -35,6 +40,16 @@ from .errors import ProviderError
 from .limits import DEFAULT_LIMITS, Limits
 
 ENV_PREFIX = "MANIFEST_PROVIDER_"
+
+#: Gatekeeper's webhook certificate, which it presents as its client certificate: cert-controller
+#: names it ``<--cert-service-name>.<namespace>.svc`` in the CN and the DNS SAN
+#: (open-policy-agent/gatekeeper main.go ``DNSName``; open-policy-agent/cert-controller
+#: pkg/rotator/rotator.go ``CreateCertPEM``), with the defaults ``gatekeeper-webhook-service``
+#: and ``gatekeeper-system``.
+GATEKEEPER_CALLER = "cert:gatekeeper-webhook-service.gatekeeper-system.svc"
+#: Kyverno's admission controller (the Helm chart's service account ``kyverno-admission-controller``
+#: in namespace ``kyverno``): the only Kyverno component that calls at admission time.
+KYVERNO_CALLER = "token:system:serviceaccount:kyverno:kyverno-admission-controller"
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -91,6 +106,16 @@ class Config:
     #: Upper bound on how long an accepted token is trusted without asking again
     #: (never longer than the token's own ``exp``).
     token_cache_seconds: float = 300.0
+    #: TokenReviews one worker process may start per second (twice as many in a burst);
+    #: past it a token that is not cached gets 503 ``token-review-rate-limited``.
+    token_reviews_per_second: float = 5.0
+    #: Who may call the verify routes once authenticated (:mod:`provider.auth`):
+    #: ``cert:<name>`` (a client certificate whose DNS SAN or CN is the name) or
+    #: ``token:<username>`` (a TokenReview's user; a service account's groups must agree).
+    #: The default is exactly what the shipped deployments need.
+    callers: tuple[str, ...] = (GATEKEEPER_CALLER, KYVERNO_CALLER)
+    #: Who may read ``/metrics`` on the API port, in the same form; unset: the callers above.
+    metrics_callers: tuple[str, ...] | None = None
     # -- serving (the gunicorn launcher) --
     bind: str = "0.0.0.0"  # noqa: S104 - a pod serves its Service on every interface; TLS and mTLS guard it
     port: int = 8443
@@ -98,8 +123,16 @@ class Config:
     key: str | None = None
     #: gunicorn worker processes (default: one per CPU).
     workers: int = field(default_factory=_cpus)
-    #: Connections each worker serves at once (gthread workers).
+    #: Requests each worker serves at once (gthread worker threads). Connections
+    #: that have not sent a complete request head hold no thread (:mod:`provider.worker`).
     threads: int = 8
+    #: Seconds from accepting a connection (or from the first byte of a kept-alive
+    #: connection's next request) to a complete request head, TLS handshake included.
+    head_timeout_seconds: float = 5.0
+    #: Connections one worker process holds at once (gunicorn's ``worker_connections``).
+    #: When full, the oldest connection without a verified client certificate that
+    #: is not being served is closed to make room.
+    max_connections: int = 1000
     #: Seconds an idle kept-alive connection stays open. Gatekeeper and Kyverno
     #: reuse connections; a TLS handshake costs more than a verification.
     keepalive_seconds: float = 30.0
@@ -142,12 +175,33 @@ def env_name(name: str) -> str:
 
 _KINDS: dict[str, tuple[type, ...]] = {
     "int": (int,), "float": (int, float), "float | None": (int, float), "bool": (bool,), "str": (str,), "str | None": (str,),
+    "tuple[str, ...]": (tuple, list), "tuple[str, ...] | None": (tuple, list),
 }
+_LISTS = ("tuple[str, ...]", "tuple[str, ...] | None")
+
+
+def _parse_list(where: str, items: Any) -> tuple[str, ...]:
+    """A list setting: every element a non-empty string without surrounding blanks."""
+    values = tuple(items)
+    for value in values:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected text elements, got {type(value).__name__}")
+        if not value.strip():
+            raise ConfigError(f"{where}: an empty element (a stray comma?) would match nothing or everything; remove it")
+    return tuple(v.strip() for v in values)
 
 
 def _parse(name: str, value: Any, kind: str) -> Any:
     """A setting's value from text (the environment, a flag) or from code (checked for its type)."""
     where = env_name(name)
+    if kind in _LISTS:
+        if isinstance(value, str):
+            if kind.endswith("None") and not value.strip():
+                return None
+            return _parse_list(where, value.split(","))
+        if not isinstance(value, _KINDS[kind]):
+            raise ConfigError(f"{where}: expected a list, got {type(value).__name__}")
+        return _parse_list(where, value)
     if not isinstance(value, str):
         allowed = _KINDS[kind]
         if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
@@ -179,8 +233,20 @@ def _check(config: Config) -> Config:
             raise ConfigError(f"{env_name(name)}: must be greater than 0, got {getattr(config, name)}")
 
     for name in ("deadline_seconds", "max_body_bytes", "max_keys", "verify_threads", "workers", "threads",
-                 "keepalive_seconds", "token_cache_seconds", "policy_cache_entries"):
+                 "keepalive_seconds", "token_cache_seconds", "policy_cache_entries", "token_reviews_per_second",
+                 "head_timeout_seconds", "max_connections"):
         positive(name)
+    if config.max_connections <= config.threads:
+        raise ConfigError(f"{env_name('max_connections')} ({config.max_connections}) must exceed {env_name('threads')} ({config.threads})")
+    from .auth import parse_callers  # the caller syntax lives with the rule that reads it
+
+    for name in ("callers", "metrics_callers"):
+        value = getattr(config, name)
+        if value is not None:
+            try:
+                parse_callers(value)
+            except ValueError as exc:
+                raise ConfigError(f"{env_name(name)}: {exc}") from exc
     if not config.dry_run_timeout > 0:
         raise ConfigError(f"{env_name('dry_run_timeout_seconds')}: must be greater than 0, got {config.dry_run_timeout}")
     if config.dry_run_timeout >= config.deadline_seconds:
@@ -257,6 +323,52 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, separators=(",", ":"))
 
 
+class RepeatLimiter(logging.Filter):
+    """Lets through at most ``burst`` identical warnings per ``window`` seconds; counts the rest.
+
+    "Identical" means the same logger, level, message and ``extra=`` fields
+    (a caller's identity, a reason, a route): a stranger who repeats a refused
+    handshake or a malformed request writes a few lines a minute, not one per
+    attempt, while a refusal of someone else still gets its own line. The next line let
+    through after a quiet spell carries ``suppressed``, how many were dropped.
+    Errors and anything below WARNING pass untouched. The table of recent
+    messages is bounded (least recently seen forgotten first).
+    """
+
+    def __init__(self, burst: int = 5, window: float = 60.0, keys: int = 1024, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.burst, self.window, self.keys, self._clock = burst, window, keys, clock
+        self._seen: OrderedDict[tuple[Any, ...], list[float]] = OrderedDict()  # key -> [window start, count, suppressed]
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING:
+            return True
+        fields = tuple(sorted((k, str(v)[:200]) for k, v in vars(record).items() if k not in _RECORD_FIELDS and not k.startswith("_")))
+        key = (record.name, record.levelno, record.getMessage()[:200], fields)
+        now = self._clock()
+        with self._lock:
+            entry = self._seen.get(key)
+            if entry is None or now - entry[0] >= self.window:
+                suppressed = int(entry[2]) if entry is not None else 0
+                entry = [now, 0.0, 0.0]
+                if suppressed:
+                    record.suppressed = suppressed
+            self._seen[key] = entry
+            self._seen.move_to_end(key)
+            while len(self._seen) > self.keys:
+                self._seen.popitem(last=False)
+            entry[1] += 1
+            if entry[1] > self.burst:
+                entry[2] += 1
+                return False
+            return True
+
+
+#: One limiter per process, shared by the service's and gunicorn's log handlers.
+REPEATS = RepeatLimiter()
+
+
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """Writes to whatever ``sys.stderr`` is when a record is emitted (test runners swap it)."""
 
@@ -276,5 +388,6 @@ def configure_logging(level: str = "info") -> None:
     if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
         handler = _StderrHandler()
         handler.setFormatter(JsonFormatter())
+        handler.addFilter(REPEATS)
         logger.addHandler(handler)
     logger.propagate = False

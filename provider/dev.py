@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .devcerts import DevPki, make_dev_pki
+from .devcerts import CLIENT_NAME, DevPki, make_dev_pki
 from .keys import generate_key, public_pem
 from .signing import dump_yaml, sign_documents
 
@@ -91,6 +91,8 @@ def main() -> int:
         "CERT": str(pki.server_cert),
         "KEY": str(pki.server_key),
         "CLIENT_CA": str(pki.ca_cert),
+        # The throw-away client certificate is the one caller (the default list names the cluster's engines).
+        "CALLERS": f"cert:{CLIENT_NAME}",
     })
 
 

@@ -12,7 +12,15 @@ Every name starts with ``manifest_provider_``:
 * ``request_duration_seconds{route}`` and ``verification_duration_seconds{check}``
   -- latency histograms (a cache hit is not a verification);
 * ``keys_per_request`` -- batch sizes;
-* ``cache_lookups_total{result="hit"|"miss"}`` -- the verdict cache.
+* ``cache_lookups_total{result="hit"|"miss"}`` -- the verdict cache;
+* ``auth_refusals_total{reason}`` -- callers refused (401/403/503), by why:
+  ``no-credentials``, ``certificate-expired``, ``certificate-not-yet-valid``,
+  ``certificate-untrusted``, ``caller-not-allowed``, ``token-refused``,
+  ``token-too-large``, ``token-review-failed``, ``token-review-timeout``,
+  ``token-review-rate-limited``;
+* ``connections_closed_total{reason}`` -- connections closed before they sent a
+  complete request (:mod:`provider.worker`): ``handshake-failed``,
+  ``head-timeout``, ``head-too-large``, ``evicted``.
 
 gunicorn runs several worker processes; the launcher points
 ``PROMETHEUS_MULTIPROC_DIR`` at a fresh directory before any worker imports
@@ -53,6 +61,10 @@ KEYS_PER_REQUEST = Histogram(
     "manifest_provider_keys_per_request", "Keys in one Gatekeeper request.", buckets=(1, 2, 5, 10, 20, 50, 100, 200)
 )
 CACHE_LOOKUPS = Counter("manifest_provider_cache_lookups_total", "Verdict cache lookups.", ["result"])
+AUTH_REFUSALS = Counter("manifest_provider_auth_refusals_total", "Callers refused, by reason.", ["reason"])
+CONNECTIONS_CLOSED = Counter(
+    "manifest_provider_connections_closed_total", "Connections closed before a complete request, by reason.", ["reason"]
+)
 
 
 def exposition() -> tuple[bytes, str]:

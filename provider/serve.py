@@ -2,10 +2,13 @@
 
 Why these choices:
 
-* **gthread workers.** A sync worker serves one connection at a time and closes
-  it after each request, so every Gatekeeper call would pay a TLS handshake
-  (more than a verification costs). gthread workers keep connections alive
-  (``keepalive_seconds``) and serve ``threads`` of them per process.
+* **gthread workers, guarded.** A sync worker serves one connection at a time
+  and closes it after each request, so every call would pay a TLS handshake.
+  gthread workers keep connections alive (``keepalive_seconds``) and serve
+  ``threads`` requests at once per process; :mod:`provider.worker` changes
+  gthread so that a connection holds a thread only once its request head is
+  complete (handshake and head are read in the event loop, within
+  ``head_timeout_seconds``), and body and answer have deadlines.
 * **Preloaded app.** :func:`provider.app.create_app` runs once in the master,
   so a configuration error stops the server before any worker forks, and
   workers share the imported code. Everything that must not cross a fork
@@ -15,8 +18,13 @@ Why these choices:
   TLS 1.2 at least, 1.3 whenever the client offers it, ECDHE+AEAD ciphers for
   1.2. With a client CA the handshake asks for a certificate and rejects one
   the CA did not issue; :mod:`provider.auth` refuses requests that brought
-  none (probes excepted). Without ``cert`` and ``key`` the server refuses to
-  start unless ``unsafe_http`` is set, which warns on every request.
+  none (probes excepted) and checks the certificate again on every request.
+  No session tickets: neither Gatekeeper's Go client nor Kyverno's keeps a
+  session cache, so tickets would only cost each full handshake their
+  encryption and bytes, and give a resumed session a certificate nobody
+  re-verifies (TLS 1.2 session IDs cannot be turned off from Python; the
+  per-request check covers them). Without ``cert`` and ``key`` the server
+  refuses to start unless ``unsafe_http`` is set, which warns on every request.
 * **Metrics across workers.** ``PROMETHEUS_MULTIPROC_DIR`` is pointed at a
   fresh directory before the app is imported, so ``/metrics`` sums every
   worker (:mod:`provider.metrics`).
@@ -39,7 +47,8 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
-from .config import Config, ConfigError, configure_logging, load_config
+from .config import REPEATS, Config, ConfigError, RepeatLimiter, configure_logging, load_config
+from .deadlines import DeadlineSSLSocket
 
 log = logging.getLogger("provider.serve")
 
@@ -49,6 +58,8 @@ TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
 WORKER_TIMEOUT = 30
 #: Seconds workers get to finish in-flight requests on SIGTERM (Kubernetes gives 30 in all).
 GRACEFUL_TIMEOUT = 10
+#: TLS 1.3 session tickets issued per full handshake (OpenSSL's default is 2); see the module docstring.
+SESSION_TICKETS = 0
 
 
 def tls_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLContext:
@@ -56,7 +67,13 @@ def tls_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLCon
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.set_ciphers(TLS12_CIPHERS)
-    context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE
+    context.options |= ssl.OP_NO_COMPRESSION | ssl.OP_CIPHER_SERVER_PREFERENCE | ssl.OP_NO_TICKET
+    # A client that half-closes (a TCP FIN without close_notify, as one gone mid-body does) still gets
+    # its answer: OpenSSL 3 otherwise fails the connection; HTTP framing detects the truncation itself.
+    context.options |= ssl.OP_IGNORE_UNEXPECTED_EOF
+    context.num_tickets = SESSION_TICKETS
+    # Every socket this context wraps can be given a deadline (provider.worker: bodies and answers).
+    context.sslsocket_class = DeadlineSSLSocket
     try:
         context.load_cert_chain(cert, key)
         if client_ca:
@@ -119,12 +136,19 @@ def bind_address(config: Config) -> str:
     return f"{host}:{config.port}"
 
 
+def repeat_limiter() -> RepeatLimiter:
+    """The process's :class:`~provider.config.RepeatLimiter`, for gunicorn's log handler (``logconfig_dict``)."""
+    return REPEATS
+
+
 def _log_config(level: str) -> dict[str, Any]:
-    handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+    # gunicorn's "Invalid request from ip=..." lines are warnings a stranger can repeat at will.
+    handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr", "filters": ["repeats"]}
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": "provider.config.JsonFormatter"}},
+        "filters": {"repeats": {"()": "provider.serve.repeat_limiter"}},
         "handlers": {"stderr": handler},
         "root": {"level": "WARNING", "handlers": ["stderr"]},
         "loggers": {
@@ -141,11 +165,14 @@ def _child_exit(_server: Any, worker: Any) -> None:
 
 
 def gunicorn_options(config: Config) -> dict[str, Any]:
+    from .worker import worker_class  # gunicorn's worker module; imported for serving only
+
     options: dict[str, Any] = {
         "bind": [bind_address(config)],
         "workers": config.workers,
-        "worker_class": "gthread",
+        "worker_class": worker_class(config.head_timeout_seconds, config.deadline_seconds),
         "threads": config.threads,
+        "worker_connections": config.max_connections,
         "keepalive": max(1, round(config.keepalive_seconds)),
         "timeout": WORKER_TIMEOUT,
         "graceful_timeout": GRACEFUL_TIMEOUT,

@@ -1,8 +1,9 @@
 """``manifest-provider serve``: the HTTPS service for Gatekeeper and Kyverno.
 
 Every flag is also an environment variable ``MANIFEST_PROVIDER_<NAME>`` (a
-flag wins); settings without a flag (cache sizes, token cache, key threads)
-are environment-only. See ``docs/api.md`` and :mod:`provider.config`.
+flag wins); settings without a flag (cache sizes, token cache, key threads,
+``METRICS_CALLERS``, ``HEAD_TIMEOUT_SECONDS``, ``MAX_CONNECTIONS``) are
+environment-only. See ``docs/api.md`` and :mod:`provider.config`.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ FLAGS: tuple[tuple[str, str, type, str, str], ...] = (
     ("--key", "key", str, "FILE", "server private key (PEM)"),
     ("--client-ca", "client_ca", str, "FILE", "CA bundle (PEM): API calls then need a client certificate it issued"),
     ("--workers", "workers", int, "N", "worker processes (default: one per CPU)"),
-    ("--threads", "threads", int, "N", "connections served at once per worker (default 8)"),
+    ("--threads", "threads", int, "N", "requests served at once per worker (default 8)"),
     ("--token-audience", "token_audience", str, "AUD", "also accept bearer tokens a TokenReview accepts for AUD (e.g. kyverno-svc.kyverno.io)"),
+    ("--callers", "callers", str, "LIST", "who may call, comma-separated cert:<name> and token:<username> "
+     "(default: Gatekeeper's webhook certificate and Kyverno's admission controller)"),
     ("--kubeconfig", "kubeconfig", str, "FILE", "cluster for dry-runs and token reviews (default: in-cluster config inside a pod, else none)"),
     ("--deadline-seconds", "deadline_seconds", float, "S", "answer within S seconds or fail the request (default 1.5)"),
     ("--max-body-bytes", "max_body_bytes", int, "N", "largest request body (default 16 MiB; 413 beyond)"),

@@ -13,7 +13,8 @@ The child's environment is this process's without ``MANIFEST_PROVIDER_*``,
 ``KUBERNETES_SERVICE_HOST`` and ``PROMETHEUS_MULTIPROC_DIR`` (so a developer's
 settings, or running inside a pod, cannot change a test), plus ``env``.
 ``args`` are appended to the command line after the defaults
-(``--workers 1 --threads 4``), so they win.
+(``--workers 1 --threads 4``), so they win. The dev client certificate is the
+one allowed caller (``MANIFEST_PROVIDER_CALLERS``) unless ``env`` says otherwise.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from provider.devcerts import DevPki, make_dev_pki
+from provider.devcerts import CLIENT_NAME, DevPki, make_dev_pki
 
 #: Seconds to wait for /readyz (gunicorn plus the app import take about one).
 START_TIMEOUT = 30.0
@@ -143,6 +144,7 @@ class Server:
 
 def _child_env(env: Mapping[str, str] | None) -> dict[str, str]:
     child = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUBBED_PREFIXES) and k not in _SCRUBBED}
+    child["MANIFEST_PROVIDER_CALLERS"] = f"cert:{CLIENT_NAME}"
     child.update(env or {})
     return child
 

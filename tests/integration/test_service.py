@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import http.client
 import json
+import socket
 import ssl
 import subprocess
 import time
@@ -436,3 +438,63 @@ def test_unsafe_http_serves_plain_http_and_warns_on_every_request(tmp_path: Any)
     finally:
         process.terminate()
         process.wait(15)
+
+
+# --- bodies that cannot be read whole ---------------------------------------------
+
+#: Bytes that must never reach the log: they are the caller's, and unparsed.
+BODY_MARKER = b"raw-body-marker-7f3a"
+
+
+def _raw_exchange(server: Server, request: bytes, *, close_after: bool) -> bytes:
+    """Send ``request`` on a new TLS connection (half-closing it after, like a client that went away); the answer."""
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    with server.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(request)
+        if close_after:
+            socket.socket.shutdown(tls, socket.SHUT_WR)  # gone mid-body (a TCP FIN; the TLS session stays readable)
+        answer = b""
+        with contextlib.suppress(OSError):
+            while chunk := tls.recv(65536):
+                answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("framing", "close_after"),
+    [
+        ("bad-chunk-size", False),
+        ("chunk-without-terminator", False),
+        ("truncated-chunked", True),
+        ("truncated-content-length", True),
+    ],
+    ids=["bad-chunk-size", "chunk-without-terminator", "disconnect-mid-chunked", "disconnect-mid-body"],
+)
+@pytest.mark.parametrize("path", [GATEKEEPER, KYVERNO_ROUTE])
+def test_a_body_that_cannot_be_read_whole_is_a_400_request_invalid_logged_without_its_bytes(
+    provider_server: Server, path: str, framing: str, close_after: bool
+) -> None:
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n".encode()
+    part = b'{"request": {"keys": ["' + BODY_MARKER
+    bodies = {
+        "bad-chunk-size": b"Transfer-Encoding: chunked\r\n\r\n" + b"zz" + BODY_MARKER + b"\r\n" + part + b"\r\n0\r\n\r\n",
+        "chunk-without-terminator": b"Transfer-Encoding: chunked\r\n\r\n" + f"{len(part):x}".encode() + b"\r\n" + part + b"XX" + b"0\r\n\r\n",
+        "truncated-chunked": b"Transfer-Encoding: chunked\r\n\r\n" + b"1000\r\n" + part,
+        "truncated-content-length": b"Content-Length: 4096\r\n\r\n" + part,
+    }
+    offset = len(provider_server.log_text())
+    answer = _raw_exchange(provider_server, head + bodies[framing], close_after=close_after)
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line.startswith(b"HTTP/1.1 400"), answer[:300]
+    body = json.loads(rest.split(b"\r\n\r\n", 1)[1])
+    if path == GATEKEEPER:
+        assert body["response"]["items"] == [] and body["response"]["systemError"].startswith("request-invalid: the request body")
+    else:
+        assert body["allowed"] is False and body["reason"] == "request-invalid" and body["message"].startswith("the request body")
+    assert b"connection: close" in rest.lower()
+    time.sleep(0.2)  # the worker's log line lands after the answer
+    log = provider_server.log_text()[offset:]
+    assert BODY_MARKER.decode() not in log
+    records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
+    assert any(r.get("message") == "request body unreadable" and r.get("reason") == "request-invalid" for r in records), log[-2000:]
+    assert not [r for r in records if r.get("level") == "error"], log[-2000:]

@@ -140,7 +140,7 @@ def own_ca_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Se
     own = OwnPki.make(tmp_path_factory.mktemp("own-ca"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(server_module, "make_dev_pki", lambda _directory: own.pki)
-        with running_server(args=("--workers", "1")) as started:
+        with running_server(args=("--workers", "1"), env={"MANIFEST_PROVIDER_CALLERS": "cert:intruder,cert:client"}) as started:
             yield started, own
 
 

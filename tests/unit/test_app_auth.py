@@ -1,9 +1,9 @@
 """Authentication: client certificates on a real TLS socket, bearer tokens through a real TokenReview.
 
-Tokens are reviewed by the real ``kubernetes`` client against a small
-TokenReview endpoint served here (``authentication.k8s.io/v1``, answering as
-an audience-aware API server does); client certificates are read from a real
-TLS connection over a socket pair.
+Tokens are reviewed by the service's own TokenReview client against a small
+endpoint served here (:mod:`tests.tokenapi`, answering as an audience-aware API
+server does); client certificates are read from a real TLS connection over a
+socket pair. Who may call once authenticated is in ``test_app_callers.py``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import ssl
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,73 +22,19 @@ import pytest
 from flask.testing import FlaskClient
 
 from provider.app import create_app
-from provider.auth import MAX_TOKEN_BYTES, Authenticator, TokenStatus, peer_certificate, token_expiry
+from provider.auth import MAX_TOKEN_BYTES, Authenticator, TokenStatus, parse_callers, peer_der, token_expiry
+from provider.clientcerts import ClientCertificates
 from provider.config import ConfigError
 from provider.devcerts import CLIENT_NAME, make_dev_pki
 from provider.serve import tls_context
+from tests.tokenapi import AUDIENCE, KYVERNO_GROUPS, KYVERNO_USER, Identity, TokenReviewApi
 
-AUDIENCE = "kyverno-svc.kyverno.io"
 GOOD = "good-token"
-USER = "system:serviceaccount:kyverno:kyverno-admission-controller"
-
-
-@dataclass
-class TokenReviewApi:
-    """POST /apis/authentication.k8s.io/v1/tokenreviews: ``tokens`` maps a token to the audiences it is valid for."""
-
-    tokens: dict[str, list[str]] = field(default_factory=lambda: {GOOD: [AUDIENCE], "api-server-only": []})
-    status: int = 200
-    reviews: list[dict[str, Any]] = field(default_factory=list)
-
-    def __enter__(self) -> TokenReviewApi:
-        api = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                api.reviews.append(body)
-                spec = body["spec"]
-                valid_for = api.tokens.get(spec["token"])
-                asked = spec.get("audiences") or []
-                status: dict[str, Any] = {"authenticated": False, "error": "invalid bearer token"}
-                if self.path == "/apis/authentication.k8s.io/v1/tokenreviews" and valid_for is not None:
-                    if not valid_for:  # a token for the API server itself: accepted, no audience returned
-                        status = {"authenticated": True, "user": {"username": USER}, "audiences": []}
-                    elif set(asked) & set(valid_for):
-                        status = {"authenticated": True, "user": {"username": USER}, "audiences": sorted(set(asked) & set(valid_for))}
-                answer = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec, "status": status}
-                data = json.dumps(answer if api.status == 200 else {"kind": "Status", "code": api.status}).encode()
-                self.send_response(api.status if api.status != 200 else 201)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def kubeconfig(self, path: Path) -> Path:
-        path.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "k", "cluster": {"server": f"http://127.0.0.1:{self._server.server_address[1]}"}}],
-            "users": [{"name": "u", "user": {"token": "the-provider's-own-token"}}],
-            "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
-        }))  # fmt: skip
-        return path
 
 
 @pytest.fixture
 def api() -> Iterator[TokenReviewApi]:
-    with TokenReviewApi() as server:
+    with TokenReviewApi(tokens={GOOD: Identity([AUDIENCE]), "api-server-only": Identity([])}) as server:
         yield server
 
 
@@ -138,10 +82,10 @@ def test_a_refused_token_is_remembered_briefly(client: FlaskClient, api: TokenRe
     assert len(api.reviews) == 1
 
 
-def test_an_api_server_that_fails_the_review_gives_503(client: FlaskClient, api: TokenReviewApi) -> None:
+def test_an_api_server_that_fails_the_review_gives_503_with_the_reason(client: FlaskClient, api: TokenReviewApi) -> None:
     api.status = 500
     response = post(client, GOOD)
-    assert response.status_code == 503 and response.get_json() == {"error": "unavailable"}
+    assert response.status_code == 503 and response.get_json() == {"error": "unavailable", "reason": "token-review-failed"}
 
 
 def test_probes_need_no_token(client: FlaskClient) -> None:
@@ -158,7 +102,7 @@ def _jwt(claims: dict[str, Any]) -> str:
 
 def test_an_accepted_token_is_trusted_no_longer_than_its_expiry(api: TokenReviewApi, tmp_path: Path) -> None:
     token = _jwt({"exp": time.time() + 0.3, "aud": [AUDIENCE]})
-    api.tokens[token] = [AUDIENCE]
+    api.tokens[token] = Identity([AUDIENCE])
     app = create_app({"TESTING": True, "LOG_LEVEL": "warning", "TOKEN_AUDIENCE": AUDIENCE, "KUBECONFIG": str(api.kubeconfig(tmp_path / "kc"))})
     client = app.test_client()
     assert post(client, token).status_code == 200
@@ -186,12 +130,14 @@ def test_token_audience_needs_a_cluster(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 class FixedReviewer:
+    """Accepts :data:`GOOD` as Kyverno's admission controller; everything else is refused."""
+
     def __init__(self) -> None:
         self.calls = 0
 
-    def review(self, token: str, audience: str) -> TokenStatus:
+    def review(self, token: str, audience: str, deadline: float) -> TokenStatus:
         self.calls += 1
-        return TokenStatus(token == GOOD, "kyverno")
+        return TokenStatus(token == GOOD, KYVERNO_USER, tuple(KYVERNO_GROUPS))
 
 
 def test_a_given_token_reviewer_is_used_without_a_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -210,21 +156,24 @@ def test_with_a_client_ca_and_an_audience_either_credential_suffices(monkeypatch
     assert post(client, GOOD).status_code == 200
 
 
+CALLERS = parse_callers([f"cert:{CLIENT_NAME}", f"token:{KYVERNO_USER}"])
+
+
 def test_without_client_ca_or_audience_nobody_is_authenticated() -> None:
-    auth = Authenticator(client_ca=False, audience=None)
+    auth = Authenticator(client_certificates=None, audience=None, callers=CALLERS)
     assert not auth.enabled and auth.authenticate({}, None).allowed
 
 
-def test_with_a_client_ca_a_request_without_a_verified_certificate_is_refused() -> None:
-    auth = Authenticator(client_ca=True, audience=None)
-    assert auth.authenticate({}, None).status == 401
-    assert auth.authenticate({}, f"Bearer {GOOD}").status == 401  # tokens are not configured
+def test_with_a_client_ca_a_request_without_a_verified_certificate_is_refused(tmp_path: Path) -> None:
+    auth = Authenticator(client_certificates=ClientCertificates(str(tmp_path / "ca.crt")), audience=None, callers=CALLERS)
+    assert auth.authenticate({}, None) == auth.authenticate({}, f"Bearer {GOOD}")  # tokens are not configured
+    assert (auth.authenticate({}, None).status, auth.authenticate({}, None).reason) == (401, "no-credentials")
 
 
 # --- client certificates on a real TLS connection ---------------------------------
 
 
-def _tls_pair(tmp_path: Path, present: str | None) -> tuple[ssl.SSLSocket, ssl.SSLSocket]:
+def _tls_pair(tmp_path: Path, present: str | None) -> tuple[ssl.SSLSocket, ssl.SSLSocket, Path]:
     """A server and a client socket after a real handshake; the client presents ``present``'s client certificate."""
     ours = make_dev_pki(tmp_path / "ours")
     server_context = tls_context(str(ours.server_cert), str(ours.server_key), str(ours.ca_cert))
@@ -255,15 +204,15 @@ def _tls_pair(tmp_path: Path, present: str | None) -> tuple[ssl.SSLSocket, ssl.S
         server.close()
         client.close()
         raise errors[0]
-    return server, client
+    return server, client, ours.ca_cert
 
 
 def test_a_certificate_from_the_client_ca_authenticates(tmp_path: Path) -> None:
-    server, client = _tls_pair(tmp_path, "ours")
+    server, client, ca = _tls_pair(tmp_path, "ours")
     try:
-        cert = peer_certificate({"gunicorn.socket": server})
-        assert cert is not None
-        decision = Authenticator(client_ca=True, audience=None).authenticate({"gunicorn.socket": server}, None)
+        assert peer_der({"gunicorn.socket": server}) is not None
+        auth = Authenticator(client_certificates=ClientCertificates(str(ca)), audience=None, callers=CALLERS)
+        decision = auth.authenticate({"gunicorn.socket": server}, None)
         assert decision.allowed and decision.identity == f"cert:{CLIENT_NAME}"
         assert server.version() == "TLSv1.3"
     finally:
@@ -272,10 +221,11 @@ def test_a_certificate_from_the_client_ca_authenticates(tmp_path: Path) -> None:
 
 
 def test_a_connection_without_a_certificate_is_accepted_by_tls_and_refused_by_the_app(tmp_path: Path) -> None:
-    server, client = _tls_pair(tmp_path, None)
+    server, client, ca = _tls_pair(tmp_path, None)
     try:
-        assert peer_certificate({"gunicorn.socket": server}) is None
-        assert Authenticator(client_ca=True, audience=None).authenticate({"gunicorn.socket": server}, None).status == 401
+        assert peer_der({"gunicorn.socket": server}) is None
+        auth = Authenticator(client_certificates=ClientCertificates(str(ca)), audience=None, callers=CALLERS)
+        assert auth.authenticate({"gunicorn.socket": server}, None).status == 401
     finally:
         server.close()
         client.close()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
+from gunicorn.workers.gthread import ThreadWorker
 
 from provider.app import create_app
 from provider.cli import build_parser
@@ -21,6 +22,7 @@ from provider.config import ConfigError, load_config
 from provider.dev import curl_command, write_samples
 from provider.devcerts import CLIENT_NAME, DevPki, make_dev_pki
 from provider.serve import TLS12_CIPHERS, _RotatingContext, bind_address, check_serving, gunicorn_options, tls_context
+from provider.worker import GuardedThreadWorker
 
 
 @pytest.fixture(scope="module")
@@ -112,13 +114,28 @@ def test_gunicorn_runs_gthread_workers_preloaded_with_tls(pki: DevPki) -> None:
     config = load_config({"CERT": str(pki.server_cert), "KEY": str(pki.server_key), "CLIENT_CA": str(pki.ca_cert),
                           "WORKERS": 3, "THREADS": 5, "BIND": "127.0.0.1", "PORT": 9443}, {})  # fmt: skip
     options = gunicorn_options(config)
-    assert options["worker_class"] == "gthread" and options["workers"] == 3 and options["threads"] == 5
+    assert issubclass(options["worker_class"], ThreadWorker) and issubclass(options["worker_class"], GuardedThreadWorker)
+    assert options["worker_class"].head_timeout == config.head_timeout_seconds
+    assert options["worker_class"].body_timeout == config.deadline_seconds
+    assert options["workers"] == 3 and options["threads"] == 5 and options["worker_connections"] == config.max_connections
     assert options["preload_app"] is True and options["accesslog"] is None
     assert options["bind"] == ["127.0.0.1:9443"]
     assert options["certfile"] == str(pki.server_cert) and options["ca_certs"] == str(pki.ca_cert)
     assert options["cert_reqs"] == ssl.CERT_OPTIONAL
     assert options["ssl_context"](None, None).minimum_version == ssl.TLSVersion.TLSv1_2
     assert options["control_socket_disable"] is True
+
+
+def test_the_gthread_internals_the_worker_extends_are_there() -> None:
+    """provider/worker.py builds on these; a gunicorn that renames them must fail here, not under load."""
+    from gunicorn.http.unreader import Unreader
+    from gunicorn.workers import gthread
+
+    for name in ("enqueue_req", "finish_request", "murder_pending", "on_client_socket_readable", "_keepalive_after",
+                 "handle_request", "accept", "handle"):  # fmt: skip
+        assert callable(getattr(gthread.ThreadWorker, name)), name
+    assert all(callable(getattr(gthread.TConn, name)) for name in ("init", "set_timeout", "close"))
+    assert callable(Unreader.take_buffered) and callable(Unreader.unread)
 
 
 def test_unsafe_http_options_carry_no_tls() -> None:

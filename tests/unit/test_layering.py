@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "provider"
 #: Layer 3 (adapters) and layer 4 (faces): allowed to import anything.
 OUTER = {
     "app", "config", "checks", "auth", "metrics", "cache", "serve", "dev", "devcerts",
-    "kube", "kube_tokens", "wire", "cli",
+    "kube", "kube_tokens", "wire", "cli", "worker", "tokenreview", "clientcerts",
 }  # fmt: skip
 FORBIDDEN_PACKAGES = ("flask", "werkzeug", "gunicorn", "kubernetes")
 
