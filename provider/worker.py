@@ -289,6 +289,11 @@ class GuardedThreadWorker(ThreadWorker):  # type: ignore[misc]
 
     def murder_pending(self) -> None:
         super().murder_pending()
+        if self.cfg.is_ssl:
+            # Once a loop (about every second), idle or not, look at the certificate files:
+            # a worker that got no connection during a rotation still follows it, so a later
+            # unusable write leaves every worker on the last good files, not some on older ones.
+            gunicorn_sock.ssl_context(self.cfg)
         now = time.monotonic()
         for conn in [c for c in self.waiting if c.deadline <= now]:
             self._drop(conn, "head-timeout")
