@@ -25,8 +25,7 @@ from .policy import Policy
 from .result import REASONS, Result
 from .review import Review
 from .verifier import Verification, decide, verify
-
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "DEFAULT_LIMITS",

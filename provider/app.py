@@ -44,8 +44,8 @@ from .auth import Authenticator, Decision, TokenReviewer, parse_callers
 from .cache import LRUCache, digest
 from .checks import POLICIES, Answer, CheckContext, Dispatcher, Job, Verdict
 from .clientcerts import ClientCertificates
-from .config import Config, ConfigError, configure_logging, load_config
-from .errors import ProviderError, RequestError, TransientError
+from .config import Config, configure_logging, load_config
+from .errors import ConfigError, ProviderError, RequestError, TransientError
 from .limits import Limits
 from .tokenreview import KubeTokenReviewer, kube_configuration
 from .wire import gatekeeper, kyverno

@@ -53,9 +53,9 @@ from typing import Any, Protocol
 from .errors import PolicyError, RequestError, VerificationFailure
 from .limits import DEFAULT_LIMITS, Limits
 from .parsing import load_json, load_yaml_stream
-from .policy import check_fields
 from .result import Result
 from .review import Review
+from .schema import check_fields
 
 log = logging.getLogger(__name__)
 

@@ -35,13 +35,14 @@ from typing import Any
 
 from .cache import LRUCache, digest
 from .csr import check_kubelet_serving_csr
+from .dryrun import DryRunner
 from .errors import DataError, PolicyError, RequestError, TransientError
 from .kube_tokens import check_cluster_info
 from .limits import DEFAULT_LIMITS, Limits
 from .policy import Policy
 from .result import Result
 from .review import Review
-from .verifier import DryRunner, decide
+from .verifier import decide
 
 log = logging.getLogger(__name__)
 

@@ -34,11 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypedDict, TypeVar
 
 from .audit import REPEATED_STAGES, AuditEvent, Evidence, KindIndex, Malformed, to_review
+from .dryrun import DryRunner
 from .errors import RequestError, TransientError
 from .limits import DEFAULT_LIMITS, Limits
 from .policy import Policy
 from .result import TRAFFIC_CLASSES, Result, TrafficClass
-from .verifier import DryRunner, decide
+from .verifier import decide
 
 Dimension = Literal["namespace", "user", "kind"]
 DIMENSIONS: tuple[Dimension, ...] = ("namespace", "user", "kind")

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from .errors import ProviderError
+from .errors import ConfigError
 from .limits import DEFAULT_LIMITS, Limits
 
 ENV_PREFIX = "MANIFEST_PROVIDER_"
@@ -52,12 +52,6 @@ GATEKEEPER_CALLER = "cert:gatekeeper-webhook-service.gatekeeper-system.svc"
 KYVERNO_CALLER = "token:system:serviceaccount:kyverno:kyverno-admission-controller"
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
-
-
-class ConfigError(ProviderError):
-    """A setting is missing, unknown or does not parse (the CLI exits 2)."""
-
-    reason = "config-invalid"
 
 
 def _cpus() -> int:

@@ -66,9 +66,9 @@ from typing import Any, Protocol
 
 from .errors import PolicyError, RequestError, TransientError, VerificationFailure
 from .limits import DEFAULT_LIMITS, Limits
-from .policy import check_fields
 from .result import Result
 from .review import Review
+from .schema import check_fields
 
 # From k8s.io/api/certificates/v1 and pkg/apis/certificates (ValidateKubeletServingCSR).
 KUBELET_SERVING_SIGNER = "kubernetes.io/kubelet-serving"

@@ -11,7 +11,7 @@ differences and the policy enables dry-run, :func:`compare_with_dry_run`
    ``dry-run.<group>`` (its name must stay ``<plural>.<group>``), the
    namespace becomes ``dryRun.namespace`` or the object's own, and the
    server-set metadata a create must not carry is dropped;
-2. asks the :class:`~provider.verifier.DryRunner` to create it with
+2. asks the :class:`DryRunner` to create it with
    ``dryRun=All`` (the runner resolves kind -> resource and scope, so
    cluster-scoped kinds are created cluster-wide);
 3. compares the result with the admitted object **by value**
@@ -40,7 +40,7 @@ import copy
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .allocations import adopt_server_choices
 from .compare import DiffItem, IgnoreSet, diff
@@ -51,7 +51,6 @@ from .patterns import split_api_version
 
 if TYPE_CHECKING:
     from .policy import Policy
-    from .verifier import DryRunner
 
 #: Appended to the signed name, so a dry-run create never clashes with the
 #: object under review (which, on UPDATE, exists) and is recognisable in logs
@@ -80,6 +79,23 @@ _SERVER_SET_METADATA = (*_MASKED_METADATA[2:], "deletionTimestamp", "deletionGra
 #: The ServiceAccount admission plugin's projected token volume:
 #: ``kube-api-access-`` plus 5 characters of apimachinery's name generator.
 _TOKEN_VOLUME = re.compile(r"kube-api-access-[a-z0-9]{5}\Z")
+
+
+class DryRunner(Protocol):
+    """Creates a manifest with ``dryRun=All`` and returns what the API server made of it.
+
+    The deadline is the runner's to keep, and step 5 relies on it: it uses
+    whatever :meth:`dry_run` returns. So a runner returns only an answer that
+    was complete within its deadline -- every exchange with the API server
+    (discovery, the create, a retry), connection and whole body included -- and
+    raises :class:`~provider.errors.TransientError` ``dry-run-failed`` for an
+    answer that was not, never returning it; and it returns or raises within
+    its deadline plus a bounded margin, so the caller's thread is free by then
+    (:class:`provider.kube.KubeDryRunner`: ``Limits.dry_run_timeout`` plus
+    ``DEADLINE_MARGIN_SECONDS``).
+    """
+
+    def dry_run(self, manifest: dict[str, Any], namespace: str | None) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)

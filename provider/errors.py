@@ -122,6 +122,12 @@ class RequestError(DataError):
     reason = "request-invalid"
 
 
+class ConfigError(ProviderError):
+    """A setting of the service or the CLI is missing, unknown or does not parse (the CLI exits 2)."""
+
+    reason = "config-invalid"
+
+
 class TransientError(ProviderError):
     """A dependency failed or a deadline passed; retrying may succeed."""
 

@@ -1,6 +1,6 @@
 """Keyless (Fulcio + Rekor) and certificate signers, verified offline.
 
-Contract: :func:`check_signer` returns an :class:`~provider.verifier.Outcome`
+Contract: :func:`check_signer` returns an :class:`~provider.signers.Outcome`
 for one ``signers`` entry against the object's signature sets -- verified, with
 a :class:`~provider.verifier.Match` per signing key whose verdict name is
 ``{"subject": ..., "issuer": ..., "key": "sha256:..."}``, when at least one set
@@ -74,12 +74,12 @@ from .keyless_cert import (
 from .keyless_rekor import TlogEntryInvalid, check_bundle
 from .keys import PublicKey
 from .limits import DEFAULT_LIMITS, Limits
+from .signers import Binding, Match, Outcome
 from .trust import TrustRoot, load_signer_roots, load_trusted_root
 
 if TYPE_CHECKING:
     from .envelope import Envelope, SignatureSet
     from .policy import SignerSpec
-    from .verifier import Outcome
 
 #: Failure reasons in the order the checks run: the furthest one reached is reported.
 _PROGRESS = (
@@ -253,7 +253,6 @@ def check_signer(
     passed the trust checks is reported as a binding -- for a threshold or
     MustAll, which count distinct signers.
     """
-    from .verifier import Binding, Match, Outcome
 
     label = f"signer {spec.describe()}"
     certified_sets = [s for s in envelope.sets if s.certificate is not None]

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import PolicyError
+from .schema import unknown_field_message
 
 # --- name patterns ----------------------------------------------------------------
 
@@ -192,8 +193,6 @@ class ObjectRef:
             raise PolicyError(f"{where}: expected an object reference {{group, version, kind, name, namespace}}")
         unknown = sorted(set(data) - set(_REF_FIELDS))
         if unknown:
-            from .policy import unknown_field_message  # local import: policy imports this module
-
             raise PolicyError(unknown_field_message(where, unknown[0], _REF_FIELDS))
         return cls(**{k: NamePattern.compile(v, f"{where}.{k}") for k, v in data.items()})
 

@@ -29,9 +29,7 @@ Fields (camelCase on the wire)::
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -54,6 +52,7 @@ from .patterns import (
     unanchored_matcher,
 )
 from .review import Review
+from .schema import check_fields, read_list, read_str
 
 KeyOperation = Literal["AtLeastOne", "MustAll"]
 KEY_OPERATIONS: tuple[KeyOperation, ...] = ("AtLeastOne", "MustAll")
@@ -71,39 +70,8 @@ _POLICY_FIELDS = (
 )  # fmt: skip
 
 
-def unknown_field_message(where: str, name: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(str(name), list(known), n=1)
-    hint = f"; did you mean '{close[0]}'?" if close else f"; known fields: {', '.join(known)}"
-    return f"{where}: unknown field '{str(name)[:60]}'{hint}"
-
-
-def check_fields(data: Any, where: str, known: tuple[str, ...]) -> dict[str, Any]:
-    """``data`` as a mapping with only ``known`` fields (a close match is suggested); ``null`` values dropped."""
-    if not isinstance(data, dict):
-        raise PolicyError(f"{where}: expected a mapping, got {type(data).__name__}")
-    for name in data:
-        if name not in known:
-            raise PolicyError(unknown_field_message(where, name, known))
-    # ``null`` means "not given" (Gatekeeper and Kyverno serialise unset optionals that way).
-    return {k: v for k, v in data.items() if v is not None}
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise PolicyError(f"{where}: expected a list, got {type(value).__name__}")
-    return value
-
-
-def _str(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise PolicyError(f"{where}: expected a string, got {type(value).__name__}")
-    return value
-
-
 def _refs(value: Any, where: str) -> tuple[ObjectRef, ...]:
-    return tuple(ObjectRef.from_dict(item, f"{where}[{i}]") for i, item in enumerate(_list(value, where)))
+    return tuple(ObjectRef.from_dict(item, f"{where}[{i}]") for i, item in enumerate(read_list(value, where)))
 
 
 # --- rule types -------------------------------------------------------------------
@@ -118,7 +86,7 @@ class IgnoreRule:
     @classmethod
     def from_dict(cls, data: Any, where: str) -> IgnoreRule:
         data = check_fields(data, where, ("objects", "fields"))
-        fields = tuple(_str(f, f"{where}.fields[{i}]") for i, f in enumerate(_list(data.get("fields"), f"{where}.fields")))
+        fields = tuple(read_str(f, f"{where}.fields[{i}]") for i, f in enumerate(read_list(data.get("fields"), f"{where}.fields")))
         if not fields:
             raise PolicyError(f"{where}.fields: at least one field pattern is required")
         segments = tuple(parse_field_pattern(f, f"{where}.fields[{i}]") for i, f in enumerate(fields))
@@ -179,20 +147,20 @@ class UserRule:
     @classmethod
     def from_dict(cls, data: Any, where: str) -> UserRule:
         data = check_fields(data, where, ("users", "groups", "objects", "operations", "fields", "description"))
-        users = tuple(NamePattern.compile(u, f"{where}.users[{i}]", spaces=True) for i, u in enumerate(_list(data.get("users"), f"{where}.users")))
-        groups = tuple(NamePattern.compile(g, f"{where}.groups[{i}]", spaces=True) for i, g in enumerate(_list(data.get("groups"), f"{where}.groups")))
+        users = tuple(NamePattern.compile(u, f"{where}.users[{i}]", spaces=True) for i, u in enumerate(read_list(data.get("users"), f"{where}.users")))
+        groups = tuple(NamePattern.compile(g, f"{where}.groups[{i}]", spaces=True) for i, g in enumerate(read_list(data.get("groups"), f"{where}.groups")))
         if not users and not groups:
             raise PolicyError(f"{where}: name at least one user or group; an entry without them would skip everyone")
         for pattern in users + groups:
             if pattern.matches_anything:
                 raise PolicyError(f"{where}: pattern {pattern.text!r} matches every user; list the users to skip")
-        operations = tuple(_str(o, f"{where}.operations[{i}]") for i, o in enumerate(_list(data.get("operations"), f"{where}.operations")))
+        operations = tuple(read_str(o, f"{where}.operations[{i}]") for i, o in enumerate(read_list(data.get("operations"), f"{where}.operations")))
         if "operations" in data and not operations:
             raise PolicyError(f"{where}.operations: empty; leave the field out to cover every operation")
         for operation in operations:
             if operation not in OPERATIONS:
                 raise PolicyError(f"{where}.operations: {operation[:20]!r} is not one of {', '.join(OPERATIONS)}")
-        fields = tuple(_str(f, f"{where}.fields[{i}]") for i, f in enumerate(_list(data.get("fields"), f"{where}.fields")))
+        fields = tuple(read_str(f, f"{where}.fields[{i}]") for i, f in enumerate(read_list(data.get("fields"), f"{where}.fields")))
         changes = None
         if "fields" in data:
             if not fields:
@@ -202,7 +170,7 @@ class UserRule:
             operations = ("UPDATE",)
             segments = tuple(parse_field_pattern(f, f"{where}.fields[{i}]") for i, f in enumerate((*fields, *BOOKKEEPING_FIELDS)))
             changes = IgnoreSet(FieldTrie(segments))
-        description = _str(data.get("description", ""), f"{where}.description")
+        description = read_str(data.get("description", ""), f"{where}.description")
         return cls(users, groups, _refs(data.get("objects"), f"{where}.objects"), description, operations, fields, changes)
 
     def covers_requester(self, username: str, groups: tuple[str, ...]) -> bool:
@@ -265,13 +233,13 @@ class SignerSpec:
             if name not in data:
                 return None
             try:
-                return re.compile(_str(data[name], f"{where}.{name}"))
+                return re.compile(read_str(data[name], f"{where}.{name}"))
             except re.error as exc:
                 raise PolicyError(f"{where}.{name}: not a valid regular expression: {exc}") from exc
 
-        subject = _str(data["subject"], f"{where}.subject") if "subject" in data else None
-        issuer = _str(data["issuer"], f"{where}.issuer") if "issuer" in data else None
-        roots = _str(data["roots"], f"{where}.roots") if "roots" in data else None
+        subject = read_str(data["subject"], f"{where}.subject") if "subject" in data else None
+        issuer = read_str(data["issuer"], f"{where}.issuer") if "issuer" in data else None
+        roots = read_str(data["roots"], f"{where}.roots") if "roots" in data else None
         return cls(subject, regexp("subjectRegExp"), issuer, regexp("issuerRegExp"), roots)
 
     def describe(self) -> str:
@@ -291,7 +259,7 @@ class DryRunOptions:
         enabled = data.get("enabled", False)
         if not isinstance(enabled, bool):
             raise PolicyError(f"{where}.enabled: expected true or false")
-        return cls(enabled, _str(data.get("namespace", ""), f"{where}.namespace"))
+        return cls(enabled, read_str(data.get("namespace", ""), f"{where}.namespace"))
 
 
 #: A Secret's values are never quoted in a message, a diff or a log: Gatekeeper
@@ -322,9 +290,9 @@ def load_profile(name: str) -> Profile:
     data = check_fields(data, where, ("description", "ignoreFields", "skipUsers", "outOfScope"))
     return Profile(
         name,
-        _str(data.get("description", ""), f"{where}.description"),
-        tuple(IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]") for i, r in enumerate(_list(data.get("ignoreFields"), where))),
-        tuple(UserRule.from_dict(r, f"{where}.skipUsers[{i}]") for i, r in enumerate(_list(data.get("skipUsers"), where))),
+        read_str(data.get("description", ""), f"{where}.description"),
+        tuple(IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]") for i, r in enumerate(read_list(data.get("ignoreFields"), where))),
+        tuple(UserRule.from_dict(r, f"{where}.skipUsers[{i}]") for i, r in enumerate(read_list(data.get("skipUsers"), where))),
         _refs(data.get("outOfScope"), f"{where}.outOfScope"),
     )
 
@@ -357,21 +325,21 @@ class Policy:
     def from_dict(cls, data: Any, *, limits: Limits = DEFAULT_LIMITS, where: str = "policy") -> Policy:
         data = check_fields(data, where, _POLICY_FIELDS)
         keys: list[PublicKey] = []
-        for i, item in enumerate(_list(data.get("keys"), f"{where}.keys")):
+        for i, item in enumerate(read_list(data.get("keys"), f"{where}.keys")):
             spot = f"{where}.keys[{i}]"
             if isinstance(item, dict):
                 entry = check_fields(item, spot, ("publicKey", "name"))
-                name = _str(entry["name"], f"{spot}.name") if "name" in entry else None
-                pem = _str(entry.get("publicKey"), f"{spot}.publicKey")
+                name = read_str(entry["name"], f"{spot}.name") if "name" in entry else None
+                pem = read_str(entry.get("publicKey"), f"{spot}.publicKey")
             else:
-                name, pem = None, _str(item, spot)
+                name, pem = None, read_str(item, spot)
             try:
                 keys.extend(load_public_keys(pem, name, limits.max_keys))
             except PolicyError as exc:
                 raise PolicyError(f"{spot}: {exc.message}") from exc
             if len(keys) > limits.max_keys:  # stop loading here: thousands of key strings cost seconds
                 raise PolicyError(f"{where}.keys: more than {limits.max_keys} keys; at most {limits.max_keys} keys and signers are allowed")
-        signers = tuple(SignerSpec.from_value(s, f"{where}.signers[{i}]") for i, s in enumerate(_list(data.get("signers"), f"{where}.signers")))
+        signers = tuple(SignerSpec.from_value(s, f"{where}.signers[{i}]") for i, s in enumerate(read_list(data.get("signers"), f"{where}.signers")))
         anchors = len(keys) + len(signers)
         if anchors == 0:
             raise PolicyError(f"{where}: no keys or signers; an empty key list would accept nothing (or, worse, anything)")
@@ -392,11 +360,11 @@ class Policy:
             if operation == "MustAll":
                 raise PolicyError(f"{where}: give keyOperation MustAll or a threshold, not both")
 
-        domain = _str(data.get("annotationDomain", DEFAULT_DOMAIN), f"{where}.annotationDomain")
+        domain = read_str(data.get("annotationDomain", DEFAULT_DOMAIN), f"{where}.annotationDomain")
         if not _DOMAIN_RE.match(domain):
             raise PolicyError(f"{where}.annotationDomain: {domain[:60]!r} is not a DNS subdomain")
 
-        defaults = tuple(_str(d, f"{where}.defaults[{i}]") for i, d in enumerate(_list(data.get("defaults", list(DEFAULT_PROFILES)), f"{where}.defaults")))
+        defaults = tuple(read_str(d, f"{where}.defaults[{i}]") for i, d in enumerate(read_list(data.get("defaults", list(DEFAULT_PROFILES)), f"{where}.defaults")))
         for name in defaults:
             if name not in PROFILES:
                 raise PolicyError(f"{where}.defaults: unknown profile {name!r}; choose from {', '.join(PROFILES)}")
@@ -424,11 +392,11 @@ class Policy:
             threshold=threshold,
             trusted_root=trusted_root,
             annotation_domain=domain,
-            ignore_fields=tuple(IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]") for i, r in enumerate(_list(data.get("ignoreFields"), f"{where}.ignoreFields"))),
-            sensitive_fields=tuple(IgnoreRule.from_dict(r, f"{where}.sensitiveFields[{i}]") for i, r in enumerate(_list(data.get("sensitiveFields"), f"{where}.sensitiveFields"))),
+            ignore_fields=tuple(IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]") for i, r in enumerate(read_list(data.get("ignoreFields"), f"{where}.ignoreFields"))),
+            sensitive_fields=tuple(IgnoreRule.from_dict(r, f"{where}.sensitiveFields[{i}]") for i, r in enumerate(read_list(data.get("sensitiveFields"), f"{where}.sensitiveFields"))),
             skip_objects=_refs(data.get("skipObjects"), f"{where}.skipObjects"),
             in_scope_objects=_refs(data.get("inScopeObjects"), f"{where}.inScopeObjects"),
-            skip_users=tuple(UserRule.from_dict(r, f"{where}.skipUsers[{i}]") for i, r in enumerate(_list(data.get("skipUsers"), f"{where}.skipUsers"))),
+            skip_users=tuple(UserRule.from_dict(r, f"{where}.skipUsers[{i}]") for i, r in enumerate(read_list(data.get("skipUsers"), f"{where}.skipUsers"))),
             dry_run=DryRunOptions.from_dict(data.get("dryRun", {}), f"{where}.dryRun"),
             defaults=defaults,
             unsafe_unanchored_ignore_fields=unanchored,

@@ -47,8 +47,9 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
-from .config import REPEATS, Config, ConfigError, RepeatLimiter, configure_logging, load_config
+from .config import REPEATS, Config, RepeatLimiter, configure_logging, load_config
 from .deadlines import DeadlineSSLSocket
+from .errors import ConfigError
 
 log = logging.getLogger("provider.serve")
 

@@ -14,7 +14,7 @@ Where to connect and how to authenticate come from the kubernetes client's own
 configuration (a kubeconfig, or the pod's service account: host, CA, client
 certificate, bearer token with its refresh hook), so nothing about the cluster
 is read twice. Proxies are not supported (a kubeconfig ``proxy-url`` is a
-:class:`~provider.config.ConfigError`).
+:class:`~provider.errors.ConfigError`).
 
 Every failure is a :class:`~provider.errors.TransientError` whose ``reason`` is
 ``token-review-failed`` or ``token-review-timeout`` and whose message names the
@@ -33,10 +33,9 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from . import __version__
-from .config import ConfigError
 from .deadlines import DeadlineSocket, DeadlineSSLSocket
-from .errors import TransientError
+from .errors import ConfigError, TransientError
+from .version import __version__
 
 #: The TokenReview collection (``authentication.k8s.io/v1``).
 REVIEW_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"

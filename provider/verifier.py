@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 from .allocations import with_server_choices
 from .compare import DiffItem, diff, redact
+from .dryrun import DryRunner, compare_with_dry_run
 from .envelope import Envelope, read_envelope, without_envelope
 from .errors import (
     ContentMismatch,
@@ -48,69 +49,11 @@ from .policy import Policy, SignerSpec, UserRule
 from .resources import BUILTIN_KINDS
 from .result import Result, Signer
 from .review import Review
+from .signers import DistinctSigners, Match, Outcome, Signers
 
 log = logging.getLogger(__name__)
 
 
-class DryRunner(Protocol):
-    """Creates a manifest with ``dryRun=All`` and returns what the API server made of it.
-
-    The deadline is the runner's to keep, and step 5 relies on it: it uses
-    whatever :meth:`dry_run` returns. So a runner returns only an answer that
-    was complete within its deadline -- every exchange with the API server
-    (discovery, the create, a retry), connection and whole body included -- and
-    raises :class:`~provider.errors.TransientError` ``dry-run-failed`` for an
-    answer that was not, never returning it; and it returns or raises within
-    its deadline plus a bounded margin, so the caller's thread is free by then
-    (:class:`provider.kube.KubeDryRunner`: ``Limits.dry_run_timeout`` plus
-    ``DEADLINE_MARGIN_SECONDS``).
-    """
-
-    def dry_run(self, manifest: dict[str, Any], namespace: str | None) -> dict[str, Any]: ...
-
-
-@dataclass(frozen=True)
-class Match:
-    """One signer an anchor accepts: who signed, and how a verdict names them.
-
-    ``key`` is the fingerprint (``sha256:<hex>`` of the DER SubjectPublicKeyInfo,
-    :func:`provider.keys.fingerprint_of`) of the key that made the signature: the
-    trusted key itself, or the public key of the certificate a signer entry
-    accepted. ``signer`` is the verdict's name for it: the fingerprint, or
-    ``{"subject", "issuer", "key"}`` for a certificate.
-    """
-
-    key: str
-    signer: Signer
-
-
-@dataclass(frozen=True)
-class Binding:
-    """A certificate the policy trusts says the holder of ``key`` is ``subjects`` (its SAN values)."""
-
-    key: str
-    subjects: frozenset[str]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What checking one trusted key or signer entry against the signature sets found.
-
-    ``matches`` lists the signers that satisfy the anchor: the first one, or every
-    one when the caller asked (a threshold counts distinct signers). ``bindings``
-    lists what every certificate that passed the entry's trust checks proves --
-    matched or not -- so that keys bound to one identity count as one signer.
-    """
-
-    verified: bool
-    matches: tuple[Match, ...] = ()
-    reason: str = "signature-invalid"
-    detail: str = ""
-    bindings: tuple[Binding, ...] = ()
-
-    @property
-    def signer(self) -> Signer | None:
-        return self.matches[0].signer if self.matches else None
 
 
 @dataclass(frozen=True)
@@ -140,93 +83,13 @@ def _check_signer(spec: SignerSpec, envelope: Envelope, policy: Policy, now: dat
     return check_signer(spec, envelope, policy.trusted_root, now=now, limits=limits, every=every)
 
 
-class _Signers:
-    """Which signing keys are one signer: a union-find over keys and the subjects certificates bind them to.
-
-    A key is a signer. A certificate the policy trusts joins its key with every
-    subject it names, so one certificate is one signer whatever its SANs, a key
-    listed in ``keys`` and a certificate for that key are one signer, and one
-    subject is one signer whatever keys it used (keyless keys are ephemeral: a
-    person who signs twice signs with two keys). Subjects join across issuers:
-    ``jane@corp`` certified by two OIDC providers, or by Fulcio and by the
-    corporate CA, is one person. Joining only ever lowers a count, so every
-    doubt resolves towards "the same signer".
-    """
-
-    def __init__(self, bindings: Iterable[Binding]) -> None:
-        self._parent: dict[tuple[str, str], tuple[str, str]] = {}
-        for binding in bindings:
-            key = ("key", binding.key)
-            for subject in sorted(binding.subjects):
-                self._join(key, ("subject", subject))
-
-    def _root(self, node: tuple[str, str]) -> tuple[str, str]:
-        parent = self._parent
-        while (up := parent.get(node, node)) != node:
-            grandparent = parent.get(up, up)
-            parent[node] = grandparent  # path halving: later look-ups take half the steps
-            node = grandparent
-        return node
-
-    def _join(self, a: tuple[str, str], b: tuple[str, str]) -> None:
-        ra, rb = self._root(a), self._root(b)
-        if ra != rb:
-            self._parent[max(ra, rb)] = min(ra, rb)  # deterministic, whatever the order of the bindings
-
-    def of(self, match: Match) -> tuple[str, str]:
-        """The signer behind a match: its key's class."""
-        return self._root(("key", match.key))
-
-
-class _DistinctSigners:
-    """A maximum matching of anchors to distinct signers, grown one anchor at a time.
-
-    Each satisfied anchor lists every signer that satisfies it; the largest set of
-    (anchor, signer) pairs using no anchor and no signer twice is how many
-    *different* signers stand behind the object. Adding an anchor grows that
-    maximum by one exactly when an augmenting path starts from it (Kuhn's
-    algorithm), so the result does not depend on the order of the anchors or of
-    the signature sets. ``signer_of`` says which matches are the same signer.
-    """
-
-    def __init__(self, signer_of: Callable[[Match], Hashable]) -> None:
-        self._signer_of = signer_of
-        self._candidates: list[tuple[Match, ...]] = []
-        self._owner: dict[Hashable, int] = {}  # signer -> the anchor it is matched to
-        self._chosen: dict[int, Match] = {}  # anchor -> its signer
-
-    def add(self, candidates: tuple[Match, ...]) -> None:
-        self._candidates.append(candidates)
-        self._augment(len(self._candidates) - 1, set())
-
-    def _augment(self, anchor: int, seen: set[Hashable]) -> bool:
-        for match in self._candidates[anchor]:
-            signer = self._signer_of(match)
-            if signer in seen:
-                continue
-            seen.add(signer)
-            if signer not in self._owner or self._augment(self._owner[signer], seen):
-                self._owner[signer] = anchor
-                self._chosen[anchor] = match
-                return True
-        return False
-
-    def __len__(self) -> int:
-        return len(self._chosen)
-
-    @property
-    def signers(self) -> tuple[Signer, ...]:
-        """The matched signers, in the order of the anchors they stand for."""
-        return tuple(self._chosen[anchor].signer for anchor in sorted(self._chosen))
-
-
 def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits) -> tuple[Signer, ...]:
     """The signers that satisfy the policy's keys and signer entries, or raise why they do not.
 
-    A *signer* is who signed, not an entry's name for them (:class:`_Signers`):
+    A *signer* is who signed, not an entry's name for them (:class:`~provider.signers.Signers`):
     the signing key, joined with every key a trusted certificate binds to the
     same subject. An entry matches signers; the requirement counts distinct
-    signers matched by distinct entries (:class:`_DistinctSigners`):
+    signers matched by distinct entries (:class:`~provider.signers.DistinctSigners`):
 
     * ``AtLeastOne`` (and ``threshold: 1``): one satisfied entry; checking stops
       at the first (keys are tried before signer entries: a key costs one
@@ -254,8 +117,8 @@ def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None, lim
         if outcome.verified and not counting:
             return (outcome.matches[0].signer,)
     satisfied = [outcome for _, outcome in outcomes if outcome.verified and outcome.matches]
-    signers = _Signers(binding for _, outcome in outcomes for binding in outcome.bindings)
-    distinct = _DistinctSigners(signers.of)
+    signers = Signers(binding for _, outcome in outcomes for binding in outcome.bindings)
+    distinct = DistinctSigners(signers.of)
     for outcome in satisfied:
         distinct.add(outcome.matches)
     verified = distinct.signers
@@ -392,8 +255,6 @@ def verify(
     hint, used_cluster = "", False
     if policy.dry_run.enabled:
         if dry_runner is not None:
-            from .dryrun import compare_with_dry_run
-
             try:
                 items = compare_with_dry_run(document, obj, namespace, policy, ignore, dry_runner, envelope.annotations)
             except VerificationFailure as failure:  # the API server rejected the signed manifest

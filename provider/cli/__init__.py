@@ -27,8 +27,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from .. import __version__
 from ..errors import ProviderError
+from ..version import __version__
 
 #: Sub-command modules, in the order ``--help`` lists them.
 COMMANDS = ("verify", "sign", "keygen", "serve", "verify-cluster-info", "verify-csr", "classify")

@@ -20,8 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from provider.app import GATEKEEPER_PATH, KYVERNO_PATH, LazyClient, LazyDryRunner, Service, create_app
 from provider.checks import CHECKS, CheckContext
-from provider.config import ConfigError
-from provider.errors import TransientError, VerificationFailure
+from provider.errors import ConfigError, TransientError, VerificationFailure
 from provider.result import Result
 from provider.review import Review
 from tests.support import configmap, make_key, public_key_pem, sign

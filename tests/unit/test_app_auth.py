@@ -24,8 +24,8 @@ from flask.testing import FlaskClient
 from provider.app import create_app
 from provider.auth import MAX_TOKEN_BYTES, Authenticator, TokenStatus, parse_callers, peer_der, token_expiry
 from provider.clientcerts import ClientCertificates
-from provider.config import ConfigError
 from provider.devcerts import CLIENT_NAME, make_dev_pki
+from provider.errors import ConfigError
 from provider.serve import tls_context
 from tests.tokenapi import AUDIENCE, KYVERNO_GROUPS, KYVERNO_USER, Identity, TokenReviewApi
 

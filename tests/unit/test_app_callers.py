@@ -20,7 +20,8 @@ from flask.testing import FlaskClient
 from provider import metrics
 from provider.app import create_app
 from provider.auth import ACCEPTED_ENTRIES, REFUSED_ENTRIES, Authenticator, RateLimit, TokenStatus, parse_callers
-from provider.config import GATEKEEPER_CALLER, KYVERNO_CALLER, REPEATS, ConfigError, RepeatLimiter, load_config
+from provider.config import GATEKEEPER_CALLER, KYVERNO_CALLER, REPEATS, RepeatLimiter, load_config
+from provider.errors import ConfigError
 from tests.tokenapi import AUDIENCE, KYVERNO_GROUPS, KYVERNO_USER, Identity, TokenReviewApi
 
 KYVERNO = "kyverno-token"

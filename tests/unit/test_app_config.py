@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from provider.config import Config, ConfigError, JsonFormatter, env_name, load_config
+from provider.config import Config, JsonFormatter, env_name, load_config
+from provider.errors import ConfigError
 from provider.limits import DEFAULT_LIMITS
 
 
