@@ -43,7 +43,7 @@ from provider import Policy, Review, decide
 from provider.compare import diff
 from provider.dryrun import plan_dry_run, reference_and_admitted
 from provider.keys import generate_key, public_pem
-from provider.patterns import ObjectIdentity
+from provider.objects import ObjectIdentity
 from provider.signing import sign_documents
 from provider.verifier import without_envelope
 from tests.fakeapi import FakeApiServer, recording, runner_for

@@ -29,7 +29,7 @@ import copy
 import ipaddress
 from typing import Any
 
-from .patterns import split_api_version
+from .objects import split_api_version
 
 _SERVICE = ("", "Service")
 _DAEMONSET = ("apps", "DaemonSet")

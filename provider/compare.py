@@ -21,6 +21,23 @@ the API server itself does, recorded in ``shared/dryrun/edge/empties-*.json``:
   never equals ``1`` and ``"1"`` never equals ``1``);
 * an ignored path hides its whole subtree.
 
+Field patterns (``ignoreFields``, exemption ``fields``, ``sensitiveFields``)
+are **anchored on path segments**, unlike upstream's unanchored regular
+expressions:
+
+* ``data.mode`` covers ``data.mode`` and everything below it, but not
+  ``data.modes`` and not ``spec.data.mode``;
+* ``*`` is exactly one segment (a key or a list index); ``*Port`` is one
+  segment ending in ``Port``;
+* list elements: ``containers[]``, ``containers[*]`` or ``containers.*`` (any
+  index), ``containers[0]`` or ``containers.0`` (index 0);
+* a key with dots may be written as is (``metadata.annotations.app.kubernetes.io/name``)
+  or quoted (``metadata.annotations["app.kubernetes.io/name"]``).
+
+Compiled patterns form a trie walked *together with* the objects being
+compared, so an ignored subtree (``status``, ``metadata.managedFields``) is
+skipped without being visited.
+
 Subtrees under no ignore pattern are first compared in C (``==``, then a
 canonical JSON check that tells ``true`` from ``1``) and only walked when they
 differ, so the common case costs little more than one ``==``.
@@ -33,8 +50,192 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import PolicyError
 from .kindschema import Shape
-from .patterns import FieldTrie, _Node, advance, render_path
+from .objects import Glob
+
+# --- field patterns ---------------------------------------------------------------
+
+
+class _Node:
+    __slots__ = ("any_index", "globs", "indices", "keys", "star", "terminal")
+
+    def __init__(self) -> None:
+        self.terminal = False
+        self.keys: dict[str, _Node] = {}
+        self.indices: dict[int, _Node] = {}
+        self.any_index: _Node | None = None
+        self.star: _Node | None = None
+        self.globs: list[tuple[Glob, _Node]] = []
+
+
+# A parsed segment: ("key", str) | ("num", int) | ("index", int) | ("any-index", None)
+# | ("star", None) | ("glob", str)
+Segment = tuple[str, Any]
+
+_BRACKET = re.compile(r"""\[(?:(\d+)|\*?|"((?:[^"\\]|\\.)*)"|'([^']*)')\]""")
+
+
+def parse_field_pattern(text: Any, where: str = "field pattern") -> tuple[Segment, ...]:
+    """Split ``spec.containers[0].image`` into segments; raise PolicyError on bad syntax."""
+    if not isinstance(text, str) or not text.strip():
+        raise PolicyError(f"{where}: expected a non-empty field pattern string")
+    text = text.strip()
+    segments: list[Segment] = []
+    i, n = 0, len(text)
+    expect_segment = True
+    while i < n:
+        char = text[i]
+        if char == "[":
+            m = _BRACKET.match(text, i)
+            if not m:
+                raise PolicyError(f"{where}: malformed bracket at character {i + 1} of {text!r}")
+            if m.group(1) is not None:
+                segments.append(("index", int(m.group(1))))
+            elif m.group(2) is not None:
+                segments.append(("key", re.sub(r"\\(.)", r"\1", m.group(2))))
+            elif m.group(3) is not None:
+                segments.append(("key", m.group(3)))
+            else:
+                segments.append(("any-index", None))
+            i = m.end()
+            expect_segment = False
+            continue
+        if char == ".":
+            if expect_segment:
+                raise PolicyError(f"{where}: empty segment in {text!r}")
+            expect_segment = True
+            i += 1
+            continue
+        if not expect_segment:
+            raise PolicyError(f"{where}: expected '.' or '[' at character {i + 1} of {text!r}")
+        j = i
+        while j < n and text[j] not in ".[]":
+            j += 1
+        token = text[i:j]
+        if not token:
+            raise PolicyError(f"{where}: unexpected {text[i]!r} at character {i + 1} of {text!r}")
+        if token == "*":  # noqa: S105 - a wildcard, not a password
+            segments.append(("star", None))
+        elif "*" in token:
+            segments.append(("glob", token))
+        elif token.isdigit():
+            segments.append(("num", int(token)))
+        else:
+            segments.append(("key", token))
+        expect_segment = False
+        i = j
+    if expect_segment:
+        raise PolicyError(f"{where}: pattern {text!r} ends with '.'")
+    return tuple(segments)
+
+
+class FieldTrie:
+    """A set of anchored field patterns, walked segment by segment."""
+
+    def __init__(self, patterns: tuple[tuple[Segment, ...], ...] = ()) -> None:
+        self.root = _Node()
+        for segments in patterns:
+            self.add(segments)
+
+    def add(self, segments: tuple[Segment, ...]) -> None:
+        node = self.root
+        for kind, value in segments:
+            if kind == "key":
+                node = node.keys.setdefault(value, _Node())
+            elif kind == "index":
+                node = node.indices.setdefault(value, _Node())
+            elif kind == "num":
+                # ``containers.0`` names index 0, or a map key "0".
+                child = node.indices.get(value) or node.keys.get(str(value)) or _Node()
+                node.indices[value] = child
+                node.keys[str(value)] = child
+                node = child
+            elif kind == "any-index":
+                node.any_index = node.any_index or _Node()
+                node = node.any_index
+            elif kind == "star":
+                node.star = node.star or _Node()
+                node = node.star
+            else:
+                for glob, child in node.globs:
+                    if glob.pattern == value:
+                        node = child
+                        break
+                else:
+                    child = _Node()
+                    node.globs.append((Glob(value), child))
+                    node = child
+        node.terminal = True
+
+    def start(self) -> tuple[_Node, ...]:
+        return (self.root,) if (self.root.keys or self.root.indices or self.root.any_index or self.root.star or self.root.globs) else ()
+
+
+def advance(states: tuple[_Node, ...], key: str | int) -> tuple[tuple[_Node, ...], bool]:
+    """Step every active pattern over one path segment.
+
+    Returns the new states and whether some pattern ends here (the subtree is ignored).
+    """
+    found: list[_Node] = []
+    for node in states:
+        if type(key) is int:
+            child = node.indices.get(key)
+            if child is not None:
+                found.append(child)
+            if node.any_index is not None:
+                found.append(node.any_index)
+        else:
+            child = node.keys.get(key)  # type: ignore[arg-type]
+            if child is not None:
+                found.append(child)
+            for glob, glob_child in node.globs:
+                if glob.match(key):  # type: ignore[arg-type]
+                    found.append(glob_child)
+            if "." in key:  # type: ignore[operator]
+                found.extend(_dotted(node, key.split(".")))  # type: ignore[union-attr]
+        if node.star is not None:
+            found.append(node.star)
+    if not found:
+        return (), False
+    if any(node.terminal for node in found):
+        return (), True
+    return tuple(found), False
+
+
+def _dotted(node: _Node, parts: list[str]) -> list[_Node]:
+    """Patterns written without quotes split a dotted key; walk its parts."""
+    frontier = [node]
+    for part in parts:
+        nxt: list[_Node] = []
+        for current in frontier:
+            child = current.keys.get(part)
+            if child is not None:
+                nxt.append(child)
+            nxt.extend(glob_child for glob, glob_child in current.globs if glob.match(part))
+        if not nxt:
+            return []
+        frontier = nxt
+    return frontier
+
+
+def render_path(path: tuple[str | int, ...]) -> str:
+    """Dotted path as upstream prints it: ``spec.template.spec.containers.0.image``."""
+    return ".".join(str(p) for p in path)
+
+
+def unanchored_matcher(pattern: str) -> re.Pattern[str]:
+    """Upstream's matching, kept for users who depend on it (``unsafeUnanchoredIgnoreFields``).
+
+    k8s-manifest-sigstore appends ``*`` to every ignore pattern, turns each ``*``
+    into ``.*`` and searches the dotted path with an unanchored regular
+    expression, so ``status`` also ignores ``metadata.labels.status``.
+    """
+    try:
+        return re.compile((pattern + "*").replace("*", ".*"))
+    except re.error as exc:
+        raise PolicyError(f"ignore pattern {pattern!r} is not a valid regular expression: {exc}") from exc
+
 
 Path = tuple[str | int, ...]
 

@@ -47,7 +47,7 @@ from .compare import DiffItem, IgnoreSet, diff
 from .envelope import without_envelope
 from .errors import MalformedMessage, TransientError
 from .kindschema import object_shape
-from .patterns import split_api_version
+from .objects import split_api_version
 
 if TYPE_CHECKING:
     from .policy import Policy

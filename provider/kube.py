@@ -76,8 +76,8 @@ from typing import Any
 from .dryrun import DryRunPlan, answer_mismatch, renamed_for_retry
 from .errors import DataError, PolicyError, TransientError, VerificationFailure
 from .limits import DEFAULT_LIMITS, Limits
+from .objects import split_api_version
 from .parsing import load_json
-from .patterns import split_api_version
 from .version import __version__
 
 #: Seconds a discovery document is trusted (kubectl's disk cache keeps them

@@ -35,22 +35,14 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
-from .compare import IgnoreSet, diff
+from .compare import FieldTrie, IgnoreSet, Segment, diff, parse_field_pattern, unanchored_matcher
 from .envelope import DEFAULT_DOMAIN
 from .errors import PolicyError
 from .keys import PublicKey, load_public_keys
 from .kindschema import object_shape
 from .limits import DEFAULT_LIMITS, Limits
+from .objects import NamePattern, ObjectIdentity, ObjectRef
 from .parsing import load_yaml_stream
-from .patterns import (
-    FieldTrie,
-    NamePattern,
-    ObjectIdentity,
-    ObjectRef,
-    Segment,
-    parse_field_pattern,
-    unanchored_matcher,
-)
 from .review import Review
 from .schema import check_fields, read_list, read_str
 

@@ -44,7 +44,7 @@ from .errors import (
 from .keys import PublicKey
 from .kindschema import object_shape
 from .limits import DEFAULT_LIMITS, Limits
-from .patterns import ObjectIdentity, split_api_version
+from .objects import ObjectIdentity, split_api_version
 from .policy import Policy, SignerSpec, UserRule
 from .resources import BUILTIN_KINDS
 from .result import Result, Signer

@@ -18,9 +18,8 @@ from typing import Any
 import pytest
 
 from provider import Policy, Review, decide
-from provider.compare import IgnoreSet, diff
+from provider.compare import FieldTrie, IgnoreSet, diff
 from provider.kindschema import object_shape, shape_of
-from provider.patterns import FieldTrie
 from tests.support import DRYRUN, make_key, public_key_pem, sign
 
 KEY = make_key("ecdsa-p256", 7)

@@ -22,7 +22,7 @@ from provider.classify import (
     suggestion_yaml,
     suggestions,
 )
-from provider.patterns import ObjectIdentity
+from provider.objects import ObjectIdentity
 from provider.policy import Policy, UserRule
 from provider.result import TRAFFIC_CLASSES
 from provider.review import Review

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from provider.compare import IgnoreSet, diff
-from provider.patterns import FieldTrie, parse_field_pattern
+from provider.compare import FieldTrie, IgnoreSet, diff, parse_field_pattern
 
 
 def ignore(*patterns: str) -> IgnoreSet:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from provider.compare import IgnoreSet, diff
+from provider.compare import FieldTrie, IgnoreSet, diff
 from provider.dryrun import (
     CRD_GROUP_PREFIX,
     DRY_RUN_SUFFIX,
@@ -25,7 +25,6 @@ from provider.dryrun import (
     target_namespace,
 )
 from provider.errors import MalformedMessage
-from provider.patterns import FieldTrie
 from tests.support import DRYRUN
 
 NOTHING_IGNORED = IgnoreSet(FieldTrie())

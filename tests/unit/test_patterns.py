@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from provider.compare import IgnoreSet
+from provider.compare import FieldTrie, IgnoreSet, parse_field_pattern, unanchored_matcher
 from provider.errors import PolicyError
-from provider.patterns import FieldTrie, NamePattern, ObjectIdentity, ObjectRef, parse_field_pattern, unanchored_matcher
+from provider.objects import NamePattern, ObjectIdentity, ObjectRef
 
 
 @pytest.mark.parametrize(

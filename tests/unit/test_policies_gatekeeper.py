@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from provider import policy as policy_module
-from provider.patterns import _REF_FIELDS
+from provider.objects import _REF_FIELDS
 from provider.policy import KEY_OPERATIONS, OPERATIONS, PROFILES, Policy
 from provider.review import Review
 from provider.verifier import decide

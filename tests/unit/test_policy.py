@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from provider.errors import PolicyError
-from provider.patterns import ObjectIdentity
+from provider.objects import ObjectIdentity
 from provider.policy import PROFILES, Policy, load_profile
 from tests.support import UPSTREAM, load_yaml, make_key, public_key_pem
 
