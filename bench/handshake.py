@@ -48,9 +48,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from provider import serve
-from provider.devcerts import DevPki, make_dev_pki
 from provider.keys import generate_key, public_pem
+from provider.service import serve
+from provider.service.devcerts import DevPki, make_dev_pki
 from provider.signing import sign_documents
 from tests.integration.server import Server, running_server
 

@@ -35,8 +35,8 @@ from _timing import rate
 
 from provider import Policy, Review, decide
 from provider.envelope import read_envelope
-from provider.keyless import check_signer, clear_cache
-from provider.trust import load_trusted_root
+from provider.keyless.signer import check_signer, clear_cache
+from provider.keyless.trust import load_trusted_root
 
 UPSTREAM = Path(__file__).resolve().parents[2] / "shared" / "interop" / "k8s-manifest-sigstore"
 TRUST = UPSTREAM / "trust" / "sigstore-public-good-trusted_root.json"

@@ -16,8 +16,8 @@ server's non-blocking handshake and head reads use that).
   ``SSLSocket`` call already runs under one deadline inside CPython's ``_ssl``
   (the handshake's internal retries included), so arming each call suffices.
 
-Used by the server's worker (:mod:`provider.worker`: request bodies and
-responses) and the TokenReview client (:mod:`provider.tokenreview`).
+Used by the server's worker (:mod:`provider.service.worker`: request bodies and
+responses) and the TokenReview client (:mod:`provider.kube.tokenreview`).
 """
 
 from __future__ import annotations

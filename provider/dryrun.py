@@ -91,7 +91,7 @@ class DryRunner(Protocol):
     raises :class:`~provider.errors.TransientError` ``dry-run-failed`` for an
     answer that was not, never returning it; and it returns or raises within
     its deadline plus a bounded margin, so the caller's thread is free by then
-    (:class:`provider.kube.KubeDryRunner`: ``Limits.dry_run_timeout`` plus
+    (:class:`provider.kube.dryrun.KubeDryRunner`: ``Limits.dry_run_timeout`` plus
     ``DEADLINE_MARGIN_SECONDS``).
     """
 

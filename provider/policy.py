@@ -38,6 +38,7 @@ from typing import Any, Literal
 from .compare import FieldTrie, IgnoreSet, Segment, diff, parse_field_pattern, unanchored_matcher
 from .envelope import DEFAULT_DOMAIN
 from .errors import PolicyError
+from .keyless.identity import SignerSpec
 from .keys import PublicKey, load_public_keys
 from .kindschema import object_shape
 from .limits import DEFAULT_LIMITS, Limits
@@ -200,47 +201,6 @@ class UserRule:
 
 
 @dataclass(frozen=True)
-class SignerSpec:
-    """A keyless (Fulcio) or certificate signer identity; verified by :mod:`provider.keyless`."""
-
-    subject: str | None = None
-    subject_regexp: re.Pattern[str] | None = None
-    issuer: str | None = None
-    issuer_regexp: re.Pattern[str] | None = None
-    roots: str | None = None  # PEM CA bundle for certificate signers without Fulcio
-
-    @classmethod
-    def from_value(cls, data: Any, where: str) -> SignerSpec:
-        if isinstance(data, str):  # upstream's config: a list of signer names (any issuer)
-            return cls(subject=data)
-        data = check_fields(data, where, ("subject", "subjectRegExp", "issuer", "issuerRegExp", "roots"))
-        if "subject" in data and "subjectRegExp" in data:
-            raise PolicyError(f"{where}: give subject or subjectRegExp, not both")
-        if "issuer" in data and "issuerRegExp" in data:
-            raise PolicyError(f"{where}: give issuer or issuerRegExp, not both")
-        if "subject" not in data and "subjectRegExp" not in data:
-            raise PolicyError(f"{where}: subject or subjectRegExp is required; a signer without an identity would accept anyone")
-
-        def regexp(name: str) -> re.Pattern[str] | None:
-            if name not in data:
-                return None
-            try:
-                return re.compile(read_str(data[name], f"{where}.{name}"))
-            except re.error as exc:
-                raise PolicyError(f"{where}.{name}: not a valid regular expression: {exc}") from exc
-
-        subject = read_str(data["subject"], f"{where}.subject") if "subject" in data else None
-        issuer = read_str(data["issuer"], f"{where}.issuer") if "issuer" in data else None
-        roots = read_str(data["roots"], f"{where}.roots") if "roots" in data else None
-        return cls(subject, regexp("subjectRegExp"), issuer, regexp("issuerRegExp"), roots)
-
-    def describe(self) -> str:
-        subject = self.subject if self.subject is not None else f"/{self.subject_regexp.pattern if self.subject_regexp else ''}/"
-        issuer = self.issuer if self.issuer is not None else (f"/{self.issuer_regexp.pattern}/" if self.issuer_regexp else "any issuer")
-        return f"{subject} ({issuer})"
-
-
-@dataclass(frozen=True)
 class DryRunOptions:
     enabled: bool = False
     namespace: str = ""
@@ -369,7 +329,7 @@ class Policy:
         if signers:
             # Load trust material now, so a bad trustedRoot or roots is a policy
             # error when the policy is read, never a surprise mid-verification.
-            from .trust import load_signer_roots, load_trusted_root
+            from .keyless.trust import load_signer_roots, load_trusted_root
 
             if any(spec.roots is None for spec in signers):
                 load_trusted_root(trusted_root, limits=limits)

@@ -2,7 +2,7 @@
 
 :class:`Outcome` is the answer of one check -- a key against the signature
 sets (:func:`provider.verifier.check_key`), a keyless or certificate signer
-entry (:func:`provider.keyless.check_signer`): the signers it accepts
+entry (:func:`provider.keyless.signer.check_signer`): the signers it accepts
 (:class:`Match`) and what every certificate that passed its trust checks
 binds (:class:`Binding`). :class:`Signers` joins keys into signers and
 :class:`DistinctSigners` counts how many different signers stand behind

@@ -41,11 +41,12 @@ from .errors import (
     ThresholdNotMet,
     VerificationFailure,
 )
+from .keyless.identity import SignerSpec
 from .keys import PublicKey
 from .kindschema import object_shape
 from .limits import DEFAULT_LIMITS, Limits
 from .objects import ObjectIdentity, split_api_version
-from .policy import Policy, SignerSpec, UserRule
+from .policy import Policy, UserRule
 from .resources import BUILTIN_KINDS
 from .result import Result, Signer
 from .review import Review
@@ -78,7 +79,7 @@ def _check_key(key: PublicKey, envelope: Envelope) -> Outcome:
 
 
 def _check_signer(spec: SignerSpec, envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits, *, every: bool) -> Outcome:
-    from .keyless import check_signer  # sigstore and certificate machinery: loaded only when used
+    from .keyless.signer import check_signer  # sigstore and certificate machinery: loaded only when used
 
     return check_signer(spec, envelope, policy.trusted_root, now=now, limits=limits, every=every)
 

@@ -14,7 +14,7 @@ line), ``late_body`` (seconds between the headers and the body), ``trickle``
 
 ``kubeconfig(path)`` writes a kubeconfig that points the real ``kubernetes``
 client at it, with a token of the service's own. With ``tls`` (a
-:class:`~provider.devcerts.DevPki`) it serves HTTPS with the dev server
+:class:`~provider.service.devcerts.DevPki`) it serves HTTPS with the dev server
 certificate, and the kubeconfig trusts the dev CA.
 """
 
@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from provider.devcerts import DevPki
+from provider.service.devcerts import DevPki
 
 AUDIENCE = "kyverno-svc.kyverno.io"
 KYVERNO_USER = "system:serviceaccount:kyverno:kyverno-admission-controller"

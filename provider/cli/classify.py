@@ -25,7 +25,7 @@ from . import EXIT_DENIED, EXIT_OK, EXIT_USAGE
 from ._common import read_policy_file
 
 if TYPE_CHECKING:
-    from ..audit import LineSource
+    from ..audit.events import LineSource
 
 HELP = "classify an audit log's writes in the paper's six traffic classes (exit 0: none denied or unprotected, 1: some, 2: usage error)"
 
@@ -151,15 +151,15 @@ def _dry_runner(args: argparse.Namespace, enabled: bool) -> Any:
     if not (args.dry_run or (enabled and args.kubeconfig)):
         return None
     try:
-        from ..kube import KubeDryRunner
+        from ..kube.dryrun import KubeDryRunner
     except ImportError as exc:
         raise PolicyError(f"--dry-run needs the Kubernetes client adapter, which is not available ({exc})") from exc
     return KubeDryRunner.from_kubeconfig(args.kubeconfig)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..audit import read_events
-    from ..classify import Classifier, Summary, Verdict, suggestion_yaml
+    from ..audit.classify import Classifier, Summary, Verdict, suggestion_yaml
+    from ..audit.events import read_events
     from ..policy import Policy
 
     prog = "manifest-provider classify"

@@ -3,7 +3,7 @@
 Every flag is also an environment variable ``MANIFEST_PROVIDER_<NAME>`` (a
 flag wins); settings without a flag (cache sizes, token cache, key threads,
 ``METRICS_CALLERS``, ``HEAD_TIMEOUT_SECONDS``, ``MAX_CONNECTIONS``) are
-environment-only. See ``docs/api.md`` and :mod:`provider.config`.
+environment-only. See ``docs/api.md`` and :mod:`provider.service.config`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..config import env_name
+from ..service.config import env_name
 
 HELP = "serve the HTTPS verification API for Gatekeeper external data and Kyverno (gunicorn, TLS only)"
 
@@ -51,6 +51,6 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..serve import serve  # gunicorn loads only for this command
+    from ..service.serve import serve  # gunicorn loads only for this command
 
     return serve(overrides(args))

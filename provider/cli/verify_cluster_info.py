@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _tokens(args: argparse.Namespace) -> list[Any]:
-    from ..bootstrap import TOKEN_SECRET_PREFIX, BootstrapToken
+    from ..neighbours.bootstrap import TOKEN_SECRET_PREFIX, BootstrapToken
 
     tokens = [BootstrapToken.parse(text) for text in args.token]
     for path in args.token_secret:
@@ -44,7 +44,7 @@ def _tokens(args: argparse.Namespace) -> list[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..bootstrap import ClusterInfoPolicy, InlineTokenSource, evaluate_cluster_info
+    from ..neighbours.bootstrap import ClusterInfoPolicy, InlineTokenSource, evaluate_cluster_info
 
     policy_data: dict[str, Any] = {"requireSignature": args.require_signature}
     if args.ca_cert_hash:

@@ -47,7 +47,7 @@ def build_policy(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..csr import CsrPolicy, evaluate_csr
+    from ..neighbours.csr import CsrPolicy, evaluate_csr
 
     policy = CsrPolicy.from_dict(build_policy(args))
     return evaluate_documents("verify-csr", args.filename, args.output, lambda review: evaluate_csr(review, policy, scoped=False), admission=args.admission)

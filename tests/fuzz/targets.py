@@ -33,7 +33,6 @@ import gzip
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from provider.checks import CheckContext, run_check
 from provider.envelope import Payload, gunzip_bounded, read_envelope
 from provider.errors import (
     DataError,
@@ -49,7 +48,8 @@ from provider.limits import Limits
 from provider.parsing import load_json
 from provider.policy import Policy
 from provider.review import Review
-from provider.wire import gatekeeper, kyverno
+from provider.service.checks import CheckContext, run_check
+from provider.service.wire import gatekeeper, kyverno
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"

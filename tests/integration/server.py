@@ -1,6 +1,6 @@
 """The real service for tests: ``manifest-provider serve`` (gunicorn, TLS, client certificates) on loopback.
 
-:func:`running_server` makes a throw-away PKI (:func:`provider.devcerts.make_dev_pki`)
+:func:`running_server` makes a throw-away PKI (:func:`provider.service.devcerts.make_dev_pki`)
 in a temporary directory, binds 127.0.0.1 on an ephemeral port *in this
 process* and hands the listening socket to gunicorn (``--bind fd://N``), so
 there is no window in which another test could take the port. It waits for
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from provider.devcerts import CLIENT_NAME, DevPki, make_dev_pki
+from provider.service.devcerts import CLIENT_NAME, DevPki, make_dev_pki
 
 #: Seconds to wait for /readyz (gunicorn plus the app import take about one).
 START_TIMEOUT = 30.0

@@ -3,7 +3,7 @@
 * Authorization: of the certificates the client CA issued, only those whose
   DNS SAN or CN is a configured caller may call (403 and a log line otherwise).
   The server here trusts its own CA and the callers are the shipped default
-  for Gatekeeper (:data:`provider.config.GATEKEEPER_CALLER`); ``/metrics`` has
+  for Gatekeeper (:data:`provider.service.config.GATEKEEPER_CALLER`); ``/metrics`` has
   its own rule, here the test's own client (``cert:client``, a scraper) only.
 * An expired certificate stops working on every request: on a connection kept
   alive from before it expired, and on a new connection that offers the TLS
@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from prometheus_client.parser import text_string_to_metric_families
 
-from provider.config import GATEKEEPER_CALLER
+from provider.service.config import GATEKEEPER_CALLER
 from tests.integration import server as server_module
 from tests.integration.server import Server, running_server
 from tests.integration.test_tls import OwnPki

@@ -22,7 +22,7 @@ import yaml
 
 from provider import Policy, Review, decide
 from provider.errors import TransientError
-from provider.kube import KubeDryRunner
+from provider.kube.dryrun import KubeDryRunner
 from provider.result import Result
 from tests.fakeapi import FakeApiServer, recording, recordings, runner_for
 from tests.support import UPSTREAM, load_yaml, make_key, public_key_pem, sign

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from provider.devcerts import make_dev_pki
+from provider.service.devcerts import make_dev_pki
 from tests.integration.server import Server
 from tests.opa import (
     PROVIDER_API_VERSION,

@@ -4,7 +4,7 @@ The attack (issue "Exactly what was signed", item 8): a caller without a
 client certificate completes TLS handshakes and then sends nothing. Stock
 gunicorn gthread performs the handshake and reads the request head in a pool
 thread with no deadline, so ``workers x threads`` such connections stopped
-every authenticated request. :mod:`provider.worker` reads handshakes and heads
+every authenticated request. :mod:`provider.service.worker` reads handshakes and heads
 in the event loop; these tests hold **four times as many idle connections as
 the server has threads** -- TCP only, TLS handshake done, half a request head
 -- and require every authenticated request to be answered, on fresh

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.bootstrap import ClusterInfoPolicy
-from provider.csr import CsrPolicy
+from provider.neighbours.bootstrap import ClusterInfoPolicy
+from provider.neighbours.csr import CsrPolicy
 from tests.integration.server import Server, running_server
 from tests.opa import (
     ConstraintTemplateEngine,
@@ -136,7 +136,7 @@ def test_template_is_its_src_rego(name: str) -> None:
 def test_parameter_schema_mirrors_the_check_policy(name: str) -> None:
     template = yaml.safe_load((GATEKEEPER / name / "template.yaml").read_text())
     properties = template["spec"]["crd"]["spec"]["validation"]["openAPIV3Schema"]["properties"]
-    from provider import bootstrap, csr
+    from provider.neighbours import bootstrap, csr
 
     fields = bootstrap._POLICY_FIELDS if name == "verify-cluster-info" else csr._POLICY_FIELDS
     assert set(properties) == set(fields)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from provider.devcerts import make_dev_pki
+from provider.service.devcerts import make_dev_pki
 from tests.integration.server import Server, command, running_server
 from tests.support import KYVERNO, configmap, make_key, public_key_pem, sign
 

@@ -90,8 +90,8 @@ def test_a_slow_api_server_is_a_dry_run_failure_inside_the_deadline(fake: FakeAp
 
 
 def test_a_dry_run_timeout_at_or_over_the_deadline_is_refused() -> None:
-    from provider.config import load_config
     from provider.errors import ConfigError
+    from provider.service.config import load_config
 
     with pytest.raises(ConfigError, match="must be under"):
         load_config({"DEADLINE_SECONDS": 1.0, "DRY_RUN_TIMEOUT_SECONDS": 1.0})

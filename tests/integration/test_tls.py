@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from provider.devcerts import DevPki, make_dev_pki
+from provider.service.devcerts import DevPki, make_dev_pki
 from tests.integration import server as server_module
 from tests.integration.server import Server, running_server
 

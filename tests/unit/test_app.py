@@ -18,11 +18,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from provider.app import GATEKEEPER_PATH, KYVERNO_PATH, LazyClient, LazyDryRunner, Service, create_app
-from provider.checks import CHECKS, CheckContext
 from provider.errors import ConfigError, TransientError, VerificationFailure
 from provider.result import Result
 from provider.review import Review
+from provider.service.app import GATEKEEPER_PATH, KYVERNO_PATH, LazyClient, LazyDryRunner, Service, create_app
+from provider.service.checks import CHECKS, CheckContext
 from tests.support import configmap, make_key, public_key_pem, sign
 
 
@@ -322,7 +322,7 @@ def test_a_kubeconfig_builds_a_real_api_client_on_first_use(tmp_path: Path) -> N
 def test_the_kubernetes_client_is_imported_at_start_up_only_when_a_cluster_is_configured(tmp_path: Path) -> None:
     """Its import (~0.4 s) must not land inside the first dry-run's deadline, nor slow a service without a cluster."""
     probe = (
-        "import sys; from provider.app import create_app; create_app({%s}); "
+        "import sys; from provider.service.app import create_app; create_app({%s}); "
         "print('kubernetes.client' in sys.modules)"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("MANIFEST_PROVIDER_") and k != "KUBERNETES_SERVICE_HOST"}

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from provider.app import create_app
-from provider.auth import MAX_TOKEN_BYTES, Authenticator, TokenStatus, parse_callers, peer_der, token_expiry
-from provider.clientcerts import ClientCertificates
-from provider.devcerts import CLIENT_NAME, make_dev_pki
 from provider.errors import ConfigError
-from provider.serve import tls_context
+from provider.service.app import create_app
+from provider.service.auth import MAX_TOKEN_BYTES, Authenticator, TokenStatus, parse_callers, peer_der, token_expiry
+from provider.service.clientcerts import ClientCertificates
+from provider.service.devcerts import CLIENT_NAME, make_dev_pki
+from provider.service.serve import tls_context
 from tests.tokenapi import AUDIENCE, KYVERNO_GROUPS, KYVERNO_USER, Identity, TokenReviewApi
 
 GOOD = "good-token"

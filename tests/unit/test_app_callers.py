@@ -2,7 +2,7 @@
 
 Tokens go through the service's own TokenReview client to :mod:`tests.tokenapi`
 (a real HTTP exchange, answered as an audience-aware API server does); the
-junk-token tests drive :class:`provider.auth.Authenticator` directly with a
+junk-token tests drive :class:`provider.service.auth.Authenticator` directly with a
 counting reviewer, because 16 384 requests through Flask would only make them slow.
 """
 
@@ -17,11 +17,18 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from provider import metrics
-from provider.app import create_app
-from provider.auth import ACCEPTED_ENTRIES, REFUSED_ENTRIES, Authenticator, RateLimit, TokenStatus, parse_callers
-from provider.config import GATEKEEPER_CALLER, KYVERNO_CALLER, REPEATS, RepeatLimiter, load_config
 from provider.errors import ConfigError
+from provider.service import metrics
+from provider.service.app import create_app
+from provider.service.auth import (
+    ACCEPTED_ENTRIES,
+    REFUSED_ENTRIES,
+    Authenticator,
+    RateLimit,
+    TokenStatus,
+    parse_callers,
+)
+from provider.service.config import GATEKEEPER_CALLER, KYVERNO_CALLER, REPEATS, RepeatLimiter, load_config
 from tests.tokenapi import AUDIENCE, KYVERNO_GROUPS, KYVERNO_USER, Identity, TokenReviewApi
 
 KYVERNO = "kyverno-token"

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
-from provider.clientcerts import ClientCertificates
+from provider.service.clientcerts import ClientCertificates
 
 NOW = datetime.datetime(2030, 6, 1, tzinfo=datetime.UTC)
 DAY = datetime.timedelta(days=1)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from provider.config import Config, JsonFormatter, env_name, load_config
 from provider.errors import ConfigError
 from provider.limits import DEFAULT_LIMITS
+from provider.service.config import Config, JsonFormatter, env_name, load_config
 
 
 def test_defaults_are_documented_values() -> None:

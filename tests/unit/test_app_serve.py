@@ -15,15 +15,22 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from gunicorn.workers.gthread import ThreadWorker
 
-from provider.app import create_app
 from provider.cli import build_parser
 from provider.cli import serve as serve_command
-from provider.config import load_config
-from provider.dev import curl_command, write_samples
-from provider.devcerts import CLIENT_NAME, DevPki, make_dev_pki
 from provider.errors import ConfigError
-from provider.serve import TLS12_CIPHERS, _RotatingContext, bind_address, check_serving, gunicorn_options, tls_context
-from provider.worker import GuardedThreadWorker
+from provider.service.app import create_app
+from provider.service.config import load_config
+from provider.service.dev import curl_command, write_samples
+from provider.service.devcerts import CLIENT_NAME, DevPki, make_dev_pki
+from provider.service.serve import (
+    TLS12_CIPHERS,
+    _RotatingContext,
+    bind_address,
+    check_serving,
+    gunicorn_options,
+    tls_context,
+)
+from provider.service.worker import GuardedThreadWorker
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """What ships for callers and for cheap handshakes: the manifests and the dev PKI agree with the service's defaults.
 
-* The base Deployment names the same callers as :class:`provider.config.Config`'s
+* The base Deployment names the same callers as :class:`provider.service.config.Config`'s
   default, so the manifests and ``manifest-provider serve`` without settings
   admit exactly Gatekeeper's webhook certificate and Kyverno's admission controller.
 * Server keys are ECDSA P-256 (the serving Certificate, its CA, the dev PKI):
@@ -20,10 +20,10 @@ import yaml
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
-from provider.config import ENV_PREFIX, Config
 from provider.deadlines import DeadlineSSLSocket
-from provider.devcerts import make_dev_pki
-from provider.serve import tls_context
+from provider.service.config import ENV_PREFIX, Config
+from provider.service.devcerts import make_dev_pki
+from provider.service.serve import tls_context
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = REPO / "manifests" / "base"

@@ -3,7 +3,7 @@
 The kubernetes client's ``_request_timeout`` bounds each socket read: an API
 server that sends its headers 1.2 s late and its body another 1.2 s later was
 answered after 2.4 s and the answer used; a body trickled a byte at a time
-took as long as the trickle. :class:`provider.tokenreview.KubeTokenReviewer`
+took as long as the trickle. :class:`provider.kube.tokenreview.KubeTokenReviewer`
 is driven here against a slow TokenReview endpoint on loopback (plain HTTP,
 HTTPS, and a server that never answers the TLS handshake), through the real
 kubeconfig loading of the ``kubernetes`` package.
@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from provider.app import create_app
-from provider.devcerts import make_dev_pki
 from provider.errors import TransientError
-from provider.tokenreview import KubeTokenReviewer, TokenStatus, kube_configuration, status_from_answer
+from provider.kube.tokenreview import KubeTokenReviewer, TokenStatus, kube_configuration, status_from_answer
+from provider.service.app import create_app
+from provider.service.devcerts import make_dev_pki
 from tests.tokenapi import AUDIENCE, KYVERNO_GROUPS, KYVERNO_USER, Identity, StalledTls, TokenReviewApi
 
 TOKEN = "kyverno-token"

@@ -1,4 +1,4 @@
-"""provider.audit: reading audit events within bounds, and the review admission would have seen."""
+"""provider.audit.events: reading audit events within bounds, and the review admission would have seen."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from provider.audit import (
+from provider.audit.events import (
     BUILTIN_KINDS,
     AuditEvent,
     KindIndex,

@@ -1,4 +1,4 @@
-"""provider.bootstrap: cluster-info JWS signatures, each way to break one, the policy, token Secrets.
+"""provider.neighbours.bootstrap: cluster-info JWS signatures, each way to break one, the policy, token Secrets.
 
 Every signature here is computed in the test, from RFC 7515 itself (``jws``
 below: base64url without padding, HMAC-SHA256 over ``header '.' payload``,
@@ -23,15 +23,15 @@ from cryptography.x509.oid import NameOID
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from provider.bootstrap import (
+from provider.errors import PolicyError, RequestError
+from provider.limits import DEFAULT_LIMITS
+from provider.neighbours.bootstrap import (
     BootstrapToken,
     ClusterInfoPolicy,
     InlineTokenSource,
     evaluate_cluster_info,
     verify_signatures,
 )
-from provider.errors import PolicyError, RequestError
-from provider.limits import DEFAULT_LIMITS
 from provider.result import REASONS, Result
 from provider.review import Review
 

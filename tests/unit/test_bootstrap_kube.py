@@ -1,4 +1,4 @@
-"""provider.kube_tokens: token Secrets read with the real kubernetes client from a fake API server over HTTPS."""
+"""provider.kube.tokens: token Secrets read with the real kubernetes client from a fake API server over HTTPS."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from provider.bootstrap import BootstrapToken
-from provider.checks import CheckContext
 from provider.errors import TransientError
-from provider.kube_tokens import KubeTokenSource, check_cluster_info
+from provider.kube.tokens import KubeTokenSource, check_cluster_info
+from provider.neighbours.bootstrap import BootstrapToken
 from provider.review import Review
+from provider.service.checks import CheckContext
 from tests.fakeapi import FakeApiServer, Logged
 from tests.unit.test_bootstrap import (
     KUBECONFIG,
@@ -85,7 +85,7 @@ def test_lookup_through_a_core_v1_api(api: tuple[TokenApi, Any]) -> None:
 
 
 def test_lookup_through_the_services_lazy_client(api: tuple[TokenApi, Any]) -> None:
-    from provider.app import LazyClient
+    from provider.service.app import LazyClient
 
     _, client = api
     lazy = LazyClient(lambda: client, "cluster client", "transient-error")

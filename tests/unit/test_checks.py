@@ -11,7 +11,10 @@ from typing import Any
 import pytest
 
 from provider.cache import LRUCache, digest
-from provider.checks import (
+from provider.errors import PolicyError, RequestError, TransientError
+from provider.result import Result
+from provider.review import Review
+from provider.service.checks import (
     CHECKS,
     DEFAULT_CHECK,
     POLICIES,
@@ -26,9 +29,6 @@ from provider.checks import (
     check_manifest,
     run_check,
 )
-from provider.errors import PolicyError, RequestError, TransientError
-from provider.result import Result
-from provider.review import Review
 from tests.support import configmap, make_key, public_key_pem, sign
 
 CTX = CheckContext()

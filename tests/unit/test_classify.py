@@ -1,4 +1,4 @@
-"""provider.classify: every class of the paper's table from real signatures, bounded aggregation, suggestions."""
+"""provider.audit.classify: every class of the paper's table from real signatures, bounded aggregation, suggestions."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.audit import Malformed, parse_event, read_events
-from provider.classify import (
+from provider.audit.classify import (
     OTHER,
     Classifier,
     GroupCounts,
@@ -22,6 +21,7 @@ from provider.classify import (
     suggestion_yaml,
     suggestions,
 )
+from provider.audit.events import Malformed, parse_event, read_events
 from provider.objects import ObjectIdentity
 from provider.policy import Policy, UserRule
 from provider.result import TRAFFIC_CLASSES

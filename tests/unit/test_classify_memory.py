@@ -18,8 +18,8 @@ from types import ModuleType
 
 import pytest
 
-from provider.audit import read_events
-from provider.classify import Classifier, Summary
+from provider.audit.classify import Classifier, Summary
+from provider.audit.events import read_events
 from provider.policy import Policy
 from tests.support import REPO, make_key, public_key_pem
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from provider.audit import read_events
-from provider.classify import Classifier, Verdict
+from provider.audit.classify import Classifier, Verdict
+from provider.audit.events import read_events
 from provider.policy import Policy, load_profile
 from provider.review import GroupVersionResource, Review
 from provider.verifier import decide

@@ -1,4 +1,4 @@
-"""provider.csr: kubelet-serving CSRs generated with ``cryptography``, each rule broken one at a time."""
+"""provider.neighbours.csr: kubelet-serving CSRs generated with ``cryptography``, each rule broken one at a time."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from cryptography.x509.oid import NameOID
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from provider.csr import (
+from provider.errors import PolicyError, RequestError, TransientError
+from provider.limits import DEFAULT_LIMITS, Limits
+from provider.neighbours.csr import (
     MAX_EXPIRATION_SECONDS,
     CsrPolicy,
     check_kubelet_serving_csr,
@@ -27,8 +29,6 @@ from provider.csr import (
     system_resolver,
     valid_host_name,
 )
-from provider.errors import PolicyError, RequestError, TransientError
-from provider.limits import DEFAULT_LIMITS, Limits
 from provider.result import REASONS, Result
 from provider.review import Review
 

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.config import Config, env_name
+from provider.service.config import Config, env_name
 from tests.support import REPO, load_yaml
 
 GATEKEEPER_OVERLAY = REPO / "manifests" / "overlays" / "gatekeeper"

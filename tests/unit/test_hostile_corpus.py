@@ -23,7 +23,7 @@ from provider import Policy, Review, decide
 from provider.errors import PolicyError, ProviderError, RequestError
 from provider.parsing import load_json, load_yaml_stream
 from provider.result import Result
-from provider.wire import gatekeeper, kyverno
+from provider.service.wire import gatekeeper, kyverno
 from tests.assets.hostile import corpus
 from tests.assets.hostile.generate import ENTRY_POINTS, outputs
 

@@ -19,10 +19,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from provider import Policy, Review, decide
 from provider.envelope import read_envelope
-from provider.keyless import check_signer, clear_cache
+from provider.keyless.identity import SignerSpec
+from provider.keyless.signer import check_signer, clear_cache
 from provider.keys import fingerprint_of
 from provider.limits import Limits
-from provider.policy import SignerSpec
 from tests.assets.keyless.world import GITHUB, GOOGLE, SIGNED_AT, D, World, issue_leaf, make_ca, pem
 from tests.support import configmap, make_key, public_key_pem, sign
 

@@ -11,9 +11,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from provider.errors import VerificationFailure
-from provider.keyless_rekor import canonical_payload, check_bundle
+from provider.keyless.rekor import canonical_payload, check_bundle
+from provider.keyless.trust import load_trusted_root
 from provider.keys import sign_bytes
-from provider.trust import load_trusted_root
 from tests.assets.keyless.world import World, pem
 
 WORLD = World()

@@ -24,7 +24,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from provider import Policy, Review, decide
-from provider.trust import load_trusted_root
+from provider.keyless.trust import load_trusted_root
 from tests.assets.keyless.world import CA, GOOGLE, SIGNED_AT, World, issue_leaf, make_ca
 from tests.support import configmap
 

@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from provider import Policy
 from provider.errors import PolicyError
+from provider.keyless.trust import DEFAULT_ROOT, load_trusted_root
 from provider.limits import Limits
-from provider.trust import DEFAULT_ROOT, load_trusted_root
 from tests.assets.keyless.world import World
 from tests.support import UPSTREAM
 

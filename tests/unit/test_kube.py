@@ -1,4 +1,4 @@
-"""provider.kube: the real kubernetes client against the fake API server (recorded answers).
+"""provider.kube.dryrun: the real kubernetes client against the fake API server (recorded answers).
 
 Every test here speaks HTTPS to ``tests.fakeapi.FakeApiServer``, which
 replays what a real kube-apiserver v1.36 answered (``shared/dryrun/``).
@@ -16,7 +16,7 @@ import pytest
 
 from provider.dryrun import plan_dry_run
 from provider.errors import PolicyError, TransientError, VerificationFailure
-from provider.kube import MISS_REFETCH_SECONDS, KubeDryRunner
+from provider.kube.dryrun import MISS_REFETCH_SECONDS, KubeDryRunner
 from provider.limits import Limits
 from tests.fakeapi import FakeApiServer, recording, runner_for
 

@@ -1,4 +1,4 @@
-"""provider.kube: a dry-run's deadline covers every exchange whole, and a late answer is never used.
+"""provider.kube.dryrun: a dry-run's deadline covers every exchange whole, and a late answer is never used.
 
 The API server here is ``tests.fakeapi.FakeApiServer`` on loopback (real TLS,
 the real ``kubernetes`` client), sending its recorded answers *paced*: late
@@ -6,7 +6,7 @@ headers, a late body, both late, headers or a body trickled a byte at a time,
 a request never answered, a TLS handshake that stalls. Each dry-run runs in
 its own thread, as in a service worker, and must be over -- a
 ``dry-run-failed`` TransientError, no answer -- within its deadline plus
-:data:`provider.kube.DEADLINE_MARGIN_SECONDS`, with no thread of the client
+:data:`provider.kube.dryrun.DEADLINE_MARGIN_SECONDS`, with no thread of the client
 left behind. Bounds are upper bounds only: a loaded machine makes the client
 slower, never the fake server faster.
 """
@@ -27,10 +27,11 @@ from typing import Any
 import pytest
 import yaml
 
-from provider import Policy, Review, decide, kube
+from provider import Policy, Review, decide
 from provider.dryrun import plan_dry_run
 from provider.errors import TransientError
-from provider.kube import DEADLINE_MARGIN_SECONDS, KubeDryRunner
+from provider.kube import dryrun as kube
+from provider.kube.dryrun import DEADLINE_MARGIN_SECONDS, KubeDryRunner
 from tests.fakeapi import PACES, THREAD_PREFIX, FakeApiServer, recording, runner_for
 from tests.support import make_key, public_key_pem, sign
 

@@ -27,8 +27,8 @@ import celpy
 import pytest
 import yaml
 
-from provider.config import ENV_PREFIX, Config
-from provider.devcerts import make_dev_pki
+from provider.service.config import ENV_PREFIX, Config
+from provider.service.devcerts import make_dev_pki
 from tests.gatekeeper_framework import provider_problems
 from tests.support import REPO
 

@@ -10,7 +10,7 @@ import pytest
 from provider.errors import PolicyError, RequestError
 from provider.limits import Limits
 from provider.result import Result
-from provider.wire import gatekeeper
+from provider.service.wire import gatekeeper
 
 
 def request(keys: Any, **fields: Any) -> bytes:

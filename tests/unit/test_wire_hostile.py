@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from provider.app import create_app
 from provider.errors import RequestError
-from provider.wire import gatekeeper, kyverno
+from provider.service.app import create_app
+from provider.service.wire import gatekeeper, kyverno
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),

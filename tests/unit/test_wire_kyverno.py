@@ -9,7 +9,7 @@ import pytest
 
 from provider.errors import RequestError
 from provider.result import Result
-from provider.wire import kyverno
+from provider.service.wire import kyverno
 
 REQUEST = {"uid": "u-1", "operation": "CREATE", "namespace": "ns", "userInfo": {"username": "alice"},
            "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}}  # fmt: skip

@@ -3,7 +3,7 @@
 Writes under ``.dev/`` (or ``$MANIFEST_PROVIDER_DEV_DIR``):
 
 * a CA, a server certificate for 127.0.0.1/localhost and a client certificate
-  (:func:`provider.devcerts.make_dev_pki`);
+  (:func:`provider.service.devcerts.make_dev_pki`);
 * ``signing.pub`` (the private half is thrown away) and ``sample.yaml``, a
   ConfigMap signed with it;
 * ``kyverno-request.json`` and ``gatekeeper-request.json``: ready-made bodies
@@ -22,9 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..keys import generate_key, public_pem
+from ..signing import dump_yaml, sign_documents
 from .devcerts import CLIENT_NAME, DevPki, make_dev_pki
-from .keys import generate_key, public_pem
-from .signing import dump_yaml, sign_documents
 
 DEV_DIR = Path(os.environ.get("MANIFEST_PROVIDER_DEV_DIR", ".dev"))
 HOST = "127.0.0.1"

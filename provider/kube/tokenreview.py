@@ -33,9 +33,9 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .deadlines import DeadlineSocket, DeadlineSSLSocket
-from .errors import ConfigError, TransientError
-from .version import __version__
+from ..deadlines import DeadlineSocket, DeadlineSSLSocket
+from ..errors import ConfigError, TransientError
+from ..version import __version__
 
 #: The TokenReview collection (``authentication.k8s.io/v1``).
 REVIEW_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"

@@ -13,7 +13,7 @@ types (``pkg/externaldata``; documented in Gatekeeper's "External Data" page)::
 Each key is a JSON *string* holding ``{"review": <input.review>, "policy":
 {...}, "check": "manifest"}`` (``check`` optional). The answer has one item per
 key, in order, with the key echoed exactly; ``value`` is the verdict
-(:class:`~provider.wire.ResultValue`), ``error`` is ``"<reason>: <message>"``
+(:class:`~provider.service.wire.ResultValue`), ``error`` is ``"<reason>: <message>"``
 for a key that is deterministically unusable (not JSON, wrong shape, invalid
 policy, unknown check). Gatekeeper caches items -- errors included -- for
 3 minutes by default, so anything that might succeed when asked again (a
@@ -28,12 +28,12 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict, cast
 
+from ...errors import DataError, RequestError
+from ...limits import DEFAULT_LIMITS, Limits
+from ...parsing import load_json
+from ...result import Result
+from ...review import Review
 from ..checks import DEFAULT_CHECK, Question
-from ..errors import DataError, RequestError
-from ..limits import DEFAULT_LIMITS, Limits
-from ..parsing import load_json
-from ..result import Result
-from ..review import Review
 from . import CHECK_FIELD, POLICY_FIELD, ResultValue
 
 API_GROUP = "externaldata.gatekeeper.sh"

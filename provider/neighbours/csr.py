@@ -64,11 +64,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .errors import PolicyError, RequestError, TransientError, VerificationFailure
-from .limits import DEFAULT_LIMITS, Limits
-from .result import Result
-from .review import Review
-from .schema import check_fields
+from ..errors import PolicyError, RequestError, TransientError, VerificationFailure
+from ..limits import DEFAULT_LIMITS, Limits
+from ..result import Result
+from ..review import Review
+from ..schema import check_fields
 
 # From k8s.io/api/certificates/v1 and pkg/apis/certificates (ValidateKubeletServingCSR).
 KUBELET_SERVING_SIGNER = "kubernetes.io/kubelet-serving"
@@ -459,7 +459,7 @@ def evaluate_csr(
 
 
 class _Context(Protocol):
-    """The parts of :class:`provider.checks.CheckContext` this check reads."""
+    """The parts of :class:`provider.service.checks.CheckContext` this check reads."""
 
     @property
     def limits(self) -> Limits: ...

@@ -19,7 +19,7 @@ Every name starts with ``manifest_provider_``:
   ``token-too-large``, ``token-review-failed``, ``token-review-timeout``,
   ``token-review-rate-limited``;
 * ``connections_closed_total{reason}`` -- connections closed before they sent a
-  complete request (:mod:`provider.worker`): ``handshake-failed``,
+  complete request (:mod:`provider.service.worker`): ``handshake-failed``,
   ``head-timeout``, ``head-too-large``, ``evicted``.
 
 gunicorn runs several worker processes; the launcher points

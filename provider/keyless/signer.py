@@ -17,7 +17,7 @@ Keyless signer (no ``roots``), per signature set with a certificate
 
 1. the bundle's SET verifies with the Rekor key chosen by its ``logID``,
 2. the logged hashedrekord/rekord entry names sha256(P), this signature and
-   this certificate (:mod:`provider.keyless_rekor`);
+   this certificate (:mod:`provider.keyless.rekor`);
 3. the certificate chains to a Fulcio CA of the trusted root whose validity
    window contains ``integratedTime``, through that CA's own chain in the
    trusted root -- certificates sent after the leaf in the annotation are never
@@ -57,12 +57,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .errors import KeyLoadError, VerificationFailure
-from .keyless_cert import (
+from ..errors import KeyLoadError, VerificationFailure
+from ..keys import PublicKey
+from ..limits import DEFAULT_LIMITS, Limits
+from ..signers import Binding, Match, Outcome
+from .certificates import (
     CertificateExpired,
     CertificateUntrusted,
-    Identity,
-    IdentityMismatch,
     chains_to,
     clamp_to_validity,
     identity_of,
@@ -71,15 +72,12 @@ from .keyless_cert import (
     valid_at,
     validity,
 )
-from .keyless_rekor import TlogEntryInvalid, check_bundle
-from .keys import PublicKey
-from .limits import DEFAULT_LIMITS, Limits
-from .signers import Binding, Match, Outcome
+from .identity import Identity, SignerSpec, match_identity
+from .rekor import TlogEntryInvalid, check_bundle
 from .trust import TrustRoot, load_signer_roots, load_trusted_root
 
 if TYPE_CHECKING:
-    from .envelope import Envelope, SignatureSet
-    from .policy import SignerSpec
+    from ..envelope import Envelope, SignatureSet
 
 #: Failure reasons in the order the checks run: the furthest one reached is reported.
 _PROGRESS = (
@@ -217,24 +215,6 @@ def clear_cache() -> None:
     """Forget cached set outcomes (benchmarks measure the uncached cost)."""
     with _lock:
         _cache.clear()
-
-
-def match_identity(spec: SignerSpec, identity: Identity) -> dict[str, str]:
-    """Step 6: the signer entry's subject and issuer against the certificate's; full matches only."""
-    if spec.subject is not None:
-        subject = next((s for s in identity.subjects if s == spec.subject), None)
-    else:
-        pattern = spec.subject_regexp
-        subject = next((s for s in identity.subjects if pattern is not None and pattern.fullmatch(s)), None)
-    named = ", ".join(s[:80] for s in identity.subjects[:3]) or "no email or URI"
-    if subject is None:
-        wanted = spec.subject if spec.subject is not None else f"/{spec.subject_regexp.pattern if spec.subject_regexp else ''}/"
-        raise IdentityMismatch(f"the certificate names {named}, not {wanted[:80]}")
-    if spec.issuer is not None and identity.issuer != spec.issuer:
-        raise IdentityMismatch(f"{subject[:80]} was certified by issuer {identity.issuer[:80]!r}, not {spec.issuer[:80]!r}")
-    if spec.issuer_regexp is not None and not spec.issuer_regexp.fullmatch(identity.issuer):
-        raise IdentityMismatch(f"{subject[:80]} was certified by issuer {identity.issuer[:80]!r}, which does not match /{spec.issuer_regexp.pattern[:80]}/")
-    return {"subject": subject, "issuer": identity.issuer}
 
 
 def check_signer(

@@ -1,7 +1,7 @@
 """Admission traffic in the paper's six classes: replay an audit log through :func:`decide`.
 
 Reference: ``docs/classify.md``. :class:`Classifier` turns each audit event into
-the review admission would have sent (:mod:`provider.audit`), asks
+the review admission would have sent (:mod:`provider.audit.events`), asks
 :func:`~provider.verifier.decide` -- the one decision every entry point shares
 -- and files the verdict under :attr:`~provider.result.Result.traffic_class`:
 
@@ -33,13 +33,13 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypedDict, TypeVar
 
-from .audit import REPEATED_STAGES, AuditEvent, Evidence, KindIndex, Malformed, to_review
-from .dryrun import DryRunner
-from .errors import RequestError, TransientError
-from .limits import DEFAULT_LIMITS, Limits
-from .policy import Policy
-from .result import TRAFFIC_CLASSES, Result, TrafficClass
-from .verifier import decide
+from ..dryrun import DryRunner
+from ..errors import RequestError, TransientError
+from ..limits import DEFAULT_LIMITS, Limits
+from ..policy import Policy
+from ..result import TRAFFIC_CLASSES, Result, TrafficClass
+from ..verifier import decide
+from .events import REPEATED_STAGES, AuditEvent, Evidence, KindIndex, Malformed, to_review
 
 Dimension = Literal["namespace", "user", "kind"]
 DIMENSIONS: tuple[Dimension, ...] = ("namespace", "user", "kind")
@@ -396,7 +396,7 @@ def suggestion_yaml(summary: Summary, source: str) -> str:
     """The proposals as a policy fragment for a person to review (never applied by this package)."""
     import yaml
 
-    from .parsing import KubectlSafeDumper
+    from ..parsing import KubectlSafeDumper
 
     found = suggestions(summary)
     lines = [

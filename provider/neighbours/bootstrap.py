@@ -50,14 +50,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from .errors import PolicyError, RequestError, VerificationFailure
-from .limits import DEFAULT_LIMITS, Limits
-from .parsing import load_json, load_yaml_stream
-from .result import Result
-from .review import Review
-from .schema import check_fields
+from ..errors import PolicyError, RequestError, VerificationFailure
+from ..limits import DEFAULT_LIMITS, Limits
+from ..parsing import load_json, load_yaml_stream
+from ..result import Result
+from ..review import Review
+from ..schema import check_fields
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("provider.bootstrap")
 
 # Names and formats from k8s.io/cluster-bootstrap/token/api (types.go).
 CLUSTER_INFO_NAMESPACE = "kube-public"

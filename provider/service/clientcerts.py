@@ -21,7 +21,7 @@ the CA alone.
 Results are cached by the certificate's digest and the file's state; the
 clock comparison runs on every request. The names a certificate answers to
 (:attr:`PeerCertificate.names`: DNS SANs, then the CN) are what
-:mod:`provider.auth` authorizes.
+:mod:`provider.service.auth` authorizes.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from .cache import LRUCache
+from ..cache import LRUCache
 
 log = logging.getLogger("provider.auth")
 

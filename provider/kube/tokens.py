@@ -1,6 +1,6 @@
 """Bootstrap tokens read from the cluster, and the ``cluster-info`` check the service runs.
 
-:class:`KubeTokenSource` answers :class:`provider.bootstrap.TokenSource` lookups
+:class:`KubeTokenSource` answers :class:`provider.neighbours.bootstrap.TokenSource` lookups
 by reading the Secret ``kube-system/bootstrap-token-<id>`` -- the same objects
 the bootstrap signer signs with -- one GET per token id, never a list: with a
 policy ``tokenIds`` allow-list the service's RBAC can be narrowed to those
@@ -11,7 +11,7 @@ timeout, RBAC refusing the read -- is a :class:`~provider.errors.TransientError`
 (the whole request fails and Gatekeeper asks again: never a cached verdict).
 
 :func:`check_cluster_info` is the ``"cluster-info"`` entry of
-:data:`provider.checks.CHECKS`. It reads the policy strictly and marks its
+:data:`provider.service.checks.CHECKS`. It reads the policy strictly and marks its
 verdicts ``used_cluster`` whenever a token was looked up: a token expires or
 is deleted, so such verdicts must not be cached.
 
@@ -25,20 +25,20 @@ import logging
 from datetime import datetime
 from typing import Any, Protocol
 
-from .bootstrap import (
+from ..errors import RequestError, TransientError
+from ..limits import DEFAULT_LIMITS, Limits
+from ..neighbours.bootstrap import (
     TOKEN_SECRET_NAMESPACE,
     TOKEN_SECRET_PREFIX,
     BootstrapToken,
     ClusterInfoPolicy,
     evaluate_cluster_info,
 )
-from .errors import RequestError, TransientError
-from .limits import DEFAULT_LIMITS, Limits
-from .parsing import load_json
-from .result import Result
-from .review import Review
+from ..parsing import load_json
+from ..result import Result
+from ..review import Review
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("provider.kube_tokens")
 
 #: Seconds one Secret read may take: the service answers Gatekeeper within its
 #: 2.5 s deadline (Gatekeeper's webhook gives policies 3 s).
@@ -102,7 +102,7 @@ class KubeTokenSource:
 
 
 class _Context(Protocol):
-    """The parts of :class:`provider.checks.CheckContext` this check reads."""
+    """The parts of :class:`provider.service.checks.CheckContext` this check reads."""
 
     @property
     def kube_client(self) -> Any: ...
@@ -126,7 +126,7 @@ class _Unconfigured:
 
 
 def check_cluster_info(review: Review, policy: Any, context: _Context) -> Result:
-    """``"cluster-info"``: the bootstrap-token signatures of ``kube-public/cluster-info`` (:mod:`provider.bootstrap`)."""
+    """``"cluster-info"``: the bootstrap-token signatures of ``kube-public/cluster-info`` (:mod:`provider.neighbours.bootstrap`)."""
     parsed = ClusterInfoPolicy.from_dict(policy, context.limits)
     if context.kube_client is None:
         return evaluate_cluster_info(review, parsed, _Unconfigured(), now=context.now, limits=context.limits)

@@ -3,23 +3,23 @@
 Routes (reference: ``docs/api.md``, ``docs/openapi.yaml``):
 
 * ``POST /v1/gatekeeper/verify`` -- Gatekeeper external data
-  (:mod:`provider.wire.gatekeeper`); always 200 with a ``ProviderResponse``.
+  (:mod:`provider.service.wire.gatekeeper`); always 200 with a ``ProviderResponse``.
 * ``POST /v1/kyverno/verify`` -- Kyverno ``apiCall``/``http.Post``
-  (:mod:`provider.wire.kyverno`); always 200 with a verdict.
+  (:mod:`provider.service.wire.kyverno`); always 200 with a verdict.
 * ``GET /healthz``, ``GET /readyz`` -- probes, no authentication.
-* ``GET /metrics`` -- Prometheus (:mod:`provider.metrics`).
+* ``GET /metrics`` -- Prometheus (:mod:`provider.service.metrics`).
 
 Both verify routes answer 401/403/503 when the caller is not authenticated or
-not allowed (:mod:`provider.auth`), 413 when the body is larger than
+not allowed (:mod:`provider.service.auth`), 413 when the body is larger than
 ``MAX_BODY_BYTES`` and 400 when the body cannot be read whole (bad chunked
 encoding, a client gone mid-body, a body slower than the deadline); nothing
 else changes their status. After a refusal or an unreadable body the
 connection is closed (:data:`CLOSE_CONNECTION`, honoured by
-:mod:`provider.worker`): a stranger keeps nothing open, and a stream whose
+:mod:`provider.service.worker`): a stranger keeps nothing open, and a stream whose
 framing is broken is never read again.
 
 Handlers are thin: read the wire format, hand the keys to
-:class:`provider.checks.Dispatcher`, shape the answer, count and log it. Each
+:class:`provider.service.checks.Dispatcher`, shape the answer, count and log it. Each
 worker process holds one :class:`Service`: the verdict cache, the compiled
 policy cache, the thread pool, and -- built on first use -- the cluster clients.
 """
@@ -39,15 +39,15 @@ from typing import Any
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
+from ..cache import LRUCache, digest
+from ..errors import ConfigError, ProviderError, RequestError, TransientError
+from ..kube.tokenreview import KubeTokenReviewer, kube_configuration
+from ..limits import Limits
 from . import metrics
 from .auth import Authenticator, Decision, TokenReviewer, parse_callers
-from .cache import LRUCache, digest
 from .checks import POLICIES, Answer, CheckContext, Dispatcher, Job, Verdict
 from .clientcerts import ClientCertificates
 from .config import Config, configure_logging, load_config
-from .errors import ConfigError, ProviderError, RequestError, TransientError
-from .limits import Limits
-from .tokenreview import KubeTokenReviewer, kube_configuration
 from .wire import gatekeeper, kyverno
 
 log = logging.getLogger("provider.app")
@@ -71,9 +71,9 @@ def _cluster_configured(config: Config) -> bool:
 
 
 def _kube_module() -> Any:
-    # provider.kube holds the Kubernetes adapters; imported by name so that the
+    # provider.kube.dryrun holds the Kubernetes adapters; imported by name so that the
     # service starts (and answers policies without dry-run) where it is absent.
-    return importlib.import_module("provider.kube")
+    return importlib.import_module("provider.kube.dryrun")
 
 
 def _preload_kubernetes() -> None:
@@ -107,7 +107,7 @@ def api_client(kubeconfig: str | None) -> Any:
 
 
 def _build_kube_client(kubeconfig: str | None) -> Any:
-    """``provider.kube.KubeClient`` when that module offers one, else a plain kubernetes ``ApiClient``."""
+    """``provider.kube.dryrun.KubeClient`` when that module offers one, else a plain kubernetes ``ApiClient``."""
     try:
         factory = getattr(_kube_module(), "KubeClient", None)
     except ImportError:
@@ -374,7 +374,7 @@ def _split_config(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], dic
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
-    """The service as a WSGI app. ``config`` overrides ``MANIFEST_PROVIDER_*`` (see :mod:`provider.config`)."""
+    """The service as a WSGI app. ``config`` overrides ``MANIFEST_PROVIDER_*`` (see :mod:`provider.service.config`)."""
     ours, flask_own = _split_config(config)
     cfg = load_config(ours)
     configure_logging(cfg.log_level)

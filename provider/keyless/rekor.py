@@ -37,10 +37,10 @@ from typing import Any
 
 from cryptography import x509
 
-from .errors import DataError, VerificationFailure
-from .keyless_cert import same_certificate
-from .limits import DEFAULT_LIMITS, Limits
-from .parsing import load_json
+from ..errors import DataError, VerificationFailure
+from ..limits import DEFAULT_LIMITS, Limits
+from ..parsing import load_json
+from .certificates import same_certificate
 from .trust import TrustRoot
 
 #: Rekor entry kinds that log a signature with its certificate (rekor pkg/types).

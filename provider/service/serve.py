@@ -5,11 +5,11 @@ Why these choices:
 * **gthread workers, guarded.** A sync worker serves one connection at a time
   and closes it after each request, so every call would pay a TLS handshake.
   gthread workers keep connections alive (``keepalive_seconds``) and serve
-  ``threads`` requests at once per process; :mod:`provider.worker` changes
+  ``threads`` requests at once per process; :mod:`provider.service.worker` changes
   gthread so that a connection holds a thread only once its request head is
   complete (handshake and head are read in the event loop, within
   ``head_timeout_seconds``), and body and answer have deadlines.
-* **Preloaded app.** :func:`provider.app.create_app` runs once in the master,
+* **Preloaded app.** :func:`provider.service.app.create_app` runs once in the master,
   so a configuration error stops the server before any worker forks, and
   workers share the imported code. Everything that must not cross a fork
   (the verification thread pool, cluster connections) is built on first use.
@@ -17,7 +17,7 @@ Why these choices:
   when a certificate file changes (cert-manager rotates them in place):
   TLS 1.2 at least, 1.3 whenever the client offers it, ECDHE+AEAD ciphers for
   1.2. With a client CA the handshake asks for a certificate and rejects one
-  the CA did not issue; :mod:`provider.auth` refuses requests that brought
+  the CA did not issue; :mod:`provider.service.auth` refuses requests that brought
   none (probes excepted) and checks the certificate again on every request.
   No session tickets: neither Gatekeeper's Go client nor Kyverno's keeps a
   session cache, so tickets would only cost each full handshake their
@@ -27,7 +27,7 @@ Why these choices:
   refuses to start unless ``unsafe_http`` is set, which warns on every request.
 * **Metrics across workers.** ``PROMETHEUS_MULTIPROC_DIR`` is pointed at a
   fresh directory before the app is imported, so ``/metrics`` sums every
-  worker (:mod:`provider.metrics`).
+  worker (:mod:`provider.service.metrics`).
 * **Logs.** gunicorn's own log goes through the same JSON formatter; its
   access log is off (it would record paths, addresses and user agents; the
   app logs each decision instead).
@@ -47,9 +47,9 @@ from typing import Any
 
 from gunicorn.app.base import BaseApplication
 
+from ..deadlines import DeadlineSSLSocket
+from ..errors import ConfigError
 from .config import REPEATS, Config, RepeatLimiter, configure_logging, load_config
-from .deadlines import DeadlineSSLSocket
-from .errors import ConfigError
 
 log = logging.getLogger("provider.serve")
 
@@ -73,7 +73,7 @@ def tls_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLCon
     # its answer: OpenSSL 3 otherwise fails the connection; HTTP framing detects the truncation itself.
     context.options |= ssl.OP_IGNORE_UNEXPECTED_EOF
     context.num_tickets = SESSION_TICKETS
-    # Every socket this context wraps can be given a deadline (provider.worker: bodies and answers).
+    # Every socket this context wraps can be given a deadline (provider.service.worker: bodies and answers).
     context.sslsocket_class = DeadlineSSLSocket
     try:
         context.load_cert_chain(cert, key)
@@ -138,7 +138,7 @@ def bind_address(config: Config) -> str:
 
 
 def repeat_limiter() -> RepeatLimiter:
-    """The process's :class:`~provider.config.RepeatLimiter`, for gunicorn's log handler (``logconfig_dict``)."""
+    """The process's :class:`~provider.service.config.RepeatLimiter`, for gunicorn's log handler (``logconfig_dict``)."""
     return REPEATS
 
 
@@ -148,8 +148,8 @@ def _log_config(level: str) -> dict[str, Any]:
     return {
         "version": 1,
         "disable_existing_loggers": False,
-        "formatters": {"json": {"()": "provider.config.JsonFormatter"}},
-        "filters": {"repeats": {"()": "provider.serve.repeat_limiter"}},
+        "formatters": {"json": {"()": "provider.service.config.JsonFormatter"}},
+        "filters": {"repeats": {"()": "provider.service.serve.repeat_limiter"}},
         "handlers": {"stderr": handler},
         "root": {"level": "WARNING", "handlers": ["stderr"]},
         "loggers": {

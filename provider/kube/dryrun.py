@@ -73,12 +73,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .dryrun import DryRunPlan, answer_mismatch, renamed_for_retry
-from .errors import DataError, PolicyError, TransientError, VerificationFailure
-from .limits import DEFAULT_LIMITS, Limits
-from .objects import split_api_version
-from .parsing import load_json
-from .version import __version__
+from ..dryrun import DryRunPlan, answer_mismatch, renamed_for_retry
+from ..errors import DataError, PolicyError, TransientError, VerificationFailure
+from ..limits import DEFAULT_LIMITS, Limits
+from ..objects import split_api_version
+from ..parsing import load_json
+from ..version import __version__
 
 #: Seconds a discovery document is trusted (kubectl's disk cache keeps them
 #: for 6 hours; a shorter life here bounds how long a removed kind lingers).

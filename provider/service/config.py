@@ -12,10 +12,10 @@ line; an empty element (a trailing comma) is an error, never "anything".
 
 Objects that cannot come from the environment are given in the mapping only:
 ``DRY_RUNNER`` (a :class:`provider.verifier.DryRunner`), ``KUBE_CLIENT``,
-``TOKEN_REVIEWER`` (a :class:`provider.auth.TokenReviewer`) and ``NOW`` (a fixed
+``TOKEN_REVIEWER`` (a :class:`provider.service.auth.TokenReviewer`) and ``NOW`` (a fixed
 clock for tests). When ``DRY_RUNNER``/``KUBE_CLIENT`` are absent the service
 builds them from ``KUBECONFIG`` or, inside a pod, from the in-cluster
-configuration (see :mod:`provider.app`).
+configuration (see :mod:`provider.service.app`).
 
 This module also sets up logging: JSON lines on standard error, one object per
 line, so that a log pipeline never has to parse prose.
@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from .errors import ConfigError
-from .limits import DEFAULT_LIMITS, Limits
+from ..errors import ConfigError
+from ..limits import DEFAULT_LIMITS, Limits
 
 ENV_PREFIX = "MANIFEST_PROVIDER_"
 
@@ -103,7 +103,7 @@ class Config:
     #: TokenReviews one worker process may start per second (twice as many in a burst);
     #: past it a token that is not cached gets 503 ``token-review-rate-limited``.
     token_reviews_per_second: float = 5.0
-    #: Who may call the verify routes once authenticated (:mod:`provider.auth`):
+    #: Who may call the verify routes once authenticated (:mod:`provider.service.auth`):
     #: ``cert:<name>`` (a client certificate whose DNS SAN or CN is the name) or
     #: ``token:<username>`` (a TokenReview's user; a service account's groups must agree).
     #: The default is exactly what the shipped deployments need.
@@ -118,7 +118,7 @@ class Config:
     #: gunicorn worker processes (default: one per CPU).
     workers: int = field(default_factory=_cpus)
     #: Requests each worker serves at once (gthread worker threads). Connections
-    #: that have not sent a complete request head hold no thread (:mod:`provider.worker`).
+    #: that have not sent a complete request head hold no thread (:mod:`provider.service.worker`).
     threads: int = 8
     #: Seconds from accepting a connection (or from the first byte of a kept-alive
     #: connection's next request) to a complete request head, TLS handshake included.

@@ -27,7 +27,6 @@ Identities (``docs/keyless.md``):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -36,8 +35,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID, ObjectIdentifier
 
-from .errors import VerificationFailure
-from .limits import DEFAULT_LIMITS, Limits
+from ..errors import VerificationFailure
+from ..limits import DEFAULT_LIMITS, Limits
+from .identity import Identity, IdentityMismatch
 
 if TYPE_CHECKING:
     from cryptography.x509.verification import Store
@@ -57,18 +57,6 @@ class CertificateUntrusted(VerificationFailure):
 
 class CertificateExpired(VerificationFailure):
     reason = "certificate-expired-at-signing"
-
-
-class IdentityMismatch(VerificationFailure):
-    reason = "identity-mismatch"
-
-
-@dataclass(frozen=True)
-class Identity:
-    """Who a certificate names: its SAN identities and its issuer (see the module docstring)."""
-
-    subjects: tuple[str, ...]
-    issuer: str
 
 
 def read_certificates(pem: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[x509.Certificate, tuple[x509.Certificate, ...]]:

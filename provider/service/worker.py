@@ -34,7 +34,7 @@ keep-alive and shutdown, and changes where a connection waits:
    event loop would otherwise stop accepting, and Gatekeeper's next
    connection would wait in the kernel's backlog).
 5. **Refused callers are not kept**: an answer the app marks with
-   :data:`provider.app.CLOSE_CONNECTION` (401/403/503, an unreadable body)
+   :data:`provider.service.app.CLOSE_CONNECTION` (401/403/503, an unreadable body)
    closes the connection.
 6. **Closing never blocks the loop or a thread.** gunicorn closes "gracefully"
    (half-close, then read until the peer closes, up to 2 s) in the event loop
@@ -69,7 +69,7 @@ from gunicorn import http, util
 from gunicorn import sock as gunicorn_sock
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
-from .deadlines import DeadlineSocket, DeadlineSSLSocket
+from ..deadlines import DeadlineSocket, DeadlineSSLSocket
 
 log = logging.getLogger("provider.serve")
 

@@ -9,7 +9,7 @@ Kyverno builds the body from the policy's ``data`` entries
 optional. Kyverno sends the body without a ``Content-Type`` header (Kyverno
 issue #16745), so the body is read as JSON whatever the header says.
 
-The answer is always HTTP 200 with the verdict (:class:`~provider.wire.ResultValue`):
+The answer is always HTTP 200 with the verdict (:class:`~provider.service.wire.ResultValue`):
 ``allowed`` and ``message`` are what a policy's ``deny`` condition and message
 use; ``verified``, ``reason``, ``signers`` and ``diff`` explain. Every problem
 -- an unusable body, an invalid policy, a cluster that did not answer, the
@@ -23,13 +23,13 @@ from __future__ import annotations
 import json
 from typing import Any, NotRequired, TypedDict, cast
 
-from ..cache import digest
+from ...cache import digest
+from ...errors import RequestError
+from ...limits import DEFAULT_LIMITS, Limits
+from ...parsing import load_json
+from ...result import Result
+from ...review import Review
 from ..checks import DEFAULT_CHECK, Question
-from ..errors import RequestError
-from ..limits import DEFAULT_LIMITS, Limits
-from ..parsing import load_json
-from ..result import Result
-from ..review import Review
 from . import CHECK_FIELD, POLICY_FIELD, ResultValue
 
 REQUEST_FIELD = "request"

@@ -53,15 +53,15 @@ from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
-from .errors import PolicyError
-from .keys import PublicKey
-from .limits import DEFAULT_LIMITS, Limits
-from .parsing import check_shape, load_json
+from ..errors import PolicyError
+from ..keys import PublicKey
+from ..limits import DEFAULT_LIMITS, Limits
+from ..parsing import check_shape, load_json
 
 if TYPE_CHECKING:
     from cryptography.x509.verification import Store
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("provider.trust")
 
 #: sigstore's TrustedRoot media types (protobuf-specs ``TrustedRoot.media_type``).
 MEDIA_TYPES = (

@@ -33,18 +33,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .cache import LRUCache, digest
-from .csr import check_kubelet_serving_csr
-from .dryrun import DryRunner
-from .errors import DataError, PolicyError, RequestError, TransientError
-from .kube_tokens import check_cluster_info
-from .limits import DEFAULT_LIMITS, Limits
-from .policy import Policy
-from .result import Result
-from .review import Review
-from .verifier import decide
+from ..cache import LRUCache, digest
+from ..dryrun import DryRunner
+from ..errors import DataError, PolicyError, RequestError, TransientError
+from ..kube.tokens import check_cluster_info
+from ..limits import DEFAULT_LIMITS, Limits
+from ..neighbours.csr import check_kubelet_serving_csr
+from ..policy import Policy
+from ..result import Result
+from ..review import Review
+from ..verifier import decide
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("provider.checks")
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@
   through the handshake (kubelet's probes bring none) and is refused here on
   every route but ``/healthz`` and ``/readyz``. Every request checks the
   certificate again against the clock and the current CA file
-  (:mod:`provider.clientcerts`), so neither a resumed TLS session nor a
+  (:mod:`provider.service.clientcerts`), so neither a resumed TLS session nor a
   kept-alive connection outlives the certificate.
 * **Bearer tokens** (``MANIFEST_PROVIDER_TOKEN_AUDIENCE``), checked by a
-  Kubernetes TokenReview for that audience (:mod:`provider.tokenreview`; Kyverno
+  Kubernetes TokenReview for that audience (:mod:`provider.kube.tokenreview`; Kyverno
   >= 1.18 sends a token for ``kyverno-svc.kyverno.io``) by the request's
   review deadline. Accepted tokens are remembered -- by their SHA-256, never
   the token -- until their own ``exp`` or ``token_cache_seconds``; refused ones
@@ -25,7 +25,7 @@ DNS SAN or subject CN is ``<name>``; ``token:<username>`` matches a reviewed
 token's user, and for a service account (``system:serviceaccount:<ns>:<sa>``)
 the review's groups must include ``system:serviceaccounts:<ns>``. The verify
 routes and ``/metrics`` have their own lists. The defaults
-(:data:`provider.config.GATEKEEPER_CALLER`, :data:`provider.config.KYVERNO_CALLER`)
+(:data:`provider.service.config.GATEKEEPER_CALLER`, :data:`provider.service.config.KYVERNO_CALLER`)
 are exactly what the shipped deployments need.
 
 With neither credential configured the service authenticates nobody (fine
@@ -47,10 +47,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .cache import LRUCache, digest
+from ..cache import LRUCache, digest
+from ..errors import TransientError
+from ..kube.tokenreview import TokenReviewer, TokenStatus
 from .clientcerts import ClientCertificates
-from .errors import TransientError
-from .tokenreview import TokenReviewer, TokenStatus
 
 __all__ = ["Authenticator", "Callers", "Decision", "RateLimit", "TokenReviewer", "TokenStatus", "parse_callers", "token_expiry"]
 
