@@ -21,7 +21,7 @@ $(STAMP): setup.cfg pyproject.toml
 
 ## run: the service on https://127.0.0.1:8443 with throw-away dev certificates (mTLS)
 run: install
-	$(PY) -m provider.dev
+	$(PY) -m provider.service.dev
 
 ## test: the whole suite (unit, interop, integration, hostile input, short load/fault runs)
 test: install
@@ -30,6 +30,7 @@ test: install
 lint: install
 	$(VENV)/bin/ruff check provider tests bench tools
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 ## bench: every benchmark and the figures docs/performance.md quotes (about 7 minutes)
 bench: install

@@ -1,0 +1,114 @@
+"""The architecture a machine checks (docs/architecture.md).
+
+* The import contracts in setup.cfg (``[importlinter]``: the layers, the primitives,
+  the library without a web framework or the kubernetes client) hold, every import
+  counted -- lazy ones inside functions included. ``make lint`` runs them too.
+* The package has no import cycle, lazy imports included.
+* Importing the library loads neither the web stack nor the kubernetes client.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+from importlinter import api as importlinter
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_import_contracts_hold() -> None:
+    command = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    proc = subprocess.run([sys.executable, "-c", command, "--config", str(REPO / "setup.cfg"), "--no-cache"],
+                          cwd=REPO, capture_output=True, text=True, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "0 broken" in proc.stdout
+
+
+def test_the_contracts_cover_every_subpackage_and_are_not_empty() -> None:
+    configuration = importlinter.read_configuration(str(REPO / "setup.cfg"))
+    contracts = {c["name"] for c in configuration["contracts_options"]}
+    assert len(contracts) == 3, contracts
+    layered = next(c for c in configuration["contracts_options"] if c["type"] == "layers")
+    named = " ".join(layered["layers"])
+    for package in ("cli", "service", "kube", "audit", "neighbours", "keyless"):
+        assert f"provider.{package}" in named, package
+
+
+def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    graph = grimp.build_graph("provider")
+    assert len(graph.modules) > 50
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """The check above can fail: the same finder on a graph with a cycle reports it."""
+    graph = grimp.ImportGraph()
+    for module in ("a", "b", "c", "d"):
+        graph.add_module(module)
+    graph.add_import(importer="a", imported="b")
+    graph.add_import(importer="b", imported="c")
+    graph.add_import(importer="c", imported="a")
+    graph.add_import(importer="c", imported="d")
+    assert _cycles(graph) == [["a", "b", "c"]]
+
+
+FORBIDDEN_PACKAGES = ("flask", "werkzeug", "gunicorn", "kubernetes", "prometheus_client")
+
+
+def test_importing_the_library_loads_no_web_stack_or_cluster_client() -> None:
+    code = (
+        "import sys, provider, provider.verifier, provider.signing, provider.policy, provider.keyless.signer, provider.audit.classify\n"
+        f"bad = [m for m in {FORBIDDEN_PACKAGES!r} if m in sys.modules]\n"
+        "print(','.join(bad))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == ""
