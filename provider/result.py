@@ -14,9 +14,10 @@ for a signature (skipped user or object, out of scope, a dry-run request).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from .compare import DiffItem
+from .errors import ProviderError
 
 Reason = Literal[
     # allowed
@@ -76,6 +77,11 @@ Reason = Literal[
 ]
 REASONS: tuple[str, ...] = Reason.__args__  # type: ignore[attr-defined]
 
+
+def reason_of(error: ProviderError) -> Reason:
+    """An error's reason as a verdict's: every error class carries a listed code (a test keeps it so)."""
+    return cast(Reason, error.reason)
+
 #: Which part of a policy let an unsigned request through.
 Profile = Literal["common", "policy"]
 
@@ -92,7 +98,7 @@ TRAFFIC_CLASSES: tuple[str, ...] = TrafficClass.__args__  # type: ignore[attr-de
 class Result:
     allowed: bool
     verified: bool
-    reason: str
+    reason: Reason
     message: str
     signers: tuple[Signer, ...] = ()
     diff: tuple[DiffItem, ...] = ()
@@ -104,8 +110,42 @@ class Result:
     used_cluster: bool = False
 
     @classmethod
-    def allow(cls, reason: str, message: str, profile: Profile | None = None) -> Result:
+    def allow(cls, reason: Reason, message: str, profile: Profile | None = None) -> Result:
+        """Allowed without verification: a skipped user or object, out of scope, a dry-run request, a DELETE."""
         return cls(allowed=True, verified=False, reason=reason, message=message, profile=profile)
+
+    @classmethod
+    def deny(
+        cls,
+        reason: Reason,
+        message: str,
+        *,
+        signers: tuple[Signer, ...] = (),
+        diff: tuple[DiffItem, ...] = (),
+        diff_count: int | None = None,
+        used_cluster: bool = False,
+    ) -> Result:
+        """Denied, with the reason; ``diff`` may be truncated, ``diff_count`` counts all (default: ``len(diff)``)."""
+        return cls(
+            allowed=False,
+            verified=False,
+            reason=reason,
+            message=message,
+            signers=signers,
+            diff=diff,
+            diff_count=len(diff) if diff_count is None else diff_count,
+            used_cluster=used_cluster,
+        )
+
+    @classmethod
+    def proven(cls, message: str, signers: tuple[Signer, ...] = (), *, used_cluster: bool = False) -> Result:
+        """Verified: what the signers signed (or, for a neighbouring check, what its rules require)."""
+        return cls(allowed=True, verified=True, reason="verified", message=message, signers=signers, used_cluster=used_cluster)
+
+    @classmethod
+    def from_error(cls, error: ProviderError, message: str | None = None) -> Result:
+        """The denial an error stands for: its reason, and its message (or ``message``)."""
+        return cls.deny(reason_of(error), error.message if message is None else message)
 
     @property
     def traffic_class(self) -> TrafficClass:

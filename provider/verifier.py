@@ -48,7 +48,7 @@ from .limits import DEFAULT_LIMITS, Limits
 from .objects import ObjectIdentity, split_api_version
 from .policy import Policy, UserRule
 from .resources import BUILTIN_KINDS
-from .result import Result, Signer
+from .result import Result, Signer, reason_of
 from .review import Review
 from .signers import DistinctSigners, Match, Outcome, Signers
 
@@ -376,25 +376,19 @@ def decide(
     if no_new_object or foreign == "no-content":
         return Result.allow("unverifiable-operation", f"{review.operation} of {what} by {review.username or 'an unnamed user'}: there is no new object and so no signature to check; allowed unverified, no profile covers it")
     if foreign is not None:
-        return Result(
-            allowed=False,
-            verified=False,
-            reason="unverifiable-subresource",
-            message=(
-                f"{review.operation or 'a change'} of {what} by {review.username or 'an unnamed user'}: a {own.kind} carries no signature, "
-                f"so a change through the {ident.subresource} subresource cannot be verified; change the signed manifest instead, "
-                f"or exempt the requester (skipUsers with objects[].subresource: {ident.subresource})"
-            ),
+        return Result.deny(
+            "unverifiable-subresource",
+            f"{review.operation or 'a change'} of {what} by {review.username or 'an unnamed user'}: a {own.kind} carries no signature, "
+            f"so a change through the {ident.subresource} subresource cannot be verified; change the signed manifest instead, "
+            f"or exempt the requester (skipUsers with objects[].subresource: {ident.subresource})",
         )
     try:
         facts = verify(obj, policy, namespace=review.namespace, dry_runner=dry_runner, now=now, limits=limits)
     except VerificationFailure as failure:
         items = tuple(failure.diff)
-        return Result(
-            allowed=False,
-            verified=False,
-            reason=failure.reason,
-            message=f"{what}: {failure.message}",
+        return Result.deny(
+            reason_of(failure),
+            f"{what}: {failure.message}",
             signers=tuple(failure.signers),
             diff=items[: limits.max_diff_items],
             diff_count=len(items),
@@ -402,11 +396,4 @@ def decide(
         )
     signed_by = ", ".join(s if isinstance(s, str) else s.get("subject", "?") for s in facts.signers[:3])
     how = " after a server-side dry-run" if facts.used_cluster else ""
-    return Result(
-        allowed=True,
-        verified=True,
-        reason="verified",
-        message=f"{what} matches its signed manifest{how} (signed by {signed_by})",
-        signers=facts.signers,
-        used_cluster=facts.used_cluster,
-    )
+    return Result.proven(f"{what} matches its signed manifest{how} (signed by {signed_by})", facts.signers, used_cluster=facts.used_cluster)

@@ -106,10 +106,8 @@ class Classifier:
         review, evidence = built
         try:
             result = decide(review, self.policy, dry_runner=self.dry_runner, now=event.received, limits=self.limits)
-        except RequestError as exc:  # admission answers an unusable request with a denial
-            result = Result(allowed=False, verified=False, reason="request-invalid", message=exc.message)
-        except TransientError as exc:  # ... and so does a failing webhook (fail closed)
-            result = Result(allowed=False, verified=False, reason=exc.reason, message=exc.message)
+        except (RequestError, TransientError) as exc:  # admission denies an unusable request, and a failing webhook (fail closed)
+            result = Result.from_error(exc)
         traffic_class = result.traffic_class
         if evidence == "identity" and review.operation in ("CREATE", "UPDATE") and traffic_class in ("valid-signature", "invalid-signature", "unprocessed"):
             return Skipped(event, "no-body")  # the verdict rests on a body the log does not hold

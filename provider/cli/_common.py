@@ -138,7 +138,6 @@ def evaluate_documents(command: str, path: str, output: str, evaluate: Callable[
         try:
             results.append(evaluate(review_of(doc, index)))
         except (RequestError, TransientError) as exc:
-            reason = exc.reason if isinstance(exc, TransientError) else "request-invalid"
-            results.append(Result(allowed=False, verified=False, reason=reason, message=exc.message))
+            results.append(Result.from_error(exc))
     print_results(results, output)
     return exit_code(results, admission=admission)

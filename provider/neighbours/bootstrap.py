@@ -53,7 +53,7 @@ from typing import Any, Protocol
 from ..errors import PolicyError, RequestError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
 from ..parsing import load_json, load_yaml_stream
-from ..result import Result
+from ..result import Reason, Result, reason_of
 from ..review import Review
 from ..schema import check_fields
 
@@ -316,7 +316,7 @@ class SignatureFinding:
 
     key: str
     token_id: str
-    reason: str
+    reason: Reason
     detail: str = ""
 
     @property
@@ -334,7 +334,7 @@ def _check_signature(
     try:
         header_b64, mac = _read_detached(value, token_id, limits)
     except VerificationFailure as failure:
-        return SignatureFinding(key, token_id, failure.reason, failure.message)
+        return SignatureFinding(key, token_id, reason_of(failure), failure.message)
     if policy.token_ids is not None and token_id not in policy.token_ids:
         return SignatureFinding(key, token_id, "token-unknown", "the token id is not among the policy's tokenIds")
     token = tokens.lookup(token_id)
@@ -463,19 +463,13 @@ def evaluate_cluster_info(
         if policy.ca_cert_hashes:
             check_ca_pins(str(obj["data"][KUBECONFIG_KEY]), policy.ca_cert_hashes, limits)
     except VerificationFailure as failure:
-        return _deny(failure.reason, f"{what}: {failure.message}")
+        return _deny(reason_of(failure), f"{what}: {failure.message}")
     pinned = " with a pinned CA" if policy.ca_cert_hashes else ""
     if not findings:
         return Result.allow("no-signatures", f"{what} carries no signatures{pinned}; no joining node trusts it until the bootstrap signer signs it", "policy")
     ids = ", ".join(f.token_id for f in findings)
-    return Result(
-        allowed=True,
-        verified=True,
-        reason="verified",
-        message=f"{what}: data.kubeconfig{pinned} is signed by bootstrap token(s) {ids}",
-        signers=tuple({"bootstrapToken": f.token_id} for f in findings),
-    )
+    return Result.proven(f"{what}: data.kubeconfig{pinned} is signed by bootstrap token(s) {ids}", tuple({"bootstrapToken": f.token_id} for f in findings))
 
 
-def _deny(reason: str, message: str) -> Result:
-    return Result(allowed=False, verified=False, reason=reason, message=message)
+def _deny(reason: Reason, message: str) -> Result:
+    return Result.deny(reason, message)

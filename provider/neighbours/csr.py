@@ -66,7 +66,7 @@ from typing import Any, Protocol
 
 from ..errors import PolicyError, RequestError, TransientError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
-from ..result import Result
+from ..result import Reason, Result
 from ..review import Review
 from ..schema import check_fields
 
@@ -257,7 +257,7 @@ def _describe_name(name: Any) -> str:
 
 @dataclass(frozen=True)
 class Violation:
-    reason: str
+    reason: Reason
     detail: str
 
 
@@ -436,7 +436,7 @@ def evaluate_csr(
     if obj.get("kind") != "CertificateSigningRequest" or not isinstance(api_version, str) or not api_version.startswith("certificates.k8s.io/"):
         if scoped:
             return Result.allow("out-of-scope", "only CertificateSigningRequests are checked by kubelet-serving-csr", "policy")
-        return Result(allowed=False, verified=False, reason="csr-malformed", message=f"a {str(obj.get('kind'))[:40]} is not a certificates.k8s.io CertificateSigningRequest")
+        return Result.deny("csr-malformed", f"a {str(obj.get('kind'))[:40]} is not a certificates.k8s.io CertificateSigningRequest")
     spec = obj.get("spec")
     signer = spec.get("signerName") if isinstance(spec, dict) else None
     if signer != KUBELET_SERVING_SIGNER:
@@ -448,14 +448,8 @@ def evaluate_csr(
         listed = "; ".join(f"[{v.reason}] {v.detail}" for v in found[:6])
         more = f"; and {len(found) - 6} more" if len(found) > 6 else ""
         count = "1 rule" if len(found) == 1 else f"{len(found)} rules"
-        return Result(allowed=False, verified=False, reason=found[0].reason, message=f"{what} breaks {count}: {listed}{more}", used_cluster=resolved)
-    return Result(
-        allowed=True,
-        verified=True,
-        reason="verified",
-        message=f"{what} passes every kubelet-serving check{' (names resolved)' if resolved else ''}",
-        used_cluster=resolved,
-    )
+        return Result.deny(found[0].reason, f"{what} breaks {count}: {listed}{more}", used_cluster=resolved)
+    return Result.proven(f"{what} passes every kubelet-serving check{' (names resolved)' if resolved else ''}", used_cluster=resolved)
 
 
 class _Context(Protocol):
