@@ -254,19 +254,28 @@ def verify(
         return Verification(signers, document, envelope.payload.format)
     # 5. dry-run: what does the cluster make of the signed document?
     hint, used_cluster = "", False
-    if policy.dry_run.enabled:
-        if dry_runner is not None:
-            try:
-                items = compare_with_dry_run(document, obj, namespace, policy, ignore, dry_runner, envelope.annotations)
-            except VerificationFailure as failure:  # the API server rejected the signed manifest
-                failure.signers, failure.used_cluster = signers, True
-                raise
-            if not items:
-                return Verification(signers, document, envelope.payload.format, used_cluster=True)
-            # The "before" values are now the dry-run's, not the bare manifest's.
-            hint, used_cluster = " (compared with the API server's dry-run of the signed manifest)", True
-        else:
-            hint = " (dry-run is enabled in the policy, but no cluster was available to run it)"
+    if policy.dry_run.enabled and dry_runner is None:
+        # The policy relies on the cluster to explain the differences; without one the
+        # verdict is "could not check", not "tampered" -- decided here, once, for every
+        # entry point (the CLI, classify, both routes).
+        items = redact(items, policy.sensitive_for(ident))
+        raise VerificationFailure(
+            f"the policy enables dry-run, but no cluster is configured to run it, so these differences could not be "
+            f"checked against what the API server makes of the signed manifest: {describe_diff(items, limits)}",
+            reason="dry-run-failed",
+            diff=tuple(items),
+            signers=signers,
+        )
+    if policy.dry_run.enabled and dry_runner is not None:
+        try:
+            items = compare_with_dry_run(document, obj, namespace, policy, ignore, dry_runner, envelope.annotations)
+        except VerificationFailure as failure:  # the API server rejected the signed manifest
+            failure.signers, failure.used_cluster = signers, True
+            raise
+        if not items:
+            return Verification(signers, document, envelope.payload.format, used_cluster=True)
+        # The "before" values are now the dry-run's, not the bare manifest's.
+        hint, used_cluster = " (compared with the API server's dry-run of the signed manifest)", True
     items = redact(items, policy.sensitive_for(ident))
     raise ContentMismatch(describe_diff(items, limits) + hint, diff=tuple(items), signers=signers, used_cluster=used_cluster)
 

@@ -22,7 +22,6 @@ fills the cache, so Gatekeeper's retry is cheap).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import threading
@@ -92,22 +91,10 @@ class PolicyCache:
 
 POLICIES = PolicyCache()
 
-#: What :func:`provider.verifier.verify` appends when dry-run is on but no runner was given.
-_NO_RUNNER_HINT = " (dry-run is enabled in the policy, but no cluster was available to run it)"
-
-
 def check_manifest(review: Review, policy_raw: Any, ctx: CheckContext) -> Result:
     """The object matches what the policy's keys/signers signed (:func:`provider.verifier.decide`)."""
     policy = POLICIES.compile(policy_raw, ctx.limits)
-    result = decide(review, policy, dry_runner=ctx.dry_runner, now=ctx.now, limits=ctx.limits)
-    if ctx.dry_runner is None and policy.dry_run.enabled and result.reason == "content-mismatch":
-        # The policy relies on the cluster to explain the difference; without one
-        # the verdict is "could not check", not "tampered".
-        detail = result.message.removesuffix(_NO_RUNNER_HINT)
-        return dataclasses.replace(
-            result, reason="dry-run-failed", message=f"no cluster configured for the policy's dry-run; {detail}"
-        )
-    return result
+    return decide(review, policy, dry_runner=ctx.dry_runner, now=ctx.now, limits=ctx.limits)
 
 
 #: Every check by name. Other modules add theirs here (``CHECKS["name"] = check``).

@@ -234,7 +234,7 @@ def test_dry_run_policy_without_a_cluster_is_denied_as_dry_run_failed(provider_s
     obj["data"]["key"] = "defaulted by the cluster?"
     answer = provider_server.post_json(KYVERNO_ROUTE, {"request": admission(obj), "policy": policy(dryRun={"enabled": True})})
     assert answer["allowed"] is False and answer["reason"] == "dry-run-failed"
-    assert "no cluster configured" in answer["message"]
+    assert "no cluster is configured" in answer["message"]
 
 
 # --- authentication and TLS -------------------------------------------------------

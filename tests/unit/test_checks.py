@@ -130,8 +130,8 @@ def test_dry_run_policy_without_a_runner_is_dry_run_failed_only_when_the_object_
     plain = run_check("manifest", Review.for_object(changed), policy(), CTX)
     assert (same.allowed, same.reason) == (True, "verified")
     assert (differs.allowed, differs.reason) == (False, "dry-run-failed")
-    assert differs.message.startswith("no cluster configured for the policy's dry-run; ConfigMap ns/cm: data.key differs")
-    assert "no cluster was available" not in differs.message
+    assert differs.message.startswith("ConfigMap ns/cm: the policy enables dry-run, but no cluster is configured to run it")
+    assert "data.key differs" in differs.message
     assert [d.key for d in differs.diff] == ["data.key"]
     assert (plain.allowed, plain.reason) == (False, "content-mismatch")
 

@@ -8,7 +8,15 @@ import pkgutil
 import pytest
 
 import provider
-from provider.errors import ConfigError, DataError, PolicyError, ProviderError, RequestError, TransientError, VerificationFailure
+from provider.errors import (
+    ConfigError,
+    DataError,
+    PolicyError,
+    ProviderError,
+    RequestError,
+    TransientError,
+    VerificationFailure,
+)
 from provider.result import REASONS, Result
 
 

@@ -1,0 +1,138 @@
+"""One input, one verdict: the library, classify, the CLI and both HTTP routes decide alike.
+
+Every verdict is decided once, inside the verifier; the entry points only translate
+(docs/architecture.md). One table of inputs -- an admission request and a policy -- goes
+through all of them, and each must report the same reason: a difference here is a second
+decision hiding in a face (as "dry-run enabled but no cluster" once was).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from provider import Policy, Review, decide
+from provider.audit.classify import Classifier
+from provider.audit.events import parse_event
+from tests.integration.server import Server
+from tests.support import configmap, make_key, public_key_pem, sign
+
+pytestmark = pytest.mark.integration
+
+KEY = make_key("ecdsa-p256", 61)
+OTHER = make_key("ecdsa-p256", 62)
+SA = "system:serviceaccount:kube-system:"
+SA_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]
+(SIGNED,) = sign(configmap("app", "shop", mode="prod"), KEY)
+TAMPERED = copy.deepcopy(SIGNED)
+TAMPERED["data"]["mode"] = "debug"
+UNSIGNED = configmap("app", "shop", mode="prod")
+GAP = copy.deepcopy(SIGNED)
+GAP["metadata"]["annotations"]["cosign.sigstore.dev/signature_3"] = "smuggled"
+SCALE = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": 5}}
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1", "namespace": "shop"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+
+
+def policy(key: Any = KEY, **extra: Any) -> dict[str, Any]:
+    return {"keys": [public_key_pem(key)], **extra}
+
+
+def request(obj: dict[str, Any] | None, *, operation: str = "CREATE", user: str = "alice@example.com",
+            groups: list[str] | None = None, **fields: Any) -> dict[str, Any]:  # fmt: skip
+    target = obj or fields.get("oldObject") or {}
+    meta = target.get("metadata", {})
+    return {
+        "uid": "u-1",
+        "kind": {"group": "", "version": "v1", "kind": target.get("kind")},
+        "resource": {"group": "", "version": "v1", "resource": f"{str(target.get('kind')).lower()}s"},
+        "operation": operation,
+        "namespace": meta.get("namespace"),
+        "name": meta.get("name"),
+        "userInfo": {"username": user, "groups": groups if groups is not None else ["system:authenticated"]},
+        "object": obj,
+        **fields,
+    }
+
+
+#: (case, admission request, policy, the one reason every entry point must give)
+CASES = [
+    ("verified", request(SIGNED), policy(), "verified"),
+    ("tampered", request(TAMPERED), policy(), "content-mismatch"),
+    ("unsigned", request(UNSIGNED), policy(), "unsigned"),
+    ("other-key", request(SIGNED), policy(OTHER), "signature-invalid"),
+    ("unread-envelope-entry", request(GAP), policy(), "content-mismatch"),
+    ("dry-run-policy-no-cluster", request(TAMPERED), policy(dryRun={"enabled": True}), "dry-run-failed"),
+    ("skipped-user", request(UNSIGNED, user="ci-bot"), policy(skipUsers=[{"users": ["ci-bot"]}]), "skipped-user"),
+    ("skipped-object", request(UNSIGNED), policy(skipObjects=[{"group": "-", "kind": "ConfigMap", "name": "app"}]), "skipped-object"),
+    ("common-profile", request(POD, user=SA + "replicaset-controller", groups=SA_GROUPS), policy(), "skipped-user"),
+    ("controller-name-alone", request(POD, user=SA + "replicaset-controller"), policy(), "unsigned"),
+    ("dry-run-request", request(UNSIGNED, dryRun=True), policy(), "dry-run-request"),
+    ("delete", request(None, operation="DELETE", oldObject=UNSIGNED), policy(), "unverifiable-operation"),
+    ("scale", {**request(SCALE, operation="UPDATE", oldObject={**SCALE, "spec": {"replicas": 2}}, subResource="scale"),
+               "resource": {"group": "apps", "version": "v1", "resource": "deployments"}}, policy(), "unverifiable-subresource"),
+]  # fmt: skip
+IDS = [case[0] for case in CASES]
+
+
+def test_the_table_covers_allow_deny_and_the_decisions_once_split() -> None:
+    reasons = {case[3] for case in CASES}
+    assert {"verified", "content-mismatch", "dry-run-failed", "skipped-user", "unverifiable-subresource"} <= reasons
+
+
+@pytest.mark.parametrize(("case", "admission", "raw_policy", "reason"), CASES, ids=IDS)
+def test_the_library(case: str, admission: dict[str, Any], raw_policy: dict[str, Any], reason: str) -> None:
+    assert decide(Review.from_admission(admission), Policy.from_dict(raw_policy)).reason == reason
+
+
+def _audit_event(admission: dict[str, Any]) -> dict[str, Any]:
+    """The audit event the API server writes for this request (level Request)."""
+    verb = {"CREATE": "create", "UPDATE": "update", "DELETE": "delete"}[admission["operation"]]
+    resource = admission["resource"]
+    ref = {"resource": resource["resource"], "apiVersion": resource["version"], "namespace": admission["namespace"], "name": admission["name"]}
+    if resource["group"]:
+        ref["apiGroup"] = resource["group"]
+    if admission.get("subResource"):
+        ref["subresource"] = admission["subResource"]
+    uri = "/api/v1/x?dryRun=All" if admission.get("dryRun") else "/api/v1/x"
+    event = {"apiVersion": "audit.k8s.io/v1", "kind": "Event", "level": "Request", "auditID": "a", "stage": "ResponseComplete",
+             "requestURI": uri, "verb": verb, "user": admission["userInfo"], "objectRef": ref}  # fmt: skip
+    if admission["object"] is not None:
+        event["requestObject"] = admission["object"]
+    return event
+
+
+@pytest.mark.parametrize(("case", "admission", "raw_policy", "reason"), CASES, ids=IDS)
+def test_classify(case: str, admission: dict[str, Any], raw_policy: dict[str, Any], reason: str) -> None:
+    verdict = Classifier(Policy.from_dict(raw_policy)).classify(parse_event(_audit_event(admission)))
+    assert verdict.result.reason == reason  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("case", "admission", "raw_policy", "reason"), CASES, ids=IDS)
+def test_the_cli(case: str, admission: dict[str, Any], raw_policy: dict[str, Any], reason: str, tmp_path: Path) -> None:
+    review = tmp_path / "review.json"
+    review.write_text(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": admission}))
+    config = tmp_path / "policy.yaml"
+    config.write_text(yaml.safe_dump(raw_policy))
+    proc = subprocess.run([sys.executable, "-m", "provider.cli", "verify", "-f", str(review), "--config", str(config), "-o", "json"],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert proc.returncode in (0, 1, 3), proc.stderr
+    (result,) = json.loads(proc.stdout)["results"]
+    assert result["reason"] == reason
+
+
+@pytest.mark.parametrize(("case", "admission", "raw_policy", "reason"), CASES, ids=IDS)
+def test_both_routes(case: str, admission: dict[str, Any], raw_policy: dict[str, Any], reason: str, provider_server: Server) -> None:
+    kyverno = provider_server.post_json("/v1/kyverno/verify", {"request": admission, "policy": raw_policy})
+    assert kyverno["reason"] == reason
+    key = json.dumps({"review": admission, "policy": raw_policy})
+    body = {"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": [key]}}
+    gatekeeper = provider_server.post_json("/v1/gatekeeper/verify", body)
+    (item,) = gatekeeper["response"]["items"]
+    assert item["value"]["reason"] == reason
