@@ -29,11 +29,12 @@ Fields (camelCase on the wire)::
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from .compare import FieldTrie, IgnoreSet, Segment, diff, parse_field_pattern, unanchored_matcher
 from .envelope import DEFAULT_DOMAIN
@@ -46,6 +47,9 @@ from .objects import NamePattern, ObjectIdentity, ObjectRef
 from .parsing import load_yaml_stream
 from .review import Review
 from .schema import check_fields, read_list, read_str
+
+if TYPE_CHECKING:
+    from .keyless.trust import TrustRoot
 
 KeyOperation = Literal["AtLeastOne", "MustAll"]
 KEY_OPERATIONS: tuple[KeyOperation, ...] = ("AtLeastOne", "MustAll")
@@ -258,7 +262,8 @@ class Policy:
     signers: tuple[SignerSpec, ...] = ()
     key_operation: KeyOperation = "AtLeastOne"
     threshold: int | None = None
-    trusted_root: Any = None
+    #: The sigstore TrustedRoot, parsed, when a keyless signer entry needs it.
+    trusted_root: TrustRoot | None = None
     annotation_domain: str = DEFAULT_DOMAIN
     ignore_fields: tuple[IgnoreRule, ...] = ()
     sensitive_fields: tuple[IgnoreRule, ...] = ()
@@ -325,17 +330,17 @@ class Policy:
         if not isinstance(unanchored, bool):
             raise PolicyError(f"{where}.unsafeUnanchoredIgnoreFields: expected true or false")
 
-        trusted_root = data.get("trustedRoot")
+        trusted_root = None
         if signers:
-            # Load trust material now, so a bad trustedRoot or roots is a policy
-            # error when the policy is read, never a surprise mid-verification.
+            # Parse trust material now and keep it: a bad trustedRoot or roots is a
+            # policy error when the policy is read, and no verification parses it again.
             from .keyless.trust import load_signer_roots, load_trusted_root
 
             if any(spec.roots is None for spec in signers):
-                load_trusted_root(trusted_root, limits=limits)
-            for spec in signers:
-                if spec.roots is not None:
-                    load_signer_roots(spec.roots, limits)
+                trusted_root = load_trusted_root(data.get("trustedRoot"), limits=limits)
+            signers = tuple(
+                dataclasses.replace(spec, anchors=load_signer_roots(spec.roots, limits)) if spec.roots is not None else spec for spec in signers
+            )
 
         return cls(
             keys=tuple(keys),

@@ -11,11 +11,14 @@ name). :func:`match_identity` is step 6 of a keyless check.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ..errors import PolicyError, VerificationFailure
 from ..schema import check_fields, read_str
+
+if TYPE_CHECKING:
+    from .trust import SignerRoots
 
 
 class IdentityMismatch(VerificationFailure):
@@ -39,6 +42,8 @@ class SignerSpec:
     issuer: str | None = None
     issuer_regexp: re.Pattern[str] | None = None
     roots: str | None = None  # PEM CA bundle for certificate signers without Fulcio
+    #: ``roots`` parsed (Policy.from_dict fills it in, so a verification never parses them).
+    anchors: SignerRoots | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_value(cls, data: Any, where: str) -> SignerSpec:

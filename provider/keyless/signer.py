@@ -50,13 +50,11 @@ again, cost one hash.
 
 from __future__ import annotations
 
-import hashlib
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from ..cache import LRUCache, digest
 from ..errors import KeyLoadError, VerificationFailure
 from ..keys import PublicKey
 from ..limits import DEFAULT_LIMITS, Limits
@@ -74,7 +72,7 @@ from .certificates import (
 )
 from .identity import Identity, SignerSpec, match_identity
 from .rekor import TlogEntryInvalid, check_bundle
-from .trust import TrustRoot, load_signer_roots, load_trusted_root
+from .trust import SignerRoots, TrustRoot, load_signer_roots, load_trusted_root
 
 if TYPE_CHECKING:
     from ..envelope import Envelope, SignatureSet
@@ -105,8 +103,8 @@ class _Failed:
     message: str
 
 
-_lock = threading.Lock()
-_cache: OrderedDict[bytes, Certified | _Failed] = OrderedDict()
+#: Steps 1-5 per signature set, keyed by the digest of root, payload, signature, certificate and bundle.
+_cache: LRUCache[Certified | _Failed] = LRUCache(_CACHE_SIZE)
 
 
 def _signature_verifies(leaf: Any, signature: bytes, payload: bytes) -> PublicKey:
@@ -162,11 +160,10 @@ def certify_keyless(sig_set: SignatureSet, payload: bytes, root: TrustRoot, limi
     return Certified(identity_of(leaf), key.fingerprint, signed_at)
 
 
-def certify_with_roots(sig_set: SignatureSet, payload: bytes, roots_pem: str, now: datetime, limits: Limits = DEFAULT_LIMITS) -> Certified:
+def certify_with_roots(sig_set: SignatureSet, payload: bytes, roots: SignerRoots, now: datetime, limits: Limits = DEFAULT_LIMITS) -> Certified:
     """Steps 3-5 for a certificate signer: chain through the given roots only, valid now, signature good."""
     if sig_set.certificate is None:
         raise CertificateUntrusted("the signature carries no certificate")
-    roots = load_signer_roots(roots_pem, limits)
     leaf, extra = read_certificates(sig_set.certificate, limits)  # extra: read (bounded), never trusted
     if not chains_to(leaf, roots.intermediates, roots.store, clamp_to_validity(leaf, now), limits):
         hint = (
@@ -183,29 +180,15 @@ def certify_with_roots(sig_set: SignatureSet, payload: bytes, roots_pem: str, no
     return Certified(identity_of(leaf), key.fingerprint, None)
 
 
-def _cache_key(root: TrustRoot, payload: bytes, sig_set: SignatureSet) -> bytes:
-    digest = hashlib.sha256(root.digest.encode())
-    for part in (payload, sig_set.signature, sig_set.certificate or b"", sig_set.bundle or b""):
-        digest.update(len(part).to_bytes(8, "big"))
-        digest.update(part)
-    return digest.digest()
-
-
 def _certify_cached(sig_set: SignatureSet, payload: bytes, root: TrustRoot, limits: Limits) -> Certified:
-    key = _cache_key(root, payload, sig_set)
-    with _lock:
-        known = _cache.get(key)
-        if known is not None:
-            _cache.move_to_end(key)
+    key = digest("keyless", root.digest, payload, sig_set.signature, sig_set.certificate or b"", sig_set.bundle or b"")
+    known = _cache.get(key)
     if known is None:
         try:
             known = certify_keyless(sig_set, payload, root, limits)
         except VerificationFailure as failure:
             known = _Failed(failure.reason, failure.message)
-        with _lock:
-            _cache[key] = known
-            while len(_cache) > _CACHE_SIZE:
-                _cache.popitem(last=False)
+        _cache.put(key, known)
     if isinstance(known, _Failed):
         raise VerificationFailure(known.message, reason=known.reason)
     return known
@@ -213,14 +196,13 @@ def _certify_cached(sig_set: SignatureSet, payload: bytes, root: TrustRoot, limi
 
 def clear_cache() -> None:
     """Forget cached set outcomes (benchmarks measure the uncached cost)."""
-    with _lock:
-        _cache.clear()
+    _cache.clear()
 
 
 def check_signer(
     spec: SignerSpec,
     envelope: Envelope,
-    trusted_root: Any,
+    root: TrustRoot | None,
     *,
     now: datetime | None = None,
     limits: Limits = DEFAULT_LIMITS,
@@ -241,17 +223,21 @@ def check_signer(
     payload = envelope.payload.data
     moment = now or datetime.now(UTC)
     moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-    # The trusted root is loaded only for keyless entries: certificate signers never need it.
-    root = load_trusted_root(trusted_root, limits=limits) if spec.roots is None else None
+    # Trust material comes compiled with the policy (Policy.from_dict); a spec built by
+    # hand gets it loaded here. Keyless entries need the TrustedRoot, certificate signers their roots.
+    anchors = (spec.anchors or load_signer_roots(spec.roots, limits)) if spec.roots is not None else None
+    if anchors is None and root is None:
+        root = load_trusted_root(None, limits=limits)
     worst: tuple[int, SignatureSet, VerificationFailure] | None = None
     found: dict[str, Match] = {}  # signing key -> the first match with it
     bindings: dict[Binding, None] = {}  # ordered and once each
     for sig_set in certified_sets:
         try:
-            if root is not None:
+            if anchors is None:
+                assert root is not None
                 facts = _certify_cached(sig_set, payload, root, limits)
             else:
-                facts = certify_with_roots(sig_set, payload, spec.roots or "", moment, limits)
+                facts = certify_with_roots(sig_set, payload, anchors, moment, limits)
             bindings[Binding(facts.key, frozenset(facts.identity.subjects))] = None
             named = match_identity(spec, facts.identity)
         except VerificationFailure as failure:

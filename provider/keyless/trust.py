@@ -41,8 +41,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -53,6 +51,7 @@ from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
+from ..cache import LRUCache, digest
 from ..errors import PolicyError
 from ..keys import PublicKey
 from ..limits import DEFAULT_LIMITS, Limits
@@ -130,8 +129,8 @@ class TrustRoot:
 # --- loading ----------------------------------------------------------------------
 
 
-_lock = threading.Lock()
-_cache: OrderedDict[tuple[str, Limits], TrustRoot] = OrderedDict()
+#: Parsed roots by the digest of their canonical JSON and the limits they were checked with.
+_cache: LRUCache[TrustRoot] = LRUCache(_CACHE_SIZE)
 
 
 def load_trusted_root(value: Any, *, limits: Limits = DEFAULT_LIMITS) -> TrustRoot:
@@ -173,17 +172,12 @@ def _parse_cached(document: Any, limits: Limits) -> TrustRoot:
     text = json.dumps(document, sort_keys=True, separators=(",", ":"))
     if len(text) > limits.max_trusted_root_bytes:
         raise PolicyError(f"trustedRoot: larger than {limits.max_trusted_root_bytes} bytes")
-    digest = hashlib.sha256(text.encode()).hexdigest()
-    key = (digest, limits)  # limits bound the parse, so they are part of what was checked
-    with _lock:
-        if (root := _cache.get(key)) is not None:
-            _cache.move_to_end(key)
-            return root
-    root = _parse(text, digest, limits)
-    with _lock:
-        _cache[key] = root
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
+    text_digest = hashlib.sha256(text.encode()).hexdigest()
+    key = digest("trusted-root", text_digest, repr(limits))  # limits bound the parse, so they are part of what was checked
+    if (root := _cache.get(key)) is not None:
+        return root
+    root = _parse(text, text_digest, limits)
+    _cache.put(key, root)
     return root
 
 

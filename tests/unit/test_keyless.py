@@ -21,6 +21,7 @@ from provider import Policy, Review, decide
 from provider.envelope import read_envelope
 from provider.keyless.identity import SignerSpec
 from provider.keyless.signer import check_signer, clear_cache
+from provider.keyless.trust import load_trusted_root
 from provider.keys import fingerprint_of
 from provider.limits import Limits
 from tests.assets.keyless.world import GITHUB, GOOGLE, SIGNED_AT, D, World, issue_leaf, make_ca, pem
@@ -301,8 +302,8 @@ def test_failures_are_cached_and_still_fail() -> None:
     obj = forged()
     spec = SignerSpec(subject="jane@example.com")
     envelope = read_envelope(anns(obj))
-    first = check_signer(spec, envelope, WORLD.trusted_root(), now=NOW)
-    second = check_signer(spec, envelope, WORLD.trusted_root(), now=NOW)
+    first = check_signer(spec, envelope, load_trusted_root(WORLD.trusted_root()), now=NOW)
+    second = check_signer(spec, envelope, load_trusted_root(WORLD.trusted_root()), now=NOW)
     assert first == second
     assert (first.verified, first.reason) == (False, "certificate-untrusted")
 
