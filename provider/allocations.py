@@ -30,21 +30,12 @@ import ipaddress
 from typing import Any
 
 from .objects import split_api_version
+from .schema import child_list, child_mapping
 
 _SERVICE = ("", "Service")
 _DAEMONSET = ("apps", "DaemonSet")
 #: The DaemonSet registry strategy's annotation (kubernetes pkg/registry/apps/daemonset): the template generation.
 DAEMONSET_GENERATION = "deprecated.daemonset.template.generation"
-
-
-def _mapping(parent: Any, key: str) -> dict[str, Any]:
-    value = parent.get(key) if isinstance(parent, dict) else None
-    return value if isinstance(value, dict) else {}
-
-
-def _list(parent: Any, key: str) -> list[Any]:
-    value = parent.get(key) if isinstance(parent, dict) else None
-    return value if isinstance(value, list) else []
 
 
 def _is_ip(value: Any) -> bool:
@@ -89,7 +80,7 @@ def with_server_choices(signed: dict[str, Any], admitted: dict[str, Any]) -> dic
 
 
 def _adopt_service(reference: dict[str, Any], admitted: dict[str, Any], signed: dict[str, Any], in_reference: bool) -> None:
-    ref_spec, adm, sig = reference.setdefault("spec", {}), _mapping(admitted, "spec"), _mapping(signed, "spec")
+    ref_spec, adm, sig = reference.setdefault("spec", {}), child_mapping(admitted, "spec"), child_mapping(signed, "spec")
     if not isinstance(ref_spec, dict):
         return
 
@@ -98,8 +89,8 @@ def _adopt_service(reference: dict[str, Any], admitted: dict[str, Any], signed: 
 
     if not sig.get("clusterIP") and allocated(ref_spec.get("clusterIP"), _is_ip) and _is_ip(adm.get("clusterIP")):
         ref_spec["clusterIP"] = adm["clusterIP"]
-    adm_ips, sig_ips = _list(adm, "clusterIPs"), _list(sig, "clusterIPs")
-    ref_ips = _list(ref_spec, "clusterIPs") if in_reference else list(sig_ips)
+    adm_ips, sig_ips = child_list(adm, "clusterIPs"), child_list(sig, "clusterIPs")
+    ref_ips = child_list(ref_spec, "clusterIPs") if in_reference else list(sig_ips)
     for i, adm_ip in enumerate(adm_ips):
         chosen = (i < len(sig_ips) and sig_ips[i]) or (i == 0 and sig.get("clusterIP"))
         if chosen or not _is_ip(adm_ip) or (in_reference and not (i < len(ref_ips) and _is_ip(ref_ips[i]))):
@@ -112,8 +103,8 @@ def _adopt_service(reference: dict[str, Any], admitted: dict[str, Any], signed: 
         ref_spec["clusterIPs"] = ref_ips
     if not sig.get("healthCheckNodePort") and allocated(ref_spec.get("healthCheckNodePort"), _is_port) and _is_port(adm.get("healthCheckNodePort")):
         ref_spec["healthCheckNodePort"] = adm["healthCheckNodePort"]
-    sig_ports = _list(sig, "ports")
-    for i, (ref_port, adm_port) in enumerate(zip(_list(ref_spec, "ports"), _list(adm, "ports"), strict=False)):
+    sig_ports = child_list(sig, "ports")
+    for i, (ref_port, adm_port) in enumerate(zip(child_list(ref_spec, "ports"), child_list(adm, "ports"), strict=False)):
         sig_port = sig_ports[i] if i < len(sig_ports) and isinstance(sig_ports[i], dict) else {}
         if not isinstance(ref_port, dict) or not isinstance(adm_port, dict) or sig_port.get("nodePort"):
             continue
@@ -122,10 +113,10 @@ def _adopt_service(reference: dict[str, Any], admitted: dict[str, Any], signed: 
 
 
 def _adopt_daemonset_generation(reference: dict[str, Any], admitted: dict[str, Any], signed: dict[str, Any]) -> None:
-    if DAEMONSET_GENERATION in _mapping(_mapping(signed, "metadata"), "annotations"):
+    if DAEMONSET_GENERATION in child_mapping(child_mapping(signed, "metadata"), "annotations"):
         return
-    adm_meta = _mapping(admitted, "metadata")
-    value, generation = _mapping(adm_meta, "annotations").get(DAEMONSET_GENERATION), adm_meta.get("generation")
+    adm_meta = child_mapping(admitted, "metadata")
+    value, generation = child_mapping(adm_meta, "annotations").get(DAEMONSET_GENERATION), adm_meta.get("generation")
     if type(generation) is not int or value != str(generation):
         return
     meta = reference.setdefault("metadata", {})

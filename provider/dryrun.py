@@ -48,6 +48,7 @@ from .envelope import without_envelope
 from .errors import MalformedMessage, TransientError
 from .kindschema import object_shape
 from .objects import split_api_version
+from .schema import child_list, child_mapping
 
 if TYPE_CHECKING:
     from .policy import Policy
@@ -61,8 +62,6 @@ DRY_RUN_SUFFIX = "-dry-run"
 #: names or kinds. A group under ``k8s.io``/``kubernetes.io`` stays under it,
 #: so the API-approval rule applies to the dry-run exactly as to the original.
 CRD_GROUP_PREFIX = "dry-run."
-#: Characters of the random token added after a 409 AlreadyExists.
-RETRY_TOKEN_LENGTH = 5
 #: Longest name every kind accepts: a DNS-1123 label (apimachinery
 #: ``DNS1123LabelMaxLength``), required for Services, Namespaces and others.
 NAME_MAX = 63
@@ -130,15 +129,15 @@ def renamed_for_retry(manifest: dict[str, Any], token: str) -> dict[str, Any]:
     another name).
     """
     renamed = copy.deepcopy(manifest)
-    meta = _mapping(renamed, "metadata")
+    meta = child_mapping(renamed, "metadata")
     name = meta.get("name")
     group, _ = split_api_version(renamed.get("apiVersion"))
-    spec = _mapping(renamed, "spec")
+    spec = child_mapping(renamed, "spec")
     if (group, renamed.get("kind")) == _CRD and isinstance(spec.get("group"), str):
         prefix = CRD_GROUP_PREFIX.rstrip(".")
         base = spec["group"].removeprefix(CRD_GROUP_PREFIX)
         spec["group"] = f"{prefix}-{token}.{base}"
-        plural = _mapping(spec, "names").get("plural")
+        plural = child_mapping(spec, "names").get("plural")
         if isinstance(plural, str):
             meta["name"] = f"{plural}.{spec['group']}"
     elif isinstance(name, str) and name:
@@ -203,20 +202,10 @@ def _substitute(value: Any, table: dict[str, str]) -> Any:
     return value
 
 
-def _mapping(parent: Any, key: str) -> dict[str, Any]:
-    value = parent.get(key) if isinstance(parent, dict) else None
-    return value if isinstance(value, dict) else {}
-
-
-def _list(parent: Any, key: str) -> list[Any]:
-    value = parent.get(key) if isinstance(parent, dict) else None
-    return value if isinstance(value, list) else []
-
-
 def _token_volumes(obj: dict[str, Any]) -> set[str]:
     return {
         v["name"]
-        for v in _list(_mapping(obj, "spec"), "volumes")
+        for v in child_list(child_mapping(obj, "spec"), "volumes")
         if isinstance(v, dict) and isinstance(v.get("name"), str) and _TOKEN_VOLUME.match(v["name"])
     }
 
@@ -235,7 +224,7 @@ def reference_and_admitted(
     """
     group, _ = split_api_version(document.get("apiVersion"))
     kind = document.get("kind")
-    ref_meta, adm_meta = _mapping(result, "metadata"), _mapping(obj, "metadata")
+    ref_meta, adm_meta = child_mapping(result, "metadata"), child_mapping(obj, "metadata")
     table: dict[str, str] = {}
     for key in ("name", "uid"):
         dry, real = ref_meta.get(key), adm_meta.get(key)
@@ -244,7 +233,7 @@ def reference_and_admitted(
     if (group, kind) == _CRD:
         # The group the dry-run used (``dry-run.<group>``, or another after a
         # retry) stands for the signed one.
-        dry_group, signed_group = _mapping(result, "spec").get("group"), _mapping(document, "spec").get("group")
+        dry_group, signed_group = child_mapping(result, "spec").get("group"), child_mapping(document, "spec").get("group")
         if isinstance(dry_group, str) and isinstance(signed_group, str) and dry_group != signed_group:
             table[dry_group] = signed_group
     if (group, kind) == ("", "Pod"):
@@ -265,7 +254,7 @@ def reference_and_admitted(
 
 
 def _describe(obj: Any) -> str:
-    meta = _mapping(obj, "metadata")
+    meta = child_mapping(obj, "metadata")
     name = meta.get("name") or f"{meta.get('generateName', '')}…"
     namespace = f"{meta['namespace']}/" if isinstance(meta.get("namespace"), str) and meta["namespace"] else ""
     return f"{obj.get('kind') if isinstance(obj, dict) else '?'} {namespace}{name}"[:200]
@@ -284,7 +273,7 @@ def answer_mismatch(result: Any, plan: DryRunPlan) -> str:
     sent = plan.manifest
     if result.get("kind") != sent.get("kind") or split_api_version(result.get("apiVersion"))[0] != split_api_version(sent.get("apiVersion"))[0]:
         return f"is a {str(result.get('kind'))[:40]} of API group {split_api_version(result.get('apiVersion'))[0][:60]!r}, not what was sent"
-    meta, asked = _mapping(result, "metadata"), _mapping(sent, "metadata")
+    meta, asked = child_mapping(result, "metadata"), child_mapping(sent, "metadata")
     name, wanted, prefix = meta.get("name"), asked.get("name"), asked.get("generateName")
     if not isinstance(name, str) or not name:
         return "names no object"
@@ -303,7 +292,7 @@ def _retry_name(name: str, result: dict[str, Any], sent: dict[str, Any]) -> bool
     """Whether ``name`` is what :func:`renamed_for_retry` makes of the sent manifest (with some token)."""
     group, _ = split_api_version(sent.get("apiVersion"))
     if (group, sent.get("kind")) == _CRD:
-        dry_group = _mapping(result, "spec").get("group")
+        dry_group = child_mapping(result, "spec").get("group")
         prefix = CRD_GROUP_PREFIX.rstrip(".") + "-"
         if not isinstance(dry_group, str) or not dry_group.startswith(prefix):
             return False
@@ -312,7 +301,7 @@ def _retry_name(name: str, result: dict[str, Any], sent: dict[str, Any]) -> bool
         token = name.rpartition("-")[2]
     if not token.isalnum():
         return False
-    return bool(_mapping(renamed_for_retry(sent, token), "metadata").get("name") == name)
+    return bool(child_mapping(renamed_for_retry(sent, token), "metadata").get("name") == name)
 
 
 def compare_with_dry_run(  # noqa: PLR0917 - step 5 of the verifier calls it positionally

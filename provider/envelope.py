@@ -38,7 +38,7 @@ from .parsing import load_yaml_stream
 
 DEFAULT_DOMAIN = "cosign.sigstore.dev"
 GZIP_MAGIC = b"\x1f\x8b"
-YAML_SUFFIXES = (".yaml", ".yml")
+TAR_YAML_SUFFIXES = (".yaml", ".yml")
 
 PayloadFormat = Literal["yaml", "tarball", "plain-base64"]
 
@@ -132,7 +132,7 @@ def _tar_yaml_members(tar_bytes: bytes, limits: Limits) -> list[tuple[str, bytes
                     raise MalformedMessage(f"{label} is a device, FIFO or other special file; refused")
                 if member.issparse():
                     raise MalformedMessage(f"{label} is a sparse file (it claims {member.size} bytes); refused")
-                if not member.name.lower().endswith(YAML_SUFFIXES):
+                if not member.name.lower().endswith(TAR_YAML_SUFFIXES):
                     continue
                 if member.size > budget:
                     raise MalformedMessage(

@@ -228,7 +228,7 @@ SECRET_VALUES = (IgnoreRule.from_dict({"objects": [{"group": "-", "kind": "Secre
 
 
 @dataclass(frozen=True)
-class Profile:
+class BuiltinProfile:
     name: str
     description: str
     ignore_fields: tuple[IgnoreRule, ...]
@@ -237,14 +237,14 @@ class Profile:
 
 
 @cache
-def load_profile(name: str) -> Profile:
+def load_profile(name: str) -> BuiltinProfile:
     if name not in PROFILES:
         raise PolicyError(f"unknown built-in profile {name!r}; choose from {', '.join(PROFILES)}")
     text = resources.files("provider").joinpath("profiles", f"{name}.yaml").read_text()
     (data,) = load_yaml_stream(text, error=PolicyError, what=f"profile {name}")
     where = f"profile {name}"
     data = check_fields(data, where, ("description", "ignoreFields", "skipUsers", "outOfScope"))
-    return Profile(
+    return BuiltinProfile(
         name,
         read_str(data.get("description", ""), f"{where}.description"),
         tuple(IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]") for i, r in enumerate(read_list(data.get("ignoreFields"), where))),
@@ -378,7 +378,7 @@ class Policy:
         return self.key_operation
 
     @property
-    def profiles(self) -> tuple[Profile, ...]:
+    def profiles(self) -> tuple[BuiltinProfile, ...]:
         return tuple(load_profile(name) for name in self.defaults)
 
     def ignore_set_for(self, ident: ObjectIdentity) -> IgnoreSet:

@@ -83,7 +83,7 @@ def reason_of(error: ProviderError) -> Reason:
     return cast(Reason, error.reason)
 
 #: Which part of a policy let an unsigned request through.
-Profile = Literal["common", "policy"]
+AllowedBy = Literal["common", "policy"]
 
 Signer = str | dict[str, str]
 
@@ -105,12 +105,12 @@ class Result:
     #: Total differences found (``diff`` may be truncated to ``Limits.max_diff_items``).
     diff_count: int = 0
     #: For skipped/out-of-scope verdicts: the built-in common profile, or the policy itself.
-    profile: Profile | None = None
+    profile: AllowedBy | None = None
     #: True when the verdict depends on the live cluster (a dry-run was made): not cacheable.
     used_cluster: bool = False
 
     @classmethod
-    def allow(cls, reason: Reason, message: str, profile: Profile | None = None) -> Result:
+    def allow(cls, reason: Reason, message: str, profile: AllowedBy | None = None) -> Result:
         """Allowed without verification: a skipped user or object, out of scope, a dry-run request, a DELETE."""
         return cls(allowed=True, verified=False, reason=reason, message=message, profile=profile)
 

@@ -22,15 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import RequestError
-
-
-def _opt_str(data: dict[str, Any], name: str, where: str) -> str | None:
-    value = data.get(name)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise RequestError(f"{where}.{name}: expected a string, got {type(value).__name__}")
-    return value
+from .schema import read_optional_str
 
 
 @dataclass(frozen=True)
@@ -46,7 +38,7 @@ def _resource(data: dict[str, Any], where: str) -> GroupVersionResource | None:
         return None
     if not isinstance(value, dict):
         raise RequestError(f"{where}.resource: expected an object {{group, version, resource}}, got {type(value).__name__}")
-    parts = [_opt_str(value, name, f"{where}.resource") or "" for name in ("group", "version", "resource")]
+    parts = [read_optional_str(value, name, f"{where}.resource", RequestError) or "" for name in ("group", "version", "resource")]
     return GroupVersionResource(*parts) if parts[2] else None
 
 
@@ -103,18 +95,18 @@ class Review:
             dry_run = False
         if not isinstance(dry_run, bool):
             raise RequestError(f"{where}.dryRun: expected true or false, got {type(dry_run).__name__}")
-        operation = _opt_str(data, "operation", where)
+        operation = read_optional_str(data, "operation", where, RequestError)
         if operation is not None and operation not in ("CREATE", "UPDATE", "DELETE", "CONNECT"):
             raise RequestError(f"{where}.operation: {operation[:20]!r} is not CREATE, UPDATE, DELETE or CONNECT")
         return cls(
             object=obj,
             old_object=old,
             operation=operation,
-            username=_opt_str(user, "username", f"{where}.userInfo"),
+            username=read_optional_str(user, "username", f"{where}.userInfo", RequestError),
             groups=tuple(groups),
-            namespace=_opt_str(data, "namespace", where),
-            name=_opt_str(data, "name", where),
+            namespace=read_optional_str(data, "namespace", where, RequestError),
+            name=read_optional_str(data, "name", where, RequestError),
             dry_run=dry_run,
-            sub_resource=_opt_str(data, "subResource", where),
+            sub_resource=read_optional_str(data, "subResource", where, RequestError),
             resource=_resource(data, where),
         )

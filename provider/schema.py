@@ -70,6 +70,25 @@ def read_bool(value: Any, where: str, error: type[DataError] = PolicyError) -> b
     return value
 
 
+def read_mapping(value: Any, where: str, error: type[DataError] = PolicyError) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise error(f"{where} is not a JSON object")
+    return value
+
+
+def read_int(value: Any, where: str, *, low: int, high: int, error: type[DataError] = PolicyError) -> int:
+    """A whole number (never a boolean) from ``low`` to ``high``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise error(f"{where}: expected a whole number from {low} to {high}")
+    return value
+
+
+def read_str_list(value: Any, where: str, error: type[DataError] = PolicyError) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise error(f"{where}: expected a list of strings")
+    return value
+
+
 def child_mapping(parent: Any, key: str) -> dict[str, Any]:
     """``parent[key]`` when both are mappings, else an empty mapping (lenient: for already-accepted data)."""
     value = parent.get(key) if isinstance(parent, dict) else None

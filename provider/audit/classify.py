@@ -55,7 +55,7 @@ OTHER = "(other)"
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Classified:
     """One write request, classified."""
 
     event: AuditEvent
@@ -94,7 +94,7 @@ class Classifier:
         self.limits = limits
         self.kinds = KindIndex()
 
-    def classify(self, event: AuditEvent) -> Verdict | Skipped:
+    def classify(self, event: AuditEvent) -> Classified | Skipped:
         if event.stage in REPEATED_STAGES:
             return Skipped(event, "repeated-stage")
         if not event.resource:
@@ -113,9 +113,9 @@ class Classifier:
             return Skipped(event, "no-body")  # the verdict rests on a body the log does not hold
         target = review.object if review.object is not None else review.old_object
         kind = target.get("kind") if isinstance(target, dict) else None
-        return Verdict(event, kind if isinstance(kind, str) and kind else event.resource, traffic_class, result, evidence)
+        return Classified(event, kind if isinstance(kind, str) and kind else event.resource, traffic_class, result, evidence)
 
-    def classify_all(self, items: Iterable[AuditEvent | Malformed]) -> Iterable[Verdict | Skipped | Malformed]:
+    def classify_all(self, items: Iterable[AuditEvent | Malformed]) -> Iterable[Classified | Skipped | Malformed]:
         for item in items:
             yield item if isinstance(item, Malformed) else self.classify(item)
 
@@ -260,7 +260,7 @@ class Summary:
     def total(self) -> int:
         return sum(self.classes.values())
 
-    def add(self, item: Verdict | Skipped | Malformed) -> None:
+    def add(self, item: Classified | Skipped | Malformed) -> None:
         if isinstance(item, Malformed):
             self.malformed += 1
             if len(self.malformed_examples) < self.examples:
@@ -270,7 +270,7 @@ class Summary:
         else:
             self._count(item)
 
-    def _count(self, verdict: Verdict) -> None:
+    def _count(self, verdict: Classified) -> None:
         e, cls = verdict.event, verdict.traffic_class
         self.classes[cls] += 1
         keys = {"namespace": e.namespace, "user": e.username, "kind": verdict.kind}
@@ -281,7 +281,7 @@ class Summary:
         if e.username.startswith(SERVICE_ACCOUNT_PREFIX):
             self._account(verdict)
 
-    def _account(self, verdict: Verdict) -> None:
+    def _account(self, verdict: Classified) -> None:
         e = verdict.event
         account = self.accounts.get(e.username)
         if account is None:

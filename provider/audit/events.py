@@ -48,6 +48,7 @@ from ..limits import DEFAULT_LIMITS, Limits
 from ..parsing import load_json
 from ..resources import BUILTIN_KINDS, SUBRESOURCE_KINDS
 from ..review import GroupVersionResource, Review
+from ..schema import read_optional_str
 from ..verifier import find_document
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
@@ -112,15 +113,6 @@ class AuditEvent:
         return self.body is not None
 
 
-def _opt_str(data: dict[str, Any], name: str, where: str) -> str:
-    value = data.get(name)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise RequestError(f"{where}.{name}: expected a string, got {type(value).__name__}")
-    return value
-
-
 def _timestamp(value: str) -> datetime | None:
     try:
         return datetime.fromisoformat(value) if value else None
@@ -149,26 +141,26 @@ def parse_event(data: Any, line: int = 0) -> AuditEvent:
     ref = data.get("objectRef") or {}
     if not isinstance(ref, dict):
         raise RequestError(f"objectRef: expected an object, got {type(ref).__name__}")
-    uri = _opt_str(data, "requestURI", "event")
+    uri = (read_optional_str(data, "requestURI", "event", RequestError) or "")
     dry_run = False
     if "dryRun" in uri:
         dry_run = bool(parse_qs(urlsplit(uri).query).get("dryRun"))
     return AuditEvent(
         line=line,
-        audit_id=_opt_str(data, "auditID", "event"),
+        audit_id=(read_optional_str(data, "auditID", "event", RequestError) or ""),
         verb=verb,
-        stage=_opt_str(data, "stage", "event"),
+        stage=(read_optional_str(data, "stage", "event", RequestError) or ""),
         username=user["username"],
         groups=tuple(groups),
-        resource=_opt_str(ref, "resource", "objectRef"),
-        subresource=_opt_str(ref, "subresource", "objectRef"),
-        group=_opt_str(ref, "apiGroup", "objectRef"),
-        version=_opt_str(ref, "apiVersion", "objectRef"),
-        namespace=_opt_str(ref, "namespace", "objectRef"),
-        name=_opt_str(ref, "name", "objectRef"),
+        resource=(read_optional_str(ref, "resource", "objectRef", RequestError) or ""),
+        subresource=(read_optional_str(ref, "subresource", "objectRef", RequestError) or ""),
+        group=(read_optional_str(ref, "apiGroup", "objectRef", RequestError) or ""),
+        version=(read_optional_str(ref, "apiVersion", "objectRef", RequestError) or ""),
+        namespace=(read_optional_str(ref, "namespace", "objectRef", RequestError) or ""),
+        name=(read_optional_str(ref, "name", "objectRef", RequestError) or ""),
         body=data.get("requestObject"),
         dry_run=dry_run,
-        received=_timestamp(_opt_str(data, "requestReceivedTimestamp", "event")),
+        received=_timestamp(read_optional_str(data, "requestReceivedTimestamp", "event", RequestError) or ""),
     )
 
 

@@ -17,7 +17,7 @@ from ..result import Result
 from ..review import Review
 from . import EXIT_DENIED, EXIT_OK, EXIT_UNVERIFIED, EXIT_USAGE
 
-YAML_SUFFIXES = (".yaml", ".yml", ".json")
+INPUT_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def read_text(path: str) -> bytes:
@@ -37,7 +37,7 @@ def input_files(path: str) -> list[Path]:
     """``path`` itself, or every YAML file under the directory ``path``, sorted."""
     root = Path(path)
     if root.is_dir():
-        files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in YAML_SUFFIXES)
+        files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in INPUT_SUFFIXES)
         if not files:
             raise RequestError(f"{path} holds no .yaml, .yml or .json files")
         return files

@@ -158,7 +158,7 @@ def _dry_runner(args: argparse.Namespace, enabled: bool) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..audit.classify import Classifier, Summary, Verdict, suggestion_yaml
+    from ..audit.classify import Classified, Classifier, Summary, suggestion_yaml
     from ..audit.events import read_events
     from ..policy import Policy
 
@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         stream = stack.enter_context(open_log(args.filename))
         for item in classifier.classify_all(read_events(stream)):
             summary.add(item)
-            if args.events and isinstance(item, Verdict):
+            if args.events and isinstance(item, Classified):
                 out.write(json.dumps(item.to_dict()) + "\n")
     source = "standard input" if args.filename == "-" else args.filename
     table = render(dict(summary.to_dict()), args.output, source)

@@ -40,6 +40,7 @@ from cryptography import x509
 from ..errors import DataError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
 from ..parsing import load_json
+from ..schema import read_int, read_mapping
 from .certificates import same_certificate
 from .trust import TrustRoot
 
@@ -79,18 +80,6 @@ def _b64(value: Any, what: str) -> bytes:
         raise TlogEntryInvalid(f"{what} is not valid base64") from None
 
 
-def _int(value: Any, what: str) -> int:
-    if type(value) is not int or not 0 <= value <= _MAX_SAFE_INT:
-        raise TlogEntryInvalid(f"{what} is not a whole number between 0 and 2^53")
-    return value
-
-
-def _mapping(value: Any, what: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise TlogEntryInvalid(f"{what} is not a JSON object")
-    return value
-
-
 def _read_json(data: bytes, what: str, limits: Limits) -> Any:
     try:
         return load_json(data, limits=limits, error=TlogEntryInvalid, what=what)
@@ -119,17 +108,17 @@ def check_bundle(
 ) -> LoggedEntry:
     """Verify a RekorBundle against the trusted root and the signature set it travels with."""
     # 1. shape
-    bundle = _mapping(_read_json(raw, "the bundle", limits), "the bundle")
+    bundle = read_mapping(_read_json(raw, "the bundle", limits), "the bundle", TlogEntryInvalid)
     if set(bundle) != _BUNDLE_FIELDS:
         raise TlogEntryInvalid(f"the bundle has fields {sorted(bundle)[:5]}, expected SignedEntryTimestamp and Payload")
-    fields = _mapping(bundle["Payload"], "the bundle's Payload")
+    fields = read_mapping(bundle["Payload"], "the bundle's Payload", TlogEntryInvalid)
     if set(fields) != _PAYLOAD_FIELDS:
         raise TlogEntryInvalid(f"the bundle's Payload has fields {sorted(fields)[:6]}, expected body, integratedTime, logIndex, logID")
     set_signature = _b64(bundle["SignedEntryTimestamp"], "SignedEntryTimestamp")
     body_text = fields["body"]
     body = _b64(body_text, "the logged body")
-    integrated = _int(fields["integratedTime"], "integratedTime")
-    log_index = _int(fields["logIndex"], "logIndex")
+    integrated = read_int(fields["integratedTime"], "integratedTime", low=0, high=_MAX_SAFE_INT, error=TlogEntryInvalid)
+    log_index = read_int(fields["logIndex"], "logIndex", low=0, high=_MAX_SAFE_INT, error=TlogEntryInvalid)
     log_id = fields["logID"]
     if not isinstance(log_id, str) or not _LOG_ID.match(log_id):
         raise TlogEntryInvalid("logID is not a lowercase hex SHA-256")
@@ -145,18 +134,18 @@ def check_bundle(
         raise TlogEntryInvalid(f"the SignedEntryTimestamp does not verify with the key of log {log.url}")
 
     # 3. the entry names this payload, this signature, this certificate
-    entry = _mapping(_read_json(body, "the logged entry", limits), "the logged entry")
+    entry = read_mapping(_read_json(body, "the logged entry", limits), "the logged entry", TlogEntryInvalid)
     kind = entry.get("kind")
     if kind not in KINDS or entry.get("apiVersion") != ENTRY_API_VERSION:
         raise TlogEntryInvalid(f"the logged entry is {str(kind)[:40]} {str(entry.get('apiVersion'))[:20]}, not hashedrekord/rekord {ENTRY_API_VERSION}")
-    spec = _mapping(entry.get("spec"), "the logged entry's spec")
-    _check_data(_mapping(spec.get("data"), "the logged entry's data"), payload)
-    logged_sig = _mapping(spec.get("signature"), "the logged entry's signature")
+    spec = read_mapping(entry.get("spec"), "the logged entry's spec", TlogEntryInvalid)
+    _check_data(read_mapping(spec.get("data"), "the logged entry's data", TlogEntryInvalid), payload)
+    logged_sig = read_mapping(spec.get("signature"), "the logged entry's signature", TlogEntryInvalid)
     if kind == "rekord" and logged_sig.get("format", "x509") != "x509":
         raise TlogEntryInvalid(f"the logged rekord signature has format {str(logged_sig.get('format'))[:20]}, not x509")
     if _b64(logged_sig.get("content"), "the logged signature") != signature:
         raise TlogEntryInvalid("the logged entry holds a different signature than this signature set")
-    key_pem = _b64(_mapping(logged_sig.get("publicKey"), "the logged public key").get("content"), "the logged public key")
+    key_pem = _b64(read_mapping(logged_sig.get("publicKey"), "the logged public key", TlogEntryInvalid).get("content"), "the logged public key")
     try:
         logged_cert = x509.load_pem_x509_certificate(key_pem)
     except ValueError:
@@ -170,7 +159,7 @@ def _check_data(data: dict[str, Any], payload: bytes) -> None:
     digest = hashlib.sha256(payload).hexdigest()
     hashed = data.get("hash")
     if hashed is not None:
-        hashed = _mapping(hashed, "the logged hash")
+        hashed = read_mapping(hashed, "the logged hash", TlogEntryInvalid)
         value = hashed.get("value")
         if hashed.get("algorithm") != "sha256" or not isinstance(value, str) or not _SHA256_HEX.match(value):
             raise TlogEntryInvalid(f"the logged hash is not a sha256 digest (algorithm {str(hashed.get('algorithm'))[:20]})")

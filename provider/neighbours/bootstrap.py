@@ -55,7 +55,7 @@ from ..limits import DEFAULT_LIMITS, Limits
 from ..parsing import load_json, load_yaml_stream
 from ..result import Reason, Result, reason_of
 from ..review import Review
-from ..schema import check_fields
+from ..schema import check_fields, read_str_list
 
 log = logging.getLogger("provider.bootstrap")
 
@@ -298,13 +298,12 @@ class ClusterInfoPolicy:
 
 
 def _string_list(value: Any, name: str, limits: Limits, allow_empty: bool = False) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise PolicyError(f"{name}: expected a list of strings")
-    if not value and not allow_empty:
+    strings = read_str_list(value, name)
+    if not strings and not allow_empty:
         raise PolicyError(f"{name}: an empty list would trust nothing; leave the field out to trust every token")
-    if len(value) > limits.max_keys:
+    if len(strings) > limits.max_keys:
         raise PolicyError(f"{name}: more than {limits.max_keys} entries")
-    return value
+    return strings
 
 
 # --- verification -------------------------------------------------------------------

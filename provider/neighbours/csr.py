@@ -68,7 +68,7 @@ from ..errors import PolicyError, RequestError, TransientError, VerificationFail
 from ..limits import DEFAULT_LIMITS, Limits
 from ..result import Reason, Result
 from ..review import Review
-from ..schema import check_fields
+from ..schema import check_fields, read_bool, read_int
 
 # From k8s.io/api/certificates/v1 and pkg/apis/certificates (ValidateKubeletServingCSR).
 KUBELET_SERVING_SIGNER = "kubernetes.io/kubelet-serving"
@@ -138,10 +138,10 @@ class CsrPolicy:
         return cls(
             provider_regex=regex,
             ip_prefixes=prefixes,
-            max_expiration_seconds=_int(data, "maxExpirationSeconds", MAX_EXPIRATION_SECONDS, 0, MAX_EXPIRATION_SECONDS),
-            allowed_dns_names=_int(data, "allowedDnsNames", DEFAULT_ALLOWED_DNS_NAMES, 0, 64),
-            bypass_hostname_check=_bool(data, "bypassHostnameCheck"),
-            resolve_dns_names=_bool(data, "resolveDnsNames"),
+            max_expiration_seconds=read_int(data.get("maxExpirationSeconds", MAX_EXPIRATION_SECONDS), "maxExpirationSeconds", low=0, high=MAX_EXPIRATION_SECONDS),
+            allowed_dns_names=read_int(data.get("allowedDnsNames", DEFAULT_ALLOWED_DNS_NAMES), "allowedDnsNames", low=0, high=64),
+            bypass_hostname_check=read_bool(data.get("bypassHostnameCheck", False), "bypassHostnameCheck"),
+            resolve_dns_names=read_bool(data.get("resolveDnsNames", False), "resolveDnsNames"),
             dns_timeout_seconds=_seconds(data.get("dnsTimeoutSeconds", DEFAULT_DNS_TIMEOUT)),
         )
 
@@ -158,20 +158,6 @@ def parse_prefixes(value: Any) -> tuple[Network, ...]:
         except ValueError as exc:
             raise PolicyError(f"providerIpPrefixes: {item.strip()[:60]!r} is not an IP prefix like 192.168.0.0/16 or fc00::/7") from exc
     return tuple(prefixes)
-
-
-def _int(data: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
-    value = data.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise PolicyError(f"{name}: expected a whole number from {low} to {high}")
-    return value
-
-
-def _bool(data: Mapping[str, Any], name: str) -> bool:
-    value = data.get(name, False)
-    if not isinstance(value, bool):
-        raise PolicyError(f"{name}: expected true or false, got {type(value).__name__}")
-    return value
 
 
 def _seconds(value: Any) -> float:

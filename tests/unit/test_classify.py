@@ -12,12 +12,12 @@ import yaml
 
 from provider.audit.classify import (
     OTHER,
+    Classified,
     Classifier,
     GroupCounts,
     Skipped,
     Summary,
     TopCounter,
-    Verdict,
     suggestion_yaml,
     suggestions,
 )
@@ -46,13 +46,13 @@ def policy(**fields: Any) -> Policy:
     return Policy.from_dict({"keys": [public_key_pem(make_key())], **fields})
 
 
-def classify(data: dict[str, Any], pol: Policy | None = None) -> Verdict | Skipped:
+def classify(data: dict[str, Any], pol: Policy | None = None) -> Classified | Skipped:
     return Classifier(pol or policy()).classify(parse_event(data))
 
 
-def verdict(data: dict[str, Any], pol: Policy | None = None) -> Verdict:
+def verdict(data: dict[str, Any], pol: Policy | None = None) -> Classified:
     result = classify(data, pol)
-    assert isinstance(result, Verdict), result
+    assert isinstance(result, Classified), result
     return result
 
 
@@ -144,9 +144,9 @@ def test_patches_by_signature() -> None:
 
 def test_writes_without_a_body_are_counted_only_when_the_body_does_not_matter() -> None:
     v = classify(event("create", resource="leases", group="coordination.k8s.io", level="Metadata"))
-    assert isinstance(v, Verdict) and v.traffic_class == "out-of-scope"
+    assert isinstance(v, Classified) and v.traffic_class == "out-of-scope"
     v = classify(event("create", resource="pods", user="system:serviceaccount:kube-system:replicaset-controller", level="Metadata"))
-    assert isinstance(v, Verdict) and v.traffic_class == "common-profile"
+    assert isinstance(v, Classified) and v.traffic_class == "common-profile"
     skipped = classify(event("create", level="Metadata"))
     assert isinstance(skipped, Skipped) and skipped.why == "no-body"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from provider.audit.classify import Classifier, Verdict
+from provider.audit.classify import Classified, Classifier
 from provider.audit.events import read_events
 from provider.policy import Policy, load_profile
 from provider.review import GroupVersionResource, Review
@@ -46,7 +46,7 @@ def classes_by_user() -> dict[str, Counter[str]]:
     classifier = Classifier(POLICY)
     with REAL_LOG.open("rb") as stream:
         for item in classifier.classify_all(read_events(stream)):
-            assert isinstance(item, Verdict), item
+            assert isinstance(item, Classified), item
             found[item.event.username][item.traffic_class] += 1
     return found
 
@@ -77,7 +77,7 @@ def test_without_the_common_profile_the_control_plane_would_be_stopped() -> None
     counts: Counter[str] = Counter()
     with REAL_LOG.open("rb") as stream:
         for item in Classifier(bare).classify_all(read_events(stream)):
-            assert isinstance(item, Verdict)
+            assert isinstance(item, Classified)
             counts[item.traffic_class] += 1
     assert counts["common-profile"] == counts["out-of-scope"] == 0
     # The scheduler's 13 bindings, the autoscaler's and the person's scale are changes
