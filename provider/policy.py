@@ -45,6 +45,7 @@ from .kindschema import object_shape
 from .limits import DEFAULT_LIMITS, Limits
 from .objects import NamePattern, ObjectIdentity, ObjectRef
 from .parsing import load_yaml_stream
+from .resources import BUILTIN_KINDS, SCALABLE_KINDS
 from .review import Review
 from .schema import check_fields, read_list, read_str
 
@@ -224,6 +225,15 @@ class DryRunOptions:
 SECRET_VALUES = (IgnoreRule.from_dict({"objects": [{"group": "-", "kind": "Secret"}], "fields": ["data", "stringData"]}, "Secret values"),)
 
 
+def _scalable(ident: ObjectIdentity) -> bool:
+    """A kind with a scale subresource: the built-in workloads, or any kind Kubernetes does not build in (a custom resource may have one)."""
+    return (ident.group, ident.kind) in SCALABLE_KINDS or ident.kind not in BUILTIN_KINDS.values()
+
+
+#: What a Scale's ``spec.replicas`` stands for on its parent (and the API server's bookkeeping, as for every exemption).
+_REPLICAS = IgnoreSet(FieldTrie(tuple(parse_field_pattern(f) for f in ("spec.replicas", *BOOKKEEPING_FIELDS))))
+
+
 # --- built-in profiles ------------------------------------------------------------
 
 
@@ -400,6 +410,28 @@ class Policy:
         if len(self._ignore_cache) < 256:
             self._ignore_cache[applicable] = result
         return result
+
+    def controller_fields_for(self, ident: ObjectIdentity) -> tuple[tuple[IgnoreSet, UserRule], ...]:
+        """The fields of this object that a field-scoped exemption lets a trusted controller change, rule by rule.
+
+        An exemption scoped to the object itself (or any subresource) lends its
+        ``fields``; one scoped to the ``scale`` subresource lends ``spec.replicas``
+        -- the field a Scale's replicas stand for in every built-in scalable kind
+        and, by default, in a custom resource's scale subresource. Used to judge a
+        live object (``docs/policy.md``, "Changes by exempt controllers").
+        """
+        found: list[tuple[IgnoreSet, UserRule]] = []
+        rules = [rule for profile in self.profiles for rule in profile.skip_users] + list(self.skip_users)
+        for rule in rules:
+            if rule.changes is None:
+                continue
+            refs = rule.objects or (ObjectRef(),)
+            main = any(ref.matches(dataclasses.replace(ident, subresource=sub)) for ref in refs for sub in ("", "status", "finalize", "approval"))
+            if main:
+                found.append((rule.changes, rule))
+            elif _scalable(ident) and any(ref.matches(dataclasses.replace(ident, subresource="scale")) for ref in refs):
+                found.append((_REPLICAS, rule))
+        return tuple(found)
 
     def sensitive_for(self, ident: ObjectIdentity) -> FieldTrie:
         """The paths whose values a verdict never quotes: a Secret's data always, plus ``sensitiveFields``."""

@@ -49,6 +49,8 @@ _BUILTIN = {
 BUILTIN_KINDS: dict[tuple[str, str], str] = {
     (group, pair.partition(":")[0]): pair.partition(":")[2] for group, pairs in _BUILTIN.items() for pair in pairs.split()
 }
+#: Built-in kinds served with a ``scale`` subresource (``shared/dryrun/discovery``): (group, kind).
+SCALABLE_KINDS = frozenset({("apps", "Deployment"), ("apps", "ReplicaSet"), ("apps", "StatefulSet"), ("", "ReplicationController")})
 #: Subresources whose admission object is not the parent's kind: (group, version, kind).
 SUBRESOURCE_KINDS: dict[str, tuple[str, str, str]] = {
     "scale": ("autoscaling", "v1", "Scale"),

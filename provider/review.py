@@ -60,15 +60,19 @@ class Review:
     #: (``classify`` counts how often). Never set for a request that arrives
     #: over the wire.
     replayed: bool = False
+    #: The object is as the cluster stores it (Gatekeeper audit, ``verify-resource``,
+    #: the observer), not a file or a request: a difference an exempt controller made
+    #: since admission is then tolerated and named (``docs/policy.md``).
+    live: bool = False
 
     @property
     def is_audit(self) -> bool:
         return self.operation is None and self.username is None
 
     @classmethod
-    def for_object(cls, obj: dict[str, Any]) -> Review:
-        """A review of an object with nobody asking (the CLI, Gatekeeper audit)."""
-        return cls(object=obj)
+    def for_object(cls, obj: dict[str, Any], *, live: bool = False) -> Review:
+        """A review of an object with nobody asking: a file (the CLI), or with ``live`` one read from the cluster."""
+        return cls(object=obj, live=live)
 
     @classmethod
     def from_admission(cls, data: Any, where: str = "review") -> Review:
@@ -98,6 +102,8 @@ class Review:
         operation = read_optional_str(data, "operation", where, RequestError)
         if operation is not None and operation not in ("CREATE", "UPDATE", "DELETE", "CONNECT"):
             raise RequestError(f"{where}.operation: {operation[:20]!r} is not CREATE, UPDATE, DELETE or CONNECT")
+        # No operation and no user: Gatekeeper audit, which sends the object as stored.
+        live = operation is None and user.get("username") in (None, "")
         return cls(
             object=obj,
             old_object=old,
@@ -109,4 +115,5 @@ class Review:
             dry_run=dry_run,
             sub_resource=read_optional_str(data, "subResource", where, RequestError),
             resource=_resource(data, where),
+            live=live,
         )

@@ -282,6 +282,65 @@ def verify(
 
 # --- decide -----------------------------------------------------------------------
 
+
+def _value_at(obj: Any, path: tuple[str | int, ...]) -> Any:
+    for step in path:
+        if isinstance(obj, dict) and isinstance(step, str):
+            obj = obj.get(step)
+        elif isinstance(obj, list) and isinstance(step, int) and step < len(obj):
+            obj = obj[step]
+        else:
+            return None
+    return obj
+
+
+def _controller_changes(review: Review, obj: dict[str, Any], policy: Policy, ident: ObjectIdentity, mismatch: ContentMismatch) -> str | None:
+    """A description of the differences, when each lies in a field an exemption lets a trusted controller change.
+
+    Such a difference on a live object is a controller's work -- the autoscaler's
+    ``spec.replicas``, the garbage collector's owner references -- admitted
+    through its exemption, not a change to the signed content. It is tolerated
+    (and named) only where nobody in the request can have made it: in an audit
+    review (no operation, no user: the object as it is stored), and in an UPDATE
+    that leaves the field exactly as ``oldObject`` had it. Never on CREATE, and
+    never from what a client chooses (a ``managedFields`` manager name).
+    None when any difference falls outside, or the request itself changed one.
+    """
+    items = mismatch.diff
+    if not items:
+        return None
+    if review.is_audit:
+        if not review.live:
+            return None  # a file, not the stored object: nothing but its author changed it
+        old = None
+    elif review.operation == "UPDATE" and isinstance(review.old_object, dict):
+        old = review.old_object
+    else:
+        return None
+    lenders = policy.controller_fields_for(ident)
+    named: dict[str, list[str]] = {}
+    for item in items:
+        lender = next((rule for fields, rule in lenders if fields.ignores(item.path)), None)
+        if lender is None:
+            return None
+        if old is not None and _value_at(obj, item.path) != _value_at(old, item.path):
+            return None  # this request changed it: only the controller itself may
+        named.setdefault(lender.describe(), []).append(item.key)
+    parts = [f"{', '.join(keys[:3])}{' and more' if len(keys) > 3 else ''} ({who})" for who, keys in named.items()]
+    return "; ".join(parts) + ", which an exempt controller may change"
+
+
+def _denied(what: str, failure: VerificationFailure, limits: Limits) -> Result:
+    items = tuple(failure.diff)
+    return Result.deny(
+        reason_of(failure),
+        f"{what}: {failure.message}",
+        signers=tuple(failure.signers),
+        diff=items[: limits.max_diff_items],
+        diff_count=len(items),
+        used_cluster=failure.used_cluster,
+    )
+
 #: Subresource objects that are not the parent's kind and carry no signature:
 #: (group, kind) -> what a request through them does (``docs/policy.md``, "Subresources").
 #: ``Scale`` and ``Binding`` change the parent's content (``spec.replicas``,
@@ -393,16 +452,15 @@ def decide(
         )
     try:
         facts = verify(obj, policy, namespace=review.namespace, dry_runner=dry_runner, now=now, limits=limits)
-    except VerificationFailure as failure:
-        items = tuple(failure.diff)
-        return Result.deny(
-            reason_of(failure),
-            f"{what}: {failure.message}",
-            signers=tuple(failure.signers),
-            diff=items[: limits.max_diff_items],
-            diff_count=len(items),
-            used_cluster=failure.used_cluster,
+    except ContentMismatch as mismatch:
+        tolerated = _controller_changes(review, obj, policy, ident, mismatch)
+        if tolerated is None:
+            return _denied(what, mismatch, limits)
+        return Result.proven(
+            f"{what} matches its signed manifest but for {tolerated}", tuple(mismatch.signers), used_cluster=mismatch.used_cluster
         )
+    except VerificationFailure as failure:
+        return _denied(what, failure, limits)
     signed_by = ", ".join(s if isinstance(s, str) else s.get("subject", "?") for s in facts.signers[:3])
     how = " after a server-side dry-run" if facts.used_cluster else ""
     return Result.proven(f"{what} matches its signed manifest{how} (signed by {signed_by})", facts.signers, used_cluster=facts.used_cluster)
