@@ -41,8 +41,9 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from ..cache import LRUCache, digest
 from ..errors import ConfigError, ProviderError, RequestError, TransientError
+from ..kube.dryrun import dry_runner_for
 from ..kube.tokenreview import KubeTokenReviewer, kube_configuration
-from ..limits import Limits
+from ..kube.tokens import api_client_for
 from . import metrics
 from .auth import Authenticator, Decision, TokenReviewer, parse_callers
 from .checks import POLICIES, Answer, CheckContext, Dispatcher, Job, Verdict
@@ -70,12 +71,6 @@ def _cluster_configured(config: Config) -> bool:
     return bool(config.kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"))
 
 
-def _kube_module() -> Any:
-    # provider.kube.dryrun holds the Kubernetes adapters; imported by name so that the
-    # service starts (and answers policies without dry-run) where it is absent.
-    return importlib.import_module("provider.kube.dryrun")
-
-
 def _preload_kubernetes() -> None:
     """Import the ``kubernetes`` client now, at start-up, not inside the first request's deadline.
 
@@ -87,34 +82,6 @@ def _preload_kubernetes() -> None:
     """
     importlib.import_module("kubernetes.client")
     importlib.import_module("kubernetes.config")
-
-
-def _build_dry_runner(kubeconfig: str | None, limits: Limits) -> Any:
-    runner = _kube_module().KubeDryRunner
-    return runner.from_kubeconfig(kubeconfig, limits=limits) if kubeconfig else runner.in_cluster(limits=limits)
-
-
-def api_client(kubeconfig: str | None) -> Any:
-    """A kubernetes ``ApiClient`` from a kubeconfig, else in-cluster inside a pod, else ``None``."""
-    from kubernetes import client
-
-    configuration = kube_configuration(kubeconfig)
-    if configuration is None:
-        return None
-    # No urllib3 retries: they would run past the request's deadline; the caller asks again.
-    configuration.retries = False
-    return client.ApiClient(configuration)
-
-
-def _build_kube_client(kubeconfig: str | None) -> Any:
-    """``provider.kube.dryrun.KubeClient`` when that module offers one, else a plain kubernetes ``ApiClient``."""
-    try:
-        factory = getattr(_kube_module(), "KubeClient", None)
-    except ImportError:
-        factory = None
-    if factory is not None:
-        return factory.from_kubeconfig(kubeconfig) if kubeconfig else factory.in_cluster()
-    return api_client(kubeconfig)
 
 
 def _token_reviewer(kubeconfig: str | None) -> TokenReviewer | None:
@@ -182,10 +149,12 @@ class Service:
         self.dry_runner: Any = config.dry_runner
         if self.dry_runner is None and cluster:
             limits = self.limits
-            self.dry_runner = LazyDryRunner(lambda: _build_dry_runner(kubeconfig, limits), "cluster dry-run client", "dry-run-failed")
+            self.dry_runner = LazyDryRunner(
+                lambda: dry_runner_for(kubeconfig, limits, in_cluster=True), "cluster dry-run client", "dry-run-failed"
+            )
         self.kube_client: Any = config.kube_client
         if self.kube_client is None and cluster:
-            self.kube_client = LazyClient(lambda: _build_kube_client(kubeconfig), "cluster client", "transient-error")
+            self.kube_client = LazyClient(lambda: api_client_for(kubeconfig), "cluster client", "transient-error")
         reviewer: Callable[[], TokenReviewer | None] | None = None
         if config.token_reviewer is not None:
             given: TokenReviewer = config.token_reviewer
