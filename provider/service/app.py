@@ -20,8 +20,9 @@ framing is broken is never read again.
 
 Handlers are thin: read the wire format, hand the keys to
 :class:`provider.service.checks.Dispatcher`, shape the answer, count and log it. Each
-worker process holds one :class:`Service`: the verdict cache, the compiled
-policy cache, the thread pool, and -- built on first use -- the cluster clients.
+app holds one :class:`Service`: the verdict cache, the compiled policy cache,
+the thread pool, and -- built on first use -- the cluster clients; nothing of
+it lives in module globals, so two apps in one process share nothing.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from ..kube.tokenreview import KubeTokenReviewer, kube_configuration
 from ..kube.tokens import api_client_for
 from . import metrics
 from .auth import Authenticator, Decision, TokenReviewer, parse_callers
-from .checks import POLICIES, Answer, CheckContext, Dispatcher, Job, Verdict
+from .checks import Answer, CheckContext, Dispatcher, Job, PolicyCache, Verdict
 from .clientcerts import ClientCertificates
 from .config import Config, configure_logging, load_config
 from .wire import gatekeeper, kyverno
@@ -140,8 +141,8 @@ class Service:
         self.config = config
         self.limits = config.effective_limits
         self.cache: LRUCache[Verdict] = LRUCache(config.cache_entries, ttl=config.cache_ttl_seconds)
+        self.policies = PolicyCache(config.policy_cache_entries)
         self.dispatcher = Dispatcher(self.cache, config.verify_threads)
-        POLICIES.resize(config.policy_cache_entries)
         cluster = _cluster_configured(config)
         kubeconfig = config.kubeconfig
         if cluster and (config.dry_runner is None or config.kube_client is None):
@@ -177,7 +178,13 @@ class Service:
         )
 
     def context(self) -> CheckContext:
-        return CheckContext(dry_runner=self.dry_runner, kube_client=self.kube_client, now=self.config.now, limits=self.limits)
+        return CheckContext(
+            dry_runner=self.dry_runner,
+            kube_client=self.kube_client,
+            now=self.config.now,
+            limits=self.limits,
+            policies=self.policies,
+        )
 
     def deadline(self) -> float:
         start: float = g.get("start", time.monotonic())

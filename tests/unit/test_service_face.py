@@ -1,9 +1,10 @@
-"""The service's thin face: one way to build a dry-runner, for the service and the CLI."""
+"""The service's thin face: per-app state, one way to build a dry-runner."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,6 +12,48 @@ from provider.errors import ConfigError, PolicyError
 from provider.kube.dryrun import dry_runner_for
 from provider.kube.tokens import api_client_for
 from provider.limits import Limits
+from provider.policy import Policy
+from provider.review import Review
+from provider.service.app import Service
+from provider.service.checks import run_check
+from provider.service.config import load_config
+from tests.support import configmap, make_key, public_key_pem, sign
+
+
+def policy(**extra: Any) -> dict[str, Any]:
+    return {"keys": [public_key_pem(make_key())], **extra}
+
+
+def signed() -> dict[str, Any]:
+    return sign(configmap("cm", "ns", key="value"))[0]
+
+
+# --- per-app state ----------------------------------------------------------------
+
+
+def test_each_service_compiles_policies_into_its_own_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled: list[int] = []
+    real = Policy.from_dict
+
+    def counting(raw: Any, **options: Any) -> Policy:
+        compiled.append(1)
+        return real(raw, **options)
+
+    monkeypatch.setattr(Policy, "from_dict", counting)
+    first = Service(load_config({}))
+    obj, pol = signed(), policy()
+    for _ in range(2):
+        assert run_check("manifest", Review.for_object(obj), pol, first.context()).reason == "verified"
+    assert len(compiled) == 1
+    # A second service, of another size, neither resets the first one's cache nor shares it.
+    second = Service(load_config({"POLICY_CACHE_ENTRIES": 1}))
+    run_check("manifest", Review.for_object(obj), pol, first.context())
+    assert len(compiled) == 1
+    run_check("manifest", Review.for_object(obj), pol, second.context())
+    assert len(compiled) == 2
+
+
+# --- one way to build a dry-runner ------------------------------------------------
 
 
 def kubeconfig(directory: Path) -> Path:
