@@ -40,7 +40,7 @@ from typing import Any
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from ..cache import LRUCache, digest
+from ..cache import LRUCache
 from ..errors import ConfigError, ProviderError, RequestError, TransientError
 from ..kube.dryrun import dry_runner_for
 from ..kube.tokenreview import KubeTokenReviewer, kube_configuration
@@ -395,7 +395,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         try:
             keys = gatekeeper.read_request(_read_body(cfg.max_body_bytes), service.limits)
             metrics.KEYS_PER_REQUEST.observe(len(keys))
-            jobs = [Job(digest("gatekeeper", key), functools.partial(gatekeeper.read_key, key, service.limits)) for key in keys]
+            jobs = [Job(gatekeeper.cache_key(key), functools.partial(gatekeeper.read_key, key, service.limits)) for key in keys]
             answers = service.dispatcher.run(jobs, service.context(), service.deadline())
         except BodyUnreadable as exc:
             # A whole-request error with its own status: the template reports it, Gatekeeper caches nothing.

@@ -1,22 +1,24 @@
-"""The service's thin face: per-app state, one way to build a dry-runner."""
+"""The service's thin face: per-app state, cache keys from the wire modules, one way to build a dry-runner."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from provider.errors import ConfigError, PolicyError
+from provider.errors import ConfigError, PolicyError, RequestError
 from provider.kube.dryrun import dry_runner_for
 from provider.kube.tokens import api_client_for
 from provider.limits import Limits
 from provider.policy import Policy
 from provider.review import Review
-from provider.service.app import Service
+from provider.service.app import GATEKEEPER_PATH, KYVERNO_PATH, Service, create_app
 from provider.service.checks import run_check
 from provider.service.config import load_config
+from provider.service.wire import gatekeeper, kyverno
 from tests.support import configmap, make_key, public_key_pem, sign
 
 
@@ -26,6 +28,10 @@ def policy(**extra: Any) -> dict[str, Any]:
 
 def signed() -> dict[str, Any]:
     return sign(configmap("cm", "ns", key="value"))[0]
+
+
+def review(obj: dict[str, Any]) -> dict[str, Any]:
+    return {"uid": "u", "operation": "CREATE", "userInfo": {"username": "alice"}, "namespace": "ns", "object": obj}
 
 
 # --- per-app state ----------------------------------------------------------------
@@ -51,6 +57,49 @@ def test_each_service_compiles_policies_into_its_own_cache(monkeypatch: pytest.M
     assert len(compiled) == 1
     run_check("manifest", Review.for_object(obj), pol, second.context())
     assert len(compiled) == 2
+
+
+# --- cache keys come from the wire modules ----------------------------------------
+
+
+def test_the_routes_cache_verdicts_under_the_wire_modules_keys() -> None:
+    app = create_app({"TESTING": True, "LOG_LEVEL": "warning"})
+    service: Service = app.extensions["manifest_provider"]
+    client = app.test_client()
+    key = json.dumps({"review": review(signed()), "policy": policy()})
+    request = {
+        "apiVersion": "externaldata.gatekeeper.sh/v1beta1",
+        "kind": "ProviderRequest",
+        "request": {"keys": [key]},
+    }
+    assert client.post(GATEKEEPER_PATH, json=request).status_code == 200
+    body = json.dumps({"request": review(signed()), "policy": policy()}).encode()
+    assert client.post(KYVERNO_PATH, data=body).status_code == 200
+    gatekeeper_hit = service.cache.get(gatekeeper.cache_key(key))
+    kyverno_hit = service.cache.get(kyverno.read_body(body)[1])
+    assert gatekeeper_hit is not None and gatekeeper_hit.result.reason == "verified"
+    assert kyverno_hit is not None and kyverno_hit.result.reason == "verified"
+    service.dispatcher.shutdown()
+
+
+# --- the wire formats read their fields once ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("read", "text", "message"),
+    [
+        (gatekeeper.read_key, '{"review": {}, "polcy": {}}', "the key: unknown field 'polcy'; did you mean 'policy'?"),
+        (
+            lambda text: kyverno.read_body(text.encode()),
+            '{"request": {}, "chek": "manifest"}',
+            "the request body: unknown field 'chek'; did you mean 'check'?",
+        ),
+    ],
+    ids=["gatekeeper-key", "kyverno-body"],
+)
+def test_an_unknown_field_is_named_with_a_close_match_by_both_formats(read: Any, text: str, message: str) -> None:
+    with pytest.raises(RequestError, match=re.escape(message)):
+        read(text)
 
 
 # --- one way to build a dry-runner ------------------------------------------------
