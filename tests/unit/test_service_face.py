@@ -1,4 +1,5 @@
-"""The service's thin face: per-app state, cache keys from the wire modules, one way to build a dry-runner."""
+"""The service's thin face: per-app state, cache keys from the wire modules, one error ladder per route family,
+one way to build a dry-runner."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from provider.kube.tokens import api_client_for
 from provider.limits import Limits
 from provider.policy import Policy
 from provider.review import Review
-from provider.service.app import GATEKEEPER_PATH, KYVERNO_PATH, Service, create_app
+from provider.service.app import create_app
 from provider.service.checks import run_check
 from provider.service.config import load_config
+from provider.service.routes import GATEKEEPER_PATH, KYVERNO_PATH
+from provider.service.state import Service
 from provider.service.wire import gatekeeper, kyverno
 from tests.support import configmap, make_key, public_key_pem, sign
 
@@ -100,6 +103,44 @@ def test_the_routes_cache_verdicts_under_the_wire_modules_keys() -> None:
 def test_an_unknown_field_is_named_with_a_close_match_by_both_formats(read: Any, text: str, message: str) -> None:
     with pytest.raises(RequestError, match=re.escape(message)):
         read(text)
+
+
+# --- one error ladder per route family ----------------------------------------------
+
+
+def test_a_bug_while_shaping_the_answer_is_the_routes_own_internal_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(key: str, result: Any) -> Any:
+        raise ZeroDivisionError("internal detail")
+
+    monkeypatch.setattr(gatekeeper, "value_item", broken)
+    monkeypatch.setattr(kyverno, "answer", lambda result: broken("", result))
+    app = create_app({"TESTING": True, "LOG_LEVEL": "warning"})
+    client = app.test_client()
+    key = json.dumps({"review": review(signed()), "policy": policy()})
+    request = {
+        "apiVersion": "externaldata.gatekeeper.sh/v1beta1",
+        "kind": "ProviderRequest",
+        "request": {"keys": [key]},
+    }
+    answer = client.post(GATEKEEPER_PATH, json=request)
+    assert answer.status_code == 200
+    assert answer.get_json()["response"] == {
+        "idempotent": True,
+        "items": [],
+        "systemError": "internal-error: see the service's log",
+    }
+    denial = client.post(KYVERNO_PATH, data=json.dumps({"request": review(signed()), "policy": policy()}))
+    assert denial.status_code == 200
+    assert (denial.get_json()["allowed"], denial.get_json()["reason"]) == (False, "internal-error")
+    assert b"internal detail" not in answer.data + denial.data
+    app.extensions["manifest_provider"].dispatcher.shutdown()
+
+
+def test_the_app_is_named_after_its_module_and_serves_no_files() -> None:
+    app = create_app({"TESTING": True, "LOG_LEVEL": "warning"})
+    assert app.import_name == "provider.service.app"
+    assert "static" not in {rule.endpoint for rule in app.url_map.iter_rules()}
+    assert app.test_client().get("/static/app.py").status_code == 404
 
 
 # --- one way to build a dry-runner ------------------------------------------------
