@@ -33,6 +33,14 @@ def signed() -> dict[str, Any]:
     return sign(configmap("cm", "ns", key="value"))[0]
 
 
+def provider_request(*keys: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "externaldata.gatekeeper.sh/v1beta1",
+        "kind": "ProviderRequest",
+        "request": {"keys": list(keys)},
+    }
+
+
 def review(obj: dict[str, Any]) -> dict[str, Any]:
     return {"uid": "u", "operation": "CREATE", "userInfo": {"username": "alice"}, "namespace": "ns", "object": obj}
 
@@ -70,12 +78,7 @@ def test_the_routes_cache_verdicts_under_the_wire_modules_keys() -> None:
     service: Service = app.extensions["manifest_provider"]
     client = app.test_client()
     key = json.dumps({"review": review(signed()), "policy": policy()})
-    request = {
-        "apiVersion": "externaldata.gatekeeper.sh/v1beta1",
-        "kind": "ProviderRequest",
-        "request": {"keys": [key]},
-    }
-    assert client.post(GATEKEEPER_PATH, json=request).status_code == 200
+    assert client.post(GATEKEEPER_PATH, json=provider_request(key)).status_code == 200
     body = json.dumps({"request": review(signed()), "policy": policy()}).encode()
     assert client.post(KYVERNO_PATH, data=body).status_code == 200
     gatekeeper_hit = service.cache.get(gatekeeper.cache_key(key))
@@ -117,12 +120,7 @@ def test_a_bug_while_shaping_the_answer_is_the_routes_own_internal_error(monkeyp
     app = create_app({"TESTING": True, "LOG_LEVEL": "warning"})
     client = app.test_client()
     key = json.dumps({"review": review(signed()), "policy": policy()})
-    request = {
-        "apiVersion": "externaldata.gatekeeper.sh/v1beta1",
-        "kind": "ProviderRequest",
-        "request": {"keys": [key]},
-    }
-    answer = client.post(GATEKEEPER_PATH, json=request)
+    answer = client.post(GATEKEEPER_PATH, json=provider_request(key))
     assert answer.status_code == 200
     assert answer.get_json()["response"] == {
         "idempotent": True,
