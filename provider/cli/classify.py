@@ -19,7 +19,6 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..errors import PolicyError
 from ..result import TRAFFIC_CLASSES
 from . import EXIT_DENIED, EXIT_OK, EXIT_USAGE
 from ._common import read_policy_file
@@ -150,11 +149,9 @@ def _notes(summary: Any) -> list[str]:
 def _dry_runner(args: argparse.Namespace, enabled: bool) -> Any:
     if not (args.dry_run or (enabled and args.kubeconfig)):
         return None
-    try:
-        from ..kube.dryrun import KubeDryRunner
-    except ImportError as exc:
-        raise PolicyError(f"--dry-run needs the Kubernetes client adapter, which is not available ({exc})") from exc
-    return KubeDryRunner.from_kubeconfig(args.kubeconfig)
+    from ..kube.dryrun import dry_runner_for
+
+    return dry_runner_for(args.kubeconfig)
 
 
 def run(args: argparse.Namespace) -> int:

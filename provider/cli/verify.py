@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     policy = Policy.from_dict(build_policy(args))
     runner = None
     if args.dry_run or (policy.dry_run.enabled and args.kubeconfig):
-        from ..kube.dryrun import KubeDryRunner
+        from ..kube.dryrun import dry_runner_for
 
-        runner = KubeDryRunner.from_kubeconfig(args.kubeconfig)
+        runner = dry_runner_for(args.kubeconfig)
     return evaluate_documents("verify", args.filename, args.output, lambda review: decide(review, policy, dry_runner=runner), admission=args.admission)

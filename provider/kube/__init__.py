@@ -1,7 +1,9 @@
 """The Kubernetes adapters: the only home of the ``kubernetes`` client.
 
-``dryrun``: server-side dry-runs (discovery, create with ``dryRun=All``);
-``tokens``: bootstrap tokens read as Secrets; ``tokenreview``: TokenReviews
-for the service's bearer-token callers. The library never imports this
-package; the service and the CLI do, when a cluster is configured.
+``dryrun``: server-side dry-runs (discovery, create with ``dryRun=All``) and
+:func:`~provider.kube.dryrun.dry_runner_for`, the one way the service and the
+CLI build a runner; ``tokens``: bootstrap tokens read as Secrets, through the
+client :func:`~provider.kube.tokens.api_client_for` builds; ``tokenreview``:
+TokenReviews for the service's bearer-token callers. The library never imports
+this package; the service and the CLI do, when a cluster is configured.
 """

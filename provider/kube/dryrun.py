@@ -346,7 +346,7 @@ class KubeDryRunner:
         chosen = next((c for c in contexts or [] if c.get("name") == context), active) if context else active
         namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
         label = f"the cluster of kubeconfig {files} (context {(chosen or {}).get('name', '?')})"
-        return cls(_api_client(configuration), source=label, default_namespace=namespace, **options)
+        return cls(api_client(configuration), source=label, default_namespace=namespace, **options)
 
     @classmethod
     def in_cluster(cls, **options: Any) -> KubeDryRunner:
@@ -364,7 +364,7 @@ class KubeDryRunner:
                 namespace = handle.read().strip() or "default"
         except OSError:
             namespace = "default"
-        return cls(_api_client(configuration), source="the API server (in-cluster)", default_namespace=namespace, **options)
+        return cls(api_client(configuration), source="the API server (in-cluster)", default_namespace=namespace, **options)
 
     def close(self) -> None:
         self._client.close()
@@ -545,11 +545,29 @@ class KubeDryRunner:
         return _failed(_transport_message(response, f"the dry-run create of {target}", self.source))
 
 
-def _api_client(configuration: Any) -> Any:
+def dry_runner_for(kubeconfig: str | None, limits: Limits = DEFAULT_LIMITS, *, in_cluster: bool = False) -> KubeDryRunner:
+    """The one way the service and the CLI build a :class:`KubeDryRunner`.
+
+    ``kubeconfig`` names the cluster when given. Without one, the two faces
+    keep the defaults they document: the service (``in_cluster=True``; it only
+    builds a runner inside a pod or with ``MANIFEST_PROVIDER_KUBECONFIG``) uses
+    the pod's service account, the rule of
+    :func:`provider.kube.tokenreview.kube_configuration`; the CLI, run from an
+    engineer's shell, uses ``$KUBECONFIG``, else ``~/.kube/config``, as
+    ``--kubeconfig`` documents (and kubectl does). An unusable configuration is a
+    :class:`~provider.errors.PolicyError` naming the file.
+    """
+    if kubeconfig or not in_cluster:
+        return KubeDryRunner.from_kubeconfig(kubeconfig, limits=limits)
+    return KubeDryRunner.in_cluster(limits=limits)
+
+
+def api_client(configuration: Any) -> Any:
+    """A kubernetes ``ApiClient`` for ``configuration`` (a ``kubernetes.client.Configuration``), without retries."""
     from kubernetes import client
 
     # No urllib3 retries: a retry would run past the deadline, and a
-    # dry-run that fails is answered (and retried) by the admission chain.
+    # request that fails is answered (and retried) by the admission chain.
     configuration.retries = False
     return client.ApiClient(configuration)
 

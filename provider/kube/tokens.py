@@ -25,7 +25,7 @@ import logging
 from datetime import datetime
 from typing import Any, Protocol
 
-from ..errors import RequestError, TransientError
+from ..errors import ConfigError, RequestError, TransientError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..neighbours.bootstrap import (
     TOKEN_SECRET_NAMESPACE,
@@ -37,6 +37,8 @@ from ..neighbours.bootstrap import (
 from ..parsing import load_json
 from ..result import Result
 from ..review import Review
+from .dryrun import api_client
+from .tokenreview import kube_configuration
 
 log = logging.getLogger("provider.kube_tokens")
 
@@ -99,6 +101,19 @@ class KubeTokenSource:
         if token is None:
             log.info("ignoring %s: not a bootstrap token the signer would use", where)
         return token
+
+
+def api_client_for(kubeconfig: str | None) -> Any:
+    """The client a :class:`KubeTokenSource` reads Secrets with, for the service's cluster.
+
+    The cluster is the one :func:`~provider.kube.tokenreview.kube_configuration`
+    finds: ``kubeconfig``, else the pod's service account inside a pod;
+    :class:`~provider.errors.ConfigError` when there is neither.
+    """
+    configuration = kube_configuration(kubeconfig)
+    if configuration is None:
+        raise ConfigError("no cluster is configured to read bootstrap token Secrets (set MANIFEST_PROVIDER_KUBECONFIG or run in a pod)")
+    return api_client(configuration)
 
 
 class _Context(Protocol):

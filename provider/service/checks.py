@@ -1,10 +1,11 @@
 """Which check answers a key, and how the keys of one request are answered together.
 
 A *check* is a function ``(review, policy, context) -> Result``: the default,
-``"manifest"``, compiles the policy (:meth:`Policy.from_dict`, cached by a hash
-of its canonical JSON) and calls :func:`provider.verifier.decide`. Other checks
-register themselves in :data:`CHECKS` under their own name; a key or body names
-its check in ``"check"`` (default ``"manifest"``), and an unknown name is a
+``"manifest"``, compiles the policy (:meth:`Policy.from_dict`, cached in the
+app's :class:`PolicyCache` by a hash of its canonical JSON) and calls
+:func:`provider.verifier.decide`. Other checks register themselves in
+:data:`CHECKS` under their own name; a key or body names its check in
+``"check"`` (default ``"manifest"``), and an unknown name is a
 :class:`~provider.errors.RequestError` for that key alone.
 
 A check raises only :class:`~provider.errors.DataError` (this key is bad: a
@@ -28,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -46,35 +47,16 @@ from ..verifier import decide
 log = logging.getLogger("provider.checks")
 
 
-@dataclass(frozen=True)
-class CheckContext:
-    """What a check may use besides the review and the policy."""
-
-    #: Server-side dry-runs (``None``: no cluster configured).
-    dry_runner: DryRunner | None = None
-    #: A Kubernetes client for checks that read cluster objects (``None``: no cluster configured).
-    kube_client: Any = None
-    #: A fixed clock for tests; ``None`` means the verifier's own notion of now.
-    now: datetime | None = None
-    limits: Limits = DEFAULT_LIMITS
-
-
-Check = Callable[[Review, Any, CheckContext], Result]
-
-DEFAULT_CHECK = "manifest"
-
-
-# --- the manifest check -----------------------------------------------------------
-
-
 class PolicyCache:
-    """Compiled policies by the SHA-256 of their canonical JSON (LRU, bounded)."""
+    """Compiled policies by the SHA-256 of their canonical JSON (LRU, bounded).
+
+    One per :class:`~provider.service.state.Service` (sized by
+    ``MANIFEST_PROVIDER_POLICY_CACHE_ENTRIES``), handed to the checks in their
+    :class:`CheckContext`: two apps in one process share nothing.
+    """
 
     def __init__(self, max_entries: int = 256) -> None:
         self._cache: LRUCache[Policy] = LRUCache(max_entries)
-
-    def resize(self, max_entries: int) -> None:
-        self._cache = LRUCache(max_entries)
 
     def compile(self, raw: Any, limits: Limits = DEFAULT_LIMITS) -> Policy:
         try:
@@ -89,11 +71,32 @@ class PolicyCache:
         return policy
 
 
-POLICIES = PolicyCache()
+@dataclass(frozen=True)
+class CheckContext:
+    """What a check may use besides the review and the policy."""
+
+    #: Server-side dry-runs (``None``: no cluster configured).
+    dry_runner: DryRunner | None = None
+    #: A Kubernetes client for checks that read cluster objects (``None``: no cluster configured).
+    kube_client: Any = None
+    #: A fixed clock for tests; ``None`` means the verifier's own notion of now.
+    now: datetime | None = None
+    limits: Limits = DEFAULT_LIMITS
+    #: The app's compiled policies; a context made without one compiles into a cache of its own.
+    policies: PolicyCache = field(default_factory=PolicyCache, compare=False, repr=False)
+
+
+Check = Callable[[Review, Any, CheckContext], Result]
+
+DEFAULT_CHECK = "manifest"
+
+
+# --- the manifest check -----------------------------------------------------------
+
 
 def check_manifest(review: Review, policy_raw: Any, ctx: CheckContext) -> Result:
     """The object matches what the policy's keys/signers signed (:func:`provider.verifier.decide`)."""
-    policy = POLICIES.compile(policy_raw, ctx.limits)
+    policy = ctx.policies.compile(policy_raw, ctx.limits)
     return decide(review, policy, dry_runner=ctx.dry_runner, now=ctx.now, limits=ctx.limits)
 
 

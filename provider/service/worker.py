@@ -34,7 +34,7 @@ keep-alive and shutdown, and changes where a connection waits:
    event loop would otherwise stop accepting, and Gatekeeper's next
    connection would wait in the kernel's backlog).
 5. **Refused callers are not kept**: an answer the app marks with
-   :data:`provider.service.app.CLOSE_CONNECTION` (401/403/503, an unreadable body)
+   :data:`provider.service.body.CLOSE_CONNECTION` (401/403/503, an unreadable body)
    closes the connection.
 6. **Closing never blocks the loop or a thread.** gunicorn closes "gracefully"
    (half-close, then read until the peer closes, up to 2 s) in the event loop
@@ -135,7 +135,7 @@ class GuardedThreadWorker(ThreadWorker):  # type: ignore[misc]
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
-        from .app import CLOSE_CONNECTION
+        from .body import CLOSE_CONNECTION
 
         app: Callable[..., Iterable[bytes]] = getattr(self, "wsgi")  # noqa: B009 - set by gunicorn, untyped
 

@@ -21,8 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from provider.errors import ConfigError, TransientError, VerificationFailure
 from provider.result import Result
 from provider.review import Review
-from provider.service.app import GATEKEEPER_PATH, KYVERNO_PATH, LazyClient, LazyDryRunner, Service, create_app
+from provider.service.app import Service, create_app
 from provider.service.checks import CHECKS, CheckContext
+from provider.service.cluster import LazyClient, LazyDryRunner
+from provider.service.routes import GATEKEEPER_PATH, KYVERNO_PATH
 from tests.support import configmap, make_key, public_key_pem, sign
 
 

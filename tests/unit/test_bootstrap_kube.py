@@ -85,7 +85,7 @@ def test_lookup_through_a_core_v1_api(api: tuple[TokenApi, Any]) -> None:
 
 
 def test_lookup_through_the_services_lazy_client(api: tuple[TokenApi, Any]) -> None:
-    from provider.service.app import LazyClient
+    from provider.service.cluster import LazyClient
 
     _, client = api
     lazy = LazyClient(lambda: client, "cluster client", "transient-error")

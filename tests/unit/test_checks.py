@@ -14,10 +14,10 @@ from provider.cache import LRUCache, digest
 from provider.errors import PolicyError, RequestError, TransientError
 from provider.result import Result
 from provider.review import Review
+from provider.service.app import Service
 from provider.service.checks import (
     CHECKS,
     DEFAULT_CHECK,
-    POLICIES,
     CheckContext,
     DeadlineExceeded,
     Dispatcher,
@@ -29,6 +29,7 @@ from provider.service.checks import (
     check_manifest,
     run_check,
 )
+from provider.service.config import load_config
 from tests.support import configmap, make_key, public_key_pem, sign
 
 CTX = CheckContext()
@@ -110,14 +111,11 @@ def test_an_unusable_policy_is_a_policy_error_every_time(raw: Any, message: str)
             cache.compile(raw)
 
 
-def test_the_shared_policy_cache_can_be_resized() -> None:
-    POLICIES.resize(1)
-    try:
-        a = POLICIES.compile(policy())
-        POLICIES.compile(policy(keyOperation="MustAll"))
-        assert POLICIES.compile(policy()) is not a  # evicted by the second policy
-    finally:
-        POLICIES.resize(256)
+def test_the_services_policy_cache_is_sized_by_its_config() -> None:
+    policies = Service(load_config({"POLICY_CACHE_ENTRIES": 1})).policies
+    a = policies.compile(policy())
+    policies.compile(policy(keyOperation="MustAll"))
+    assert policies.compile(policy()) is not a  # evicted by the second policy
 
 
 def test_dry_run_policy_without_a_runner_is_dry_run_failed_only_when_the_object_differs() -> None:

@@ -26,39 +26,20 @@ request instead, which Gatekeeper does not cache.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict, cast
+from typing import Literal, NotRequired, TypedDict, cast
 
+from ...cache import digest
 from ...errors import DataError, RequestError
 from ...limits import DEFAULT_LIMITS, Limits
 from ...parsing import load_json
 from ...result import Result
-from ...review import Review
-from ..checks import DEFAULT_CHECK, Question
-from . import CHECK_FIELD, POLICY_FIELD, ResultValue
+from ..checks import Question
+from . import ResultValue, read_question
 
 API_GROUP = "externaldata.gatekeeper.sh"
 API_VERSION = f"{API_GROUP}/v1beta1"
 
 REVIEW_FIELD = "review"
-KEY_FIELDS = (REVIEW_FIELD, POLICY_FIELD, CHECK_FIELD)
-
-
-class Request(TypedDict):
-    keys: NotRequired[list[str]]  # Go's ``omitempty``: an empty list is left out
-
-
-class ProviderRequest(TypedDict):
-    apiVersion: str
-    kind: Literal["ProviderRequest"]
-    request: Request
-
-
-class KeyBody(TypedDict):
-    """What one key decodes to."""
-
-    review: dict[str, Any]
-    policy: NotRequired[Any]
-    check: NotRequired[str]
 
 
 class Item(TypedDict):
@@ -106,21 +87,19 @@ def read_request(body: bytes, limits: Limits = DEFAULT_LIMITS) -> list[str]:
     return keys
 
 
+def cache_key(key: str) -> bytes:
+    """The verdict cache's key for one Gatekeeper key: a digest of the key's exact text.
+
+    Nothing is left out: the key holds only the review, the policy and the
+    check, all decisive, and Gatekeeper itself caches by the same text.
+    """
+    return digest("gatekeeper", key)
+
+
 def read_key(key: str, limits: Limits = DEFAULT_LIMITS) -> Question:
     """The question one key asks; :class:`RequestError` when the key is unusable."""
     data = load_json(key, limits=limits, error=RequestError, what="the key")
-    if not isinstance(data, dict):
-        raise RequestError(f"the key is a JSON {type(data).__name__}; expected an object with review and policy")
-    unknown = sorted(set(data) - set(KEY_FIELDS))
-    if unknown:
-        raise RequestError(f"the key has an unknown field {unknown[0][:60]!r}; known fields: {', '.join(KEY_FIELDS)}")
-    if REVIEW_FIELD not in data:
-        raise RequestError("the key has no review (pass input.review from the template)")
-    check = data.get(CHECK_FIELD, DEFAULT_CHECK)
-    if not isinstance(check, str):
-        raise RequestError(f"the key's check is a {type(check).__name__}, not a string")
-    review = Review.from_admission(data[REVIEW_FIELD], where="review")
-    return Question(check, review, data.get(POLICY_FIELD))
+    return read_question(data, "the key", REVIEW_FIELD, "the key has no review (pass input.review from the template)")
 
 
 def value_item(key: str, result: Result) -> Item:

@@ -21,57 +21,51 @@ top-level ``statusCode``: CEL ``http.Post`` adds its own.
 from __future__ import annotations
 
 import json
-from typing import Any, NotRequired, TypedDict, cast
+from collections.abc import Mapping
+from typing import Any, cast
 
 from ...cache import digest
 from ...errors import RequestError
 from ...limits import DEFAULT_LIMITS, Limits
 from ...parsing import load_json
 from ...result import Result
-from ...review import Review
-from ..checks import DEFAULT_CHECK, Question
-from . import CHECK_FIELD, POLICY_FIELD, ResultValue
+from ..checks import Question
+from . import POLICY_FIELD, ResultValue, read_question
 
 REQUEST_FIELD = "request"
-BODY_FIELDS = (REQUEST_FIELD, POLICY_FIELD, CHECK_FIELD)
 
 #: AdmissionRequest fields that differ between requests but never change a verdict.
 _NOT_DECISIVE = frozenset({"uid"})
 
 
-class Body(TypedDict):
-    request: dict[str, Any]
-    policy: NotRequired[Any]
-    check: NotRequired[str]
+def cache_key(request: Mapping[str, Any], policy: Any, check: str) -> bytes:
+    """The verdict cache's key for one body: a digest of its check, policy and request without ``uid``.
 
-
-Answer = ResultValue
+    Kyverno sends a fresh ``uid`` with every AdmissionRequest; every other field
+    may decide the verdict (operation, user, object, ``dryRun``) and is kept.
+    Field order does not matter (the JSON is canonical).
+    """
+    decisive = {k: v for k, v in request.items() if k not in _NOT_DECISIVE}
+    canonical = json.dumps([decisive, policy], sort_keys=True, separators=(",", ":"))
+    return digest("kyverno", check, canonical)
 
 
 def read_body(body: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[Question, bytes]:
-    """The question the body asks, and its cache key; :class:`RequestError` when the body is unusable."""
+    """The question the body asks, and its :func:`cache_key`; :class:`RequestError` when the body is unusable."""
     data = load_json(body, limits=limits, error=RequestError, what="the request body")
-    if not isinstance(data, dict):
-        raise RequestError(f"the request body is a JSON {type(data).__name__}; expected an object with request and policy")
-    unknown = sorted(set(data) - set(BODY_FIELDS))
-    if unknown:
-        raise RequestError(f"the request body has an unknown field {unknown[0][:60]!r}; known fields: {', '.join(BODY_FIELDS)}")
-    request = data.get(REQUEST_FIELD)
-    if request is None:
-        raise RequestError('the request body has no "request" (pass {{ request }} from the policy)')
-    check = data.get(CHECK_FIELD, DEFAULT_CHECK)
-    if not isinstance(check, str):
-        raise RequestError(f"check is a {type(check).__name__}, not a string")
-    review = Review.from_admission(request, where="request")
-    decisive = {k: v for k, v in request.items() if k not in _NOT_DECISIVE}
-    canonical = json.dumps([decisive, data.get(POLICY_FIELD)], sort_keys=True, separators=(",", ":"))
-    return Question(check, review, data.get(POLICY_FIELD)), digest("kyverno", check, canonical)
+    question = read_question(
+        data,
+        "the request body",
+        REQUEST_FIELD,
+        'the request body has no "request" (pass {{ request }} from the policy)',
+    )
+    return question, cache_key(data[REQUEST_FIELD], data.get(POLICY_FIELD), question.check)
 
 
-def answer(result: Result) -> Answer:
-    return cast(Answer, result.to_dict())
+def answer(result: Result) -> ResultValue:
+    return cast(ResultValue, result.to_dict())
 
 
-def denial(reason: str, message: str) -> Answer:
+def denial(reason: str, message: str) -> ResultValue:
     """``allowed: false`` for a problem that is not a verdict about the object."""
     return {"allowed": False, "verified": False, "reason": reason, "message": message, "signers": [], "diff": []}

@@ -1,0 +1,62 @@
+"""What one app holds: :class:`Service`, and :func:`current_service` for the routes.
+
+Each worker process builds one app, and the app one :class:`Service`: the
+verdict cache, the compiled-policy cache, the thread pool, the authenticator
+and the cluster clients (:mod:`provider.service.cluster`). All of it lives on
+the Service, none in module globals, so two apps in one process (tests, an
+embedding) share nothing. The Service is built from a
+:class:`~provider.service.config.Config` only; it never reads the request.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from flask import current_app
+
+from ..cache import LRUCache
+from .auth import Authenticator, parse_callers
+from .checks import CheckContext, Dispatcher, PolicyCache, Verdict
+from .clientcerts import ClientCertificates
+from .cluster import cluster_clients
+from .config import Config
+
+#: Where the app keeps its Service (``app.extensions[EXTENSION]``).
+EXTENSION = "manifest_provider"
+
+
+class Service:
+    """Everything the handlers of one app share."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.limits = config.effective_limits
+        self.cache: LRUCache[Verdict] = LRUCache(config.cache_entries, ttl=config.cache_ttl_seconds)
+        self.policies = PolicyCache(config.policy_cache_entries)
+        self.dispatcher = Dispatcher(self.cache, config.verify_threads)
+        clients = cluster_clients(config, self.limits)
+        self.dry_runner: Any = clients.dry_runner
+        self.kube_client: Any = clients.kube_client
+        self.auth = Authenticator(
+            client_certificates=ClientCertificates(config.client_ca) if config.client_ca else None,
+            audience=config.token_audience,
+            callers=parse_callers(config.callers),
+            metrics_callers=parse_callers(config.metrics_callers) if config.metrics_callers is not None else None,
+            reviewer=clients.reviewer,
+            cache_seconds=config.token_cache_seconds,
+            reviews_per_second=config.token_reviews_per_second,
+        )
+
+    def context(self) -> CheckContext:
+        return CheckContext(
+            dry_runner=self.dry_runner,
+            kube_client=self.kube_client,
+            now=self.config.now,
+            limits=self.limits,
+            policies=self.policies,
+        )
+
+
+def current_service() -> Service:
+    """The Service of the app handling the current request."""
+    return cast(Service, current_app.extensions[EXTENSION])
