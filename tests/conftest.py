@@ -2,8 +2,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fakeapi import FakeApiServer
-from tests.support import SHARED
+from tests.support.data import SHARED
+from tests.support.fakeapi import FakeApiServer
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -13,6 +13,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture
 def fake() -> Iterator[FakeApiServer]:
-    """A fake API server on loopback replaying the recorded kube-apiserver answers (tests/fakeapi.py)."""
+    """A fake API server on loopback replaying the recorded kube-apiserver answers (tests/support/fakeapi.py)."""
     with FakeApiServer() as server:
         yield server

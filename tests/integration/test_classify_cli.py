@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from provider.policy import Policy
-from tests.fakeapi import FakeApiServer
-from tests.support import AUDIT, UPSTREAM, configmap, load_yaml, make_key, public_key_pem, sign
-from tests.unit.test_audit import event
+from tests.support.data import AUDIT, UPSTREAM, configmap, load_yaml, make_key, public_key_pem, sign
+from tests.support.fakeapi import FakeApiServer
+from tests.unit.audit.test_events import event
 
 pytestmark = pytest.mark.integration
 

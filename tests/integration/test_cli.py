@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from provider.keys import KEY_TYPES, generate_key, public_pem
-from tests.interop_cases import ALL_CASES, Case
-from tests.support import KYVERNO, UPSTREAM, configmap
+from tests.support.data import KYVERNO, UPSTREAM, configmap
+from tests.support.interop_cases import ALL_CASES, Case
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """Faults under load: the API server killed, slowed, answering 500; a gunicorn worker killed.
 
 The real server (two gunicorn workers, TLS, client certificates) runs against the fake
-API server (``tests.fakeapi``) through a TCP proxy that can "kill" it (the port then
+API server (``tests.support.fakeapi``) through a TCP proxy that can "kill" it (the port then
 refuses connections, live connections are reset) and bring it back on the same port.
 Background traffic runs throughout, on both routes: Deployments that verify only
 through a server-side dry-run ("cluster"), and ConfigMaps that verify without the
@@ -39,9 +39,9 @@ import psutil
 import pytest
 import yaml
 
-from tests.fakeapi import FakeApiServer, recording
-from tests.integration.server import Server, running_server
-from tests.support import configmap, make_key, public_key_pem, sign
+from tests.support.data import configmap, make_key, public_key_pem, sign
+from tests.support.fakeapi import FakeApiServer, recording
+from tests.support.server import Server, running_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from tests.integration.server import Server
-from tests.subresources import SUBRESOURCES
-from tests.subresources import admission_request as subresource_request
-from tests.support import load_yaml
+from tests.support.data import load_yaml
+from tests.support.server import Server
+from tests.support.subresources import SUBRESOURCES
+from tests.support.subresources import admission_request as subresource_request
 from tests.unit.test_policies_kyverno import (
     APICALL,
     CEL,

@@ -30,12 +30,12 @@ from typing import Any
 
 import pytest
 
-from tests.fakeapi import FakeApiServer, recording
-from tests.integration.server import Server, running_server
-from tests.support import configmap, make_key, public_key_pem, sign
-from tests.unit import test_csr as csrs
-from tests.unit.test_bootstrap import b64u, cluster_info, jws, kubeconfig
-from tests.unit.test_bootstrap_kube import TokenApi
+from tests.support.data import configmap, make_key, public_key_pem, sign
+from tests.support.fakeapi import FakeApiServer, recording
+from tests.support.server import Server, running_server
+from tests.unit.kube.test_tokens import TokenApi
+from tests.unit.neighbours import test_csr as csrs
+from tests.unit.neighbours.test_bootstrap import b64u, cluster_info, jws, kubeconfig
 
 pytestmark = pytest.mark.integration
 

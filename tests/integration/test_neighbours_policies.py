@@ -23,17 +23,17 @@ import yaml
 
 from provider.neighbours.bootstrap import ClusterInfoPolicy
 from provider.neighbours.csr import CsrPolicy
-from tests.integration.server import Server, running_server
-from tests.opa import (
+from tests.support.data import REPO, load_yaml
+from tests.support.opa import (
     ConstraintTemplateEngine,
     GatekeeperExternalData,
     gatekeeper_client_context,
     package_of,
     template_rego,
 )
-from tests.support import REPO, load_yaml
-from tests.unit.test_bootstrap import jws, secret
-from tests.unit.test_bootstrap_kube import TokenApi
+from tests.support.server import Server, running_server
+from tests.unit.kube.test_tokens import TokenApi
+from tests.unit.neighbours.test_bootstrap import jws, secret
 from tests.unit.test_policies_kyverno import (
     STANDARD_FUNCTIONS,
     api_call,

@@ -1,4 +1,4 @@
-"""The service's cache and deadline with a cluster behind it (``tests.fakeapi.FakeApiServer``).
+"""The service's cache and deadline with a cluster behind it (``tests.support.fakeapi.FakeApiServer``).
 
 Verdicts that used the cluster are never cached, and the service's own
 deadline -- not the dry-run client's timeout -- bounds a request.
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.fakeapi import FakeApiServer
-from tests.integration.server import Server, running_server
-from tests.support import UPSTREAM, load_yaml
+from tests.support.data import UPSTREAM, load_yaml
+from tests.support.fakeapi import FakeApiServer
+from tests.support.server import Server, running_server
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """The real service with dry-run enabled, against the fake API server (recorded answers).
 
 ``manifest-provider serve`` (gunicorn, TLS, client certificates) gets
-``MANIFEST_PROVIDER_KUBECONFIG`` pointing at ``tests.fakeapi.FakeApiServer``;
+``MANIFEST_PROVIDER_KUBECONFIG`` pointing at ``tests.support.fakeapi.FakeApiServer``;
 both routes must answer within the service deadline whatever the cluster does.
 """
 
@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.fakeapi import FakeApiServer, recording
-from tests.integration.server import Server, running_server
-from tests.support import make_key, public_key_pem, sign
+from tests.support.data import make_key, public_key_pem, sign
+from tests.support.fakeapi import FakeApiServer, recording
+from tests.support.server import Server, running_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

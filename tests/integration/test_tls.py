@@ -33,8 +33,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from provider.service.devcerts import DevPki, make_dev_pki
-from tests.integration import server as server_module
-from tests.integration.server import Server, running_server
+from tests.support import server as server_module
+from tests.support.server import Server, running_server
 
 pytestmark = pytest.mark.integration
 

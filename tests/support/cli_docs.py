@@ -1,7 +1,7 @@
 """Keep docs/cli.md's help blocks equal to the real ``--help`` output.
 
-``python -m tests.cli_docs`` rewrites every ``<!-- help: CMD -->`` block in
-docs/cli.md from the parser itself; ``tests/unit/test_cli_docs.py`` fails when
+``python -m tests.support.cli_docs`` rewrites every ``<!-- help: CMD -->`` block in
+docs/cli.md from the parser itself; ``tests/unit/cli/test_docs.py`` fails when
 they drift. Help is rendered 100 columns wide so the text is stable.
 """
 
@@ -14,7 +14,7 @@ from contextlib import redirect_stdout, suppress
 from io import StringIO
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 BLOCK = re.compile(r"<!-- help: (?P<cmd>[\w-]*) -->\n```text\n(?P<body>.*?)```\n<!-- /help -->", re.DOTALL)
 
 

@@ -16,7 +16,7 @@ import yaml
 from provider.keys import PrivateKeyTypes, generate_key, public_pem
 from provider.signing import sign_documents
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHARED = (REPO / ".." / "shared").resolve()
 INTEROP = SHARED / "interop"
 UPSTREAM = INTEROP / "k8s-manifest-sigstore"

@@ -101,7 +101,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from provider.dryrun import CRD_GROUP_PREFIX, DRY_RUN_SUFFIX
-from tests.support import DRYRUN
+from tests.support.data import DRYRUN
 
 FAULTS = ("slow", "500", "403", "422", "conflict-once")
 PACES = ("late-headers", "late-body", "late-headers-and-body", "trickle-headers", "trickle-body", "silent", "tls-stall")

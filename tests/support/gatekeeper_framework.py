@@ -7,7 +7,7 @@ says ``created: false``, no constraint CRD appears, and nothing is enforced.
 OPA alone accepts Rego the framework refuses (``import rego.v1`` is the case
 that bit us), so the shipped templates are put through the framework's rules
 here, in the order the framework applies them, before their Rego runs under
-OPA (``tests/opa.py``). Each rule names where it comes from; paths are in
+OPA (``tests/support/opa.py``). Each rule names where it comes from; paths are in
 ``open-policy-agent/frameworks`` unless said otherwise:
 
 1. metadata -- ``constraint/pkg/client/client.go`` ``validateTemplateMetadata``:
@@ -56,7 +56,7 @@ OPA (``tests/opa.py``). Each rule names where it comes from; paths are in
     objects, ``items`` (one schema) only on arrays.
 
 Compiling the module with ``external_data`` declared (``args.go``: one
-argument of any type) is the last step; :class:`tests.opa.ConstraintTemplateEngine`
+argument of any type) is the last step; :class:`tests.support.opa.ConstraintTemplateEngine`
 does it with OPA itself.
 
 :func:`provider_problems` does the same for the ``Provider`` the templates

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.support import KYVERNO, UPSTREAM, load_yaml
+from tests.support.data import KYVERNO, UPSTREAM, load_yaml
 
 
 @dataclass(frozen=True)

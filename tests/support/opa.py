@@ -20,7 +20,7 @@ Requests go out as Gatekeeper sends them: ``POST`` of a ``ProviderRequest``
 application/json``, over TLS 1.3 presenting Gatekeeper's client certificate.
 
 Which Rego a template carries, and whether Gatekeeper would take it at all, is
-``tests/gatekeeper_framework.py``'s business (the constraint framework's
+``tests/support/gatekeeper_framework.py``'s business (the constraint framework's
 ingestion rules); :func:`parse_rego` is the OPA parser it uses. Violations are
 read as Gatekeeper's hook module reads them (``drivers/rego/rego.go``
 ``hookModuleRego``): an entry without ``msg`` is dropped -- silently allowed --
@@ -42,7 +42,7 @@ from typing import Any
 import yaml
 from opa_bindings import OpaEngine
 
-from tests.gatekeeper_framework import rego_source
+from tests.support.gatekeeper_framework import rego_source
 
 #: Gatekeeper's wire constants (frameworks/constraint/pkg/externaldata).
 PROVIDER_API_VERSION = "externaldata.gatekeeper.sh/v1beta1"

@@ -18,7 +18,7 @@ from provider.audit.events import read_events
 from provider.policy import Policy, load_profile
 from provider.review import GroupVersionResource, Review
 from provider.verifier import decide
-from tests.support import AUDIT, make_key, public_key_pem
+from tests.support.data import AUDIT, make_key, public_key_pem
 
 REAL_LOG = AUDIT / "install-apps.audit.jsonl"
 PERSON = "kubernetes-admin"

@@ -25,7 +25,7 @@ from provider.cosign_keys import PEM_LABELS, decrypt
 from provider.errors import KeyLoadError
 from provider.keys import KEY_TYPES, generate_key, load_private_key, private_pem, public_pem
 from provider.signing import sign_documents
-from tests.support import configmap
+from tests.support.data import configmap
 from tests.unit.test_keys import ed25519ph_sign
 
 D = "cosign.sigstore.dev"

@@ -25,7 +25,7 @@ from provider.dryrun import (
     target_namespace,
 )
 from provider.errors import MalformedMessage
-from tests.support import DRYRUN
+from tests.support.data import DRYRUN
 
 NOTHING_IGNORED = IgnoreSet(FieldTrie())
 

@@ -20,7 +20,7 @@ from provider.envelope import (
 )
 from provider.errors import MalformedMessage, Unsigned
 from provider.limits import Limits
-from tests.support import KYVERNO, UPSTREAM, load_yaml
+from tests.support.data import KYVERNO, UPSTREAM, load_yaml
 
 D = "cosign.sigstore.dev"
 SIG = base64.b64encode(b"\x30" * 70).decode()

@@ -21,7 +21,7 @@ from provider.keys import (
     public_pem,
     sign_bytes,
 )
-from tests.support import UPSTREAM
+from tests.support.data import UPSTREAM
 
 
 def pem_of(public_key: object, fmt: serialization.PublicFormat = serialization.PublicFormat.SubjectPublicKeyInfo) -> str:

@@ -29,8 +29,8 @@ import yaml
 
 from provider.service.config import ENV_PREFIX, Config
 from provider.service.devcerts import make_dev_pki
-from tests.gatekeeper_framework import provider_problems
-from tests.support import REPO
+from tests.support.data import REPO
+from tests.support.gatekeeper_framework import provider_problems
 
 MANIFESTS = REPO / "manifests"
 BASE = MANIFESTS / "base"

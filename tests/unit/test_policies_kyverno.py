@@ -27,7 +27,7 @@ from celpy.adapter import CELJSONEncoder, json_to_cel
 from provider.policy import Policy
 from provider.review import Review
 from provider.verifier import decide
-from tests.support import REPO, load_yaml
+from tests.support.data import REPO, load_yaml
 
 KYVERNO = REPO / "policies" / "kyverno"
 GATEKEEPER = REPO / "policies" / "gatekeeper"
@@ -469,7 +469,7 @@ def rego_pull_violations(engine: Any, obj: dict[str, Any], prefixes: list[str]) 
 
 @pytest.fixture(scope="module")
 def pull_engine() -> Any:
-    from tests.opa import ConstraintTemplateEngine
+    from tests.support.opa import ConstraintTemplateEngine
 
     engine = ConstraintTemplateEngine((PULL_TEMPLATE / "src.rego").read_text())
     yield engine

@@ -11,7 +11,7 @@ from provider import Policy, Review, decide
 from provider.envelope import read_envelope
 from provider.errors import RequestError
 from provider.signing import append_signature, dump_yaml, sign_documents, strip_envelope
-from tests.support import KYVERNO, UPSTREAM, configmap, load_yaml, make_key, public_key_pem
+from tests.support.data import KYVERNO, UPSTREAM, configmap, load_yaml, make_key, public_key_pem
 
 D = "cosign.sigstore.dev"
 

@@ -26,8 +26,8 @@ from provider.objects import ObjectIdentity
 from provider.policy import Policy, UserRule
 from provider.result import TRAFFIC_CLASSES
 from provider.review import Review
-from tests.support import AUDIT, configmap, make_key, public_key_pem, sign
-from tests.unit.test_audit import event
+from tests.support.data import AUDIT, configmap, make_key, public_key_pem, sign
+from tests.unit.audit.test_events import event
 
 REAL_LOG = AUDIT / "install-apps.audit.jsonl"
 

@@ -22,7 +22,7 @@ from provider.audit.events import (
 )
 from provider.errors import RequestError
 from provider.limits import Limits
-from tests.support import AUDIT, configmap, sign
+from tests.support.data import AUDIT, configmap, sign
 
 DOMAIN = "cosign.sigstore.dev"
 REAL_LOG = AUDIT / "install-apps.audit.jsonl"

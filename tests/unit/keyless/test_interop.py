@@ -18,7 +18,7 @@ from cryptography import x509
 from provider import Policy, Review, decide
 from provider.envelope import read_envelope
 from provider.keys import fingerprint_of
-from tests.support import UPSTREAM, load_yaml
+from tests.support.data import UPSTREAM, load_yaml
 
 TRUST = str(UPSTREAM / "trust" / "sigstore-public-good-trusted_root.json")
 EXPECTED = json.loads((UPSTREAM / "expected.json").read_text())

@@ -14,7 +14,7 @@ from provider.errors import VerificationFailure
 from provider.keyless.rekor import canonical_payload, check_bundle
 from provider.keyless.trust import load_trusted_root
 from provider.keys import sign_bytes
-from tests.assets.keyless.world import World, pem
+from tests.support.keyless import World, pem
 
 WORLD = World()
 ROOT = load_trusted_root(WORLD.trusted_root())

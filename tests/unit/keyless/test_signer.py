@@ -1,6 +1,6 @@
 """Keyless and certificate signers in a sigstore world of our own: what verifies, and every attack refused.
 
-The world (tests/assets/keyless/world.py) is a Fulcio-like CA and a Rekor-like
+The world (tests/support/keyless.py) is a Fulcio-like CA and a Rekor-like
 log key generated per test module; signatures, certificates and SETs are real.
 """
 
@@ -23,8 +23,8 @@ from provider.keyless.identity import SignerSpec
 from provider.keyless.signer import check_signer, clear_cache
 from provider.keys import fingerprint_of
 from provider.limits import Limits
-from tests.assets.keyless.world import GITHUB, GOOGLE, SIGNED_AT, D, World, issue_leaf, make_ca, pem
-from tests.support import configmap, make_key, public_key_pem, sign
+from tests.support.data import configmap, make_key, public_key_pem, sign
+from tests.support.keyless import GITHUB, GOOGLE, SIGNED_AT, D, World, issue_leaf, make_ca, pem
 
 WORLD = World()
 ROGUE = World()  # another CA and log: trusted by nobody here

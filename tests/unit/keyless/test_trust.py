@@ -17,8 +17,8 @@ from provider import Policy
 from provider.errors import PolicyError
 from provider.keyless.trust import DEFAULT_ROOT, load_trusted_root
 from provider.limits import Limits
-from tests.assets.keyless.world import World
-from tests.support import UPSTREAM
+from tests.support.data import UPSTREAM
+from tests.support.keyless import World
 
 WORLD = World()
 PUBLIC_GOOD_LOG = bytes.fromhex("c0d23d6ad406973f9559f3ba2d1ca01f84147d8ffc5b8445c224f98b9591801d")
@@ -31,7 +31,7 @@ def test_shipped_root_is_the_public_good_instance() -> None:
     assert {ca.label for ca in root.authorities} == {"https://fulcio.sigstore.dev"}
     anchors = {a.subject.rfc4514_string() for ca in root.authorities for a in ca.anchors}
     assert anchors == {"CN=sigstore,O=sigstore.dev"}
-    shipped = Path(__file__).resolve().parents[2] / "provider" / "data" / DEFAULT_ROOT
+    shipped = Path(__file__).resolve().parents[3] / "provider" / "data" / DEFAULT_ROOT
     assert load_trusted_root(str(shipped)) is root  # same content, same cached object
 
 

@@ -1,6 +1,6 @@
 """provider.kube.dryrun: the real kubernetes client against the fake API server (recorded answers).
 
-Every test here speaks HTTPS to ``tests.fakeapi.FakeApiServer``, which
+Every test here speaks HTTPS to ``tests.support.fakeapi.FakeApiServer``, which
 replays what a real kube-apiserver v1.36 answered (``shared/dryrun/``).
 """
 
@@ -18,7 +18,7 @@ from provider.dryrun import plan_dry_run
 from provider.errors import PolicyError, TransientError, VerificationFailure
 from provider.kube.dryrun import MISS_REFETCH_SECONDS, KubeDryRunner
 from provider.limits import Limits
-from tests.fakeapi import FakeApiServer, recording, runner_for
+from tests.support.fakeapi import FakeApiServer, recording, runner_for
 
 
 class Clock:

@@ -1,6 +1,6 @@
 """provider.kube.dryrun: a dry-run's deadline covers every exchange whole, and a late answer is never used.
 
-The API server here is ``tests.fakeapi.FakeApiServer`` on loopback (real TLS,
+The API server here is ``tests.support.fakeapi.FakeApiServer`` on loopback (real TLS,
 the real ``kubernetes`` client), sending its recorded answers *paced*: late
 headers, a late body, both late, headers or a body trickled a byte at a time,
 a request never answered, a TLS handshake that stalls. Each dry-run runs in
@@ -32,8 +32,8 @@ from provider.dryrun import plan_dry_run
 from provider.errors import TransientError
 from provider.kube import dryrun as kube
 from provider.kube.dryrun import DEADLINE_MARGIN_SECONDS, KubeDryRunner
-from tests.fakeapi import PACES, THREAD_PREFIX, FakeApiServer, recording, runner_for
-from tests.support import make_key, public_key_pem, sign
+from tests.support.data import make_key, public_key_pem, sign
+from tests.support.fakeapi import PACES, THREAD_PREFIX, FakeApiServer, recording, runner_for
 
 #: Short, so the tests are fast; long enough for a handshake and discovery on a loaded 2-core machine.
 DEADLINE = 0.6

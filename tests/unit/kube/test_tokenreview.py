@@ -21,7 +21,7 @@ from provider.errors import TransientError
 from provider.kube.tokenreview import KubeTokenReviewer, TokenStatus, kube_configuration, status_from_answer
 from provider.service.app import create_app
 from provider.service.devcerts import make_dev_pki
-from tests.tokenapi import AUDIENCE, KYVERNO_GROUPS, KYVERNO_USER, Identity, StalledTls, TokenReviewApi
+from tests.support.tokenreview import AUDIENCE, KYVERNO_GROUPS, KYVERNO_USER, Identity, StalledTls, TokenReviewApi
 
 TOKEN = "kyverno-token"
 #: The deadline the tests give a review, and how far past it an answer may come (scheduling on a busy machine).

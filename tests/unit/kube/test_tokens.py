@@ -16,8 +16,8 @@ from provider.kube.tokens import KubeTokenSource, check_cluster_info
 from provider.neighbours.bootstrap import BootstrapToken
 from provider.review import Review
 from provider.service.checks import CheckContext
-from tests.fakeapi import FakeApiServer, Logged
-from tests.unit.test_bootstrap import (
+from tests.support.fakeapi import FakeApiServer, Logged
+from tests.unit.neighbours.test_bootstrap import (
     KUBECONFIG,
     NOW,
     OTHER_ID,

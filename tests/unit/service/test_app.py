@@ -23,7 +23,7 @@ from provider.result import Result
 from provider.review import Review
 from provider.service.app import GATEKEEPER_PATH, KYVERNO_PATH, LazyClient, LazyDryRunner, Service, create_app
 from provider.service.checks import CHECKS, CheckContext
-from tests.support import configmap, make_key, public_key_pem, sign
+from tests.support.data import configmap, make_key, public_key_pem, sign
 
 
 def policy(**extra: Any) -> dict[str, Any]:
@@ -367,7 +367,7 @@ def test_unsafe_http_warns_on_every_request(capsys: pytest.CaptureFixture[str]) 
 def test_the_openapi_document_describes_every_route_the_app_serves() -> None:
     import yaml
 
-    from tests.support import REPO
+    from tests.support.data import REPO
 
     document = yaml.safe_load((REPO / "docs" / "openapi.yaml").read_text())
     app, _ = make()

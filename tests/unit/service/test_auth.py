@@ -1,9 +1,9 @@
 """Authentication: client certificates on a real TLS socket, bearer tokens through a real TokenReview.
 
 Tokens are reviewed by the service's own TokenReview client against a small
-endpoint served here (:mod:`tests.tokenapi`, answering as an audience-aware API
+endpoint served here (:mod:`tests.support.tokenreview`, answering as an audience-aware API
 server does); client certificates are read from a real TLS connection over a
-socket pair. Who may call once authenticated is in ``test_app_callers.py``.
+socket pair. Who may call once authenticated is in ``test_callers.py``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from provider.service.auth import MAX_TOKEN_BYTES, Authenticator, TokenStatus, p
 from provider.service.clientcerts import ClientCertificates
 from provider.service.devcerts import CLIENT_NAME, make_dev_pki
 from provider.service.serve import tls_context
-from tests.tokenapi import AUDIENCE, KYVERNO_GROUPS, KYVERNO_USER, Identity, TokenReviewApi
+from tests.support.tokenreview import AUDIENCE, KYVERNO_GROUPS, KYVERNO_USER, Identity, TokenReviewApi
 
 GOOD = "good-token"
 

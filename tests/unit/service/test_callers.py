@@ -1,6 +1,6 @@
 """Who may call once authenticated, and what strangers can cost: callers, refusals, the token caches, the review rate.
 
-Tokens go through the service's own TokenReview client to :mod:`tests.tokenapi`
+Tokens go through the service's own TokenReview client to :mod:`tests.support.tokenreview`
 (a real HTTP exchange, answered as an audience-aware API server does); the
 junk-token tests drive :class:`provider.service.auth.Authenticator` directly with a
 counting reviewer, because 16 384 requests through Flask would only make them slow.
@@ -29,7 +29,7 @@ from provider.service.auth import (
     parse_callers,
 )
 from provider.service.config import GATEKEEPER_CALLER, KYVERNO_CALLER, REPEATS, RepeatLimiter, load_config
-from tests.tokenapi import AUDIENCE, KYVERNO_GROUPS, KYVERNO_USER, Identity, TokenReviewApi
+from tests.support.tokenreview import AUDIENCE, KYVERNO_GROUPS, KYVERNO_USER, Identity, TokenReviewApi
 
 KYVERNO = "kyverno-token"
 EVIL = "evil-token"

@@ -29,7 +29,7 @@ from provider.service.checks import (
     check_manifest,
     run_check,
 )
-from tests.support import configmap, make_key, public_key_pem, sign
+from tests.support.data import configmap, make_key, public_key_pem, sign
 
 CTX = CheckContext()
 

@@ -25,7 +25,7 @@ from provider.service.config import ENV_PREFIX, Config
 from provider.service.devcerts import make_dev_pki
 from provider.service.serve import tls_context
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 BASE = REPO / "manifests" / "base"
 
 
