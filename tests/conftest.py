@@ -2,8 +2,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.data import SHARED
-from tests.support.fakeapi import FakeApiServer
+# Helpers assert too (a vector's shape, a table's rows): their failures read like the tests' own.
+# Registered before any of them is imported.
+pytest.register_assert_rewrite("tests.support")
+
+from tests.support.data import SHARED  # noqa: E402
+from tests.support.fakeapi import FakeApiServer  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:

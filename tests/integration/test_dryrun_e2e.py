@@ -24,8 +24,10 @@ from provider import Policy, Review, decide
 from provider.errors import TransientError
 from provider.kube.dryrun import KubeDryRunner
 from provider.result import Result
-from tests.support.data import UPSTREAM, load_yaml, make_key, public_key_pem, sign
+from tests.support.data import UPSTREAM, load_yaml
 from tests.support.fakeapi import FakeApiServer, recording, recordings, runner_for
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import sign
 
 pytestmark = pytest.mark.integration
 

@@ -39,8 +39,9 @@ import psutil
 import pytest
 import yaml
 
-from tests.support.data import configmap, make_key, public_key_pem, sign
 from tests.support.fakeapi import FakeApiServer, recording
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
 from tests.support.server import Server, running_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -30,12 +30,12 @@ from typing import Any
 
 import pytest
 
-from tests.support.data import configmap, make_key, public_key_pem, sign
-from tests.support.fakeapi import FakeApiServer, recording
+from tests.support import csr as csrs
+from tests.support.bootstrap import b64u, cluster_info, jws, kubeconfig
+from tests.support.fakeapi import FakeApiServer, TokenApi, recording
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
 from tests.support.server import Server, running_server
-from tests.unit.kube.test_tokens import TokenApi
-from tests.unit.neighbours import test_csr as csrs
-from tests.unit.neighbours.test_bootstrap import b64u, cluster_info, jws, kubeconfig
 
 pytestmark = pytest.mark.integration
 

@@ -23,18 +23,10 @@ import yaml
 
 from provider.neighbours.bootstrap import ClusterInfoPolicy
 from provider.neighbours.csr import CsrPolicy
+from tests.support.bootstrap import jws, secret
 from tests.support.data import REPO, load_yaml
-from tests.support.opa import (
-    ConstraintTemplateEngine,
-    GatekeeperExternalData,
-    gatekeeper_client_context,
-    package_of,
-    template_rego,
-)
-from tests.support.server import Server, running_server
-from tests.unit.kube.test_tokens import TokenApi
-from tests.unit.neighbours.test_bootstrap import jws, secret
-from tests.unit.test_policies_kyverno import (
+from tests.support.fakeapi import TokenApi
+from tests.support.kyverno import (
     STANDARD_FUNCTIONS,
     api_call,
     denied,
@@ -43,6 +35,14 @@ from tests.unit.test_policies_kyverno import (
     request_body,
     stored_verdict,
 )
+from tests.support.opa import (
+    ConstraintTemplateEngine,
+    GatekeeperExternalData,
+    gatekeeper_client_context,
+    package_of,
+    template_rego,
+)
+from tests.support.server import Server, running_server
 
 pytestmark = pytest.mark.integration
 

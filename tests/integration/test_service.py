@@ -18,7 +18,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from provider.service.devcerts import make_dev_pki
-from tests.support.data import KYVERNO, configmap, make_key, public_key_pem, sign
+from tests.support.data import KYVERNO
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
 from tests.support.server import Server, command, running_server
 
 pytestmark = pytest.mark.integration

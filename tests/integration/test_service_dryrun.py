@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.support.data import make_key, public_key_pem, sign
 from tests.support.fakeapi import FakeApiServer, recording
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import sign
 from tests.support.server import Server, running_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -70,6 +70,10 @@ Every wait ends when the server stops. The server's threads are named
 Every request is logged (:attr:`FakeApiServer.requests`);
 :meth:`FakeApiServer.admission_request` shows a logged create as the
 ``AdmissionRequest`` admission webhooks receive for it.
+
+:class:`TokenApi` is the same server holding bootstrap-token Secrets in
+``kube-system`` (and refusing to read the ones named in ``forbidden``), for the
+cluster-info check.
 """
 
 from __future__ import annotations
@@ -627,3 +631,27 @@ def runner_for(fake: FakeApiServer, directory: Path, **options: Any) -> Any:
     from provider.kube.dryrun import KubeDryRunner
 
     return KubeDryRunner.from_kubeconfig(str(fake.kubeconfig(directory / "kubeconfig")), **options)
+
+
+#: Where the API server serves kube-system's Secrets (bootstrap tokens live there).
+SECRET_PATH = "/api/v1/namespaces/kube-system/secrets/"
+
+
+@dataclass
+class TokenApi(FakeApiServer):
+    """The replaying fake API server, plus bootstrap-token Secrets and per-name refusals."""
+
+    secrets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    forbidden: set[str] = field(default_factory=set)
+
+    def answer(self, logged: Logged) -> tuple[int, Any, dict[str, str]]:
+        if logged.method == "GET" and logged.path.startswith(SECRET_PATH):
+            name = logged.path.removeprefix(SECRET_PATH)
+            if name in self.forbidden:
+                return 403, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+                             "message": f'secrets "{name}" is forbidden: User cannot get resource "secrets"'}, {}  # fmt: skip
+            if name in self.secrets:
+                return 200, self.secrets[name], {}
+            return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
+                         "message": f'secrets "{name}" not found', "details": {"name": name, "kind": "secrets"}}, {}  # fmt: skip
+        return super().answer(logged)

@@ -38,7 +38,7 @@ from lark import Tree
 
 from tests.support.data import REPO, SHARED, load_yaml
 from tests.support.kube_schema import keywords_in, validate_object
-from tests.unit.test_policies_kyverno import (
+from tests.support.kyverno import (
     STANDARD_FUNCTIONS,
     admission_request,
     cel_validate,

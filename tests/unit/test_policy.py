@@ -9,7 +9,8 @@ import pytest
 from provider.errors import PolicyError
 from provider.objects import ObjectIdentity
 from provider.policy import PROFILES, Policy, load_profile
-from tests.support.data import UPSTREAM, load_yaml, make_key, public_key_pem
+from tests.support.data import UPSTREAM, load_yaml
+from tests.support.keys import make_key, public_key_pem
 
 KEY = public_key_pem(make_key())
 KEY2 = public_key_pem(make_key("ecdsa-p256", 1))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import io
-import json
 from typing import Any
 
 import pytest
@@ -26,10 +25,9 @@ from provider.objects import ObjectIdentity
 from provider.policy import Policy, UserRule
 from provider.result import TRAFFIC_CLASSES
 from provider.review import Review
-from tests.support.data import AUDIT, configmap, make_key, public_key_pem, sign
-from tests.unit.audit.test_events import event
-
-REAL_LOG = AUDIT / "install-apps.audit.jsonl"
+from tests.support.audit import REAL_LOG, event, jsonl
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
 
 #: The table for the real log with the common profile alone (docs/classify.md).
 REAL_LOG_TABLE = {
@@ -61,10 +59,6 @@ def run_log(pol: Policy, stream: Any, **summary: Any) -> Summary:
     for item in Classifier(pol).classify_all(read_events(stream)):
         total.add(item)
     return total
-
-
-def jsonl(*events: dict[str, Any]) -> io.BytesIO:
-    return io.BytesIO(b"".join(json.dumps(e).encode() + b"\n" for e in events))
 
 
 # --- the real log -------------------------------------------------------------------------

@@ -21,7 +21,8 @@ import pytest
 from provider.audit.classify import Classifier, Summary
 from provider.audit.events import read_events
 from provider.policy import Policy
-from tests.support.data import REPO, make_key, public_key_pem
+from tests.support.data import REPO
+from tests.support.keys import make_key, public_key_pem
 
 pytestmark = pytest.mark.slow
 

@@ -25,8 +25,8 @@ from cryptography.hazmat.primitives import serialization
 
 from provider import Policy, Review, decide
 from provider.keyless.trust import load_trusted_root
-from tests.support.data import configmap
 from tests.support.keyless import CA, GOOGLE, SIGNED_AT, World, issue_leaf, make_ca
+from tests.support.manifests import configmap
 
 WORLD = World()  # its log key logs everything here; its own CA is not in the root below
 ROOT = make_ca("rotated-root")

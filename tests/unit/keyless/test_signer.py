@@ -23,8 +23,9 @@ from provider.keyless.identity import SignerSpec
 from provider.keyless.signer import check_signer, clear_cache
 from provider.keys import fingerprint_of
 from provider.limits import Limits
-from tests.support.data import configmap, make_key, public_key_pem, sign
 from tests.support.keyless import GITHUB, GOOGLE, SIGNED_AT, D, World, issue_leaf, make_ca, pem
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
 
 WORLD = World()
 ROGUE = World()  # another CA and log: trusted by nobody here

@@ -18,16 +18,8 @@ from provider.dryrun import plan_dry_run
 from provider.errors import PolicyError, TransientError, VerificationFailure
 from provider.kube.dryrun import MISS_REFETCH_SECONDS, KubeDryRunner
 from provider.limits import Limits
+from tests.support.clock import Clock
 from tests.support.fakeapi import FakeApiServer, recording, runner_for
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
 
 
 @pytest.fixture

@@ -32,8 +32,9 @@ from provider.dryrun import plan_dry_run
 from provider.errors import TransientError
 from provider.kube import dryrun as kube
 from provider.kube.dryrun import DEADLINE_MARGIN_SECONDS, KubeDryRunner
-from tests.support.data import make_key, public_key_pem, sign
 from tests.support.fakeapi import PACES, THREAD_PREFIX, FakeApiServer, recording, runner_for
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import sign
 
 #: Short, so the tests are fast; long enough for a handshake and discovery on a loaded 2-core machine.
 DEADLINE = 0.6

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,7 @@ from provider.kube.tokens import KubeTokenSource, check_cluster_info
 from provider.neighbours.bootstrap import BootstrapToken
 from provider.review import Review
 from provider.service.checks import CheckContext
-from tests.support.fakeapi import FakeApiServer, Logged
-from tests.unit.neighbours.test_bootstrap import (
+from tests.support.bootstrap import (
     KUBECONFIG,
     NOW,
     OTHER_ID,
@@ -28,28 +26,7 @@ from tests.unit.neighbours.test_bootstrap import (
     jws,
     secret,
 )
-
-SECRET_PATH = "/api/v1/namespaces/kube-system/secrets/"
-
-
-@dataclass
-class TokenApi(FakeApiServer):
-    """The replaying fake API server, plus bootstrap-token Secrets and per-name refusals."""
-
-    secrets: dict[str, dict[str, Any]] = field(default_factory=dict)
-    forbidden: set[str] = field(default_factory=set)
-
-    def answer(self, logged: Logged) -> tuple[int, Any, dict[str, str]]:
-        if logged.method == "GET" and logged.path.startswith(SECRET_PATH):
-            name = logged.path.removeprefix(SECRET_PATH)
-            if name in self.forbidden:
-                return 403, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
-                             "message": f'secrets "{name}" is forbidden: User cannot get resource "secrets"'}, {}  # fmt: skip
-            if name in self.secrets:
-                return 200, self.secrets[name], {}
-            return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
-                         "message": f'secrets "{name}" not found', "details": {"name": name, "kind": "secrets"}}, {}  # fmt: skip
-        return super().answer(logged)
+from tests.support.fakeapi import SECRET_PATH, TokenApi
 
 
 @pytest.fixture

@@ -23,7 +23,8 @@ from provider.result import Result
 from provider.review import Review
 from provider.service.app import GATEKEEPER_PATH, KYVERNO_PATH, LazyClient, LazyDryRunner, Service, create_app
 from provider.service.checks import CHECKS, CheckContext
-from tests.support.data import configmap, make_key, public_key_pem, sign
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
 
 
 def policy(**extra: Any) -> dict[str, Any]:

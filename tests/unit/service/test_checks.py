@@ -29,7 +29,8 @@ from provider.service.checks import (
     check_manifest,
     run_check,
 )
-from tests.support.data import configmap, make_key, public_key_pem, sign
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
 
 CTX = CheckContext()
 
