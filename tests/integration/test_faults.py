@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import http.client
 import json
 import os
@@ -44,7 +45,12 @@ from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap, sign
 from tests.support.server import Server, running_server
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+#: One fake API server for the module's real server and proxy (tests/conftest.py); "slow" answers after 5 s.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.fake_api(per="module", make=functools.partial(FakeApiServer, slow_seconds=5.0)),
+]
 
 GATEKEEPER = "/v1/gatekeeper/verify"
 KYVERNO = "/v1/kyverno/verify"
@@ -234,13 +240,6 @@ class Load:
 
 
 # --- fixtures ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
-        server.slow_seconds = 5.0
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -37,8 +37,6 @@ from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap, sign
 from tests.support.server import Server, running_server
 
-pytestmark = pytest.mark.integration
-
 GATEKEEPER = "/v1/gatekeeper/verify"
 KYVERNO = "/v1/kyverno/verify"
 MARK = "m4rk3r" + uuid.uuid4().hex[:12]
@@ -115,13 +113,15 @@ def token_secret(token_id: str, secret: str, *, inline: bool = False) -> dict[st
             "metadata": {"name": f"bootstrap-token-{token_id}", "namespace": "kube-system"}, **data}  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeApiServer]:
-    # The replaying fake API server, plus the bootstrap-token Secrets the cluster-info check reads.
+def token_api() -> TokenApi:
+    """The replaying fake API server, plus the bootstrap-token Secrets the cluster-info check reads."""
     tokens = {f"bootstrap-token-{TOKEN_ID}": token_secret(TOKEN_ID, TOKEN_SECRET),
               f"bootstrap-token-{INLINE_ID}": token_secret(INLINE_ID, INLINE_SECRET, inline=True)}  # fmt: skip
-    with TokenApi(secrets=tokens) as server:
-        yield server
+    return TokenApi(secrets=tokens)
+
+
+#: One fake API server (holding those tokens) for the module's one real server.
+pytestmark = [pytest.mark.integration, pytest.mark.fake_api(per="module", make=token_api)]
 
 
 @pytest.fixture(scope="module")

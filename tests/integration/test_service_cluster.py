@@ -19,7 +19,8 @@ from tests.support.data import UPSTREAM, load_yaml
 from tests.support.fakeapi import FakeApiServer
 from tests.support.server import Server, running_server
 
-pytestmark = pytest.mark.integration
+#: One fake API server for the module's real server (tests/conftest.py).
+pytestmark = [pytest.mark.integration, pytest.mark.fake_api(per="module")]
 
 KYVERNO_ROUTE = "/v1/kyverno/verify"
 GATEKEEPER = "/v1/gatekeeper/verify"
@@ -40,12 +41,6 @@ def live_review() -> dict[str, Any]:
 def gatekeeper_body(review: dict[str, Any], pol: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest",
             "request": {"keys": [json.dumps({"review": review, "policy": pol})]}}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -22,18 +22,13 @@ from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import sign
 from tests.support.server import Server, running_server
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+#: One fake API server for the module's real server (tests/conftest.py).
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.fake_api(per="module")]
 
 GATEKEEPER = "/v1/gatekeeper/verify"
 KYVERNO = "/v1/kyverno/verify"
 #: The service's deadline (provider/config.py ``deadline_seconds``) plus slack for TLS and a loaded CI machine.
 ANSWER_WITHIN = 2.5 + 1.0
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,9 @@
 * Beside the tests, ``tests/``, ``tests/unit/`` and ``tests/integration/`` hold only
   ``conftest.py`` and package markers: a helper module there is a helper outside
   ``tests/support/``.
+* The fake API server fixture ``fake`` is defined once, in ``tests/conftest.py``
+  (a module that needs another lifetime or another server says so with its
+  ``fake_api`` marker).
 
 Each check is a function of the repository root, so it can be run on another
 checkout (the old layout fails every one).
@@ -91,6 +94,18 @@ def stray_modules(root: Path) -> list[str]:
     )
 
 
+def fixture_definitions(root: Path, name: str) -> list[str]:
+    """``file:line`` of every function called ``name`` under tests/ that a ``pytest.fixture`` decorator makes a fixture."""
+    found = []
+    for path in sorted((root / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+                decorators = [d.func if isinstance(d, ast.Call) else d for d in node.decorator_list]
+                if any(isinstance(d, ast.Attribute) and d.attr == "fixture" for d in decorators):
+                    found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
 def test_no_module_imports_a_test_module() -> None:
     scanned = [p for folder in SCANNED for p in (REPO / folder).rglob("*.py")]
     assert len(scanned) > 100, f"only {len(scanned)} Python files under {SCANNED}: the scan looks in the wrong place"
@@ -106,6 +121,11 @@ def test_unit_folders_mirror_the_subpackages() -> None:
 def test_helpers_live_in_the_support_package() -> None:
     assert stray_modules(REPO) == []
     assert (REPO / "tests" / "support" / "__init__.py").is_file()
+
+
+def test_the_fake_api_server_fixture_is_defined_once() -> None:
+    (definition,) = fixture_definitions(REPO, "fake")
+    assert definition.startswith("tests/conftest.py:")
 
 
 @pytest.mark.parametrize(
