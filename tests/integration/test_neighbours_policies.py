@@ -86,6 +86,7 @@ def samples(name: str) -> dict[str, dict[str, Any]]:
     for path in sorted(sample_dir(name).glob("example_*.yaml")):
         (doc,) = load_yaml(path)
         found[path.stem.removeprefix("example_")] = doc
+    assert "allowed" in found and len(found) >= 2, f"{sample_dir(name)}: no allowed and disallowed examples"
     return found
 
 
@@ -214,7 +215,9 @@ def kyverno_policy(name: str) -> dict[str, Any]:
 
 
 def kyverno_tests(name: str) -> list[Path]:
-    return sorted((KYVERNO / name / ".kyverno-test").rglob("kyverno-test.yaml"))
+    found = sorted((KYVERNO / name / ".kyverno-test").rglob("kyverno-test.yaml"))
+    assert found, f"{KYVERNO / name}/.kyverno-test holds no kyverno-test.yaml"
+    return found
 
 
 def admission_request(obj: dict[str, Any]) -> dict[str, Any]:
@@ -274,7 +277,9 @@ def test_kyverno_through_the_service(server: Server, name: str) -> None:
         (spec,) = load_yaml(test)
         (values,) = load_yaml(test.parent / spec["variables"])
         outcome = {r: res["result"] for res in spec["results"] for r in res["resources"]}
-        for obj in load_yaml(test.parent / "resource.yaml"):
+        objects = load_yaml(test.parent / "resource.yaml")
+        assert objects, test.parent
+        for obj in objects:
             status, _, body = server.post("/v1/kyverno/verify", request_body(doc, admission_request(obj)))  # no Content-Type
             assert status == 200
             answer = json.loads(body)

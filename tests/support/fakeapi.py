@@ -185,10 +185,19 @@ def _template(match: re.Match[str]) -> str:
     return f"{root}/{'namespaces/{ns}/' if match['ns'] else ''}{match['res']}"
 
 
+#: The exchanges each folder of ``shared/dryrun`` holds today (docs/dryrun.md counts the 44 creates):
+#: fewer means the data is missing or cut short, and a test looking for recordings would find less than it thinks.
+RECORDED = {"discovery": 25, "create": 44, "edge": 39}
+
+
 @lru_cache(maxsize=1)
 def recordings() -> tuple[Recording, ...]:
-    files = sorted(DRYRUN.glob("discovery/*.json")) + sorted(DRYRUN.glob("create/*.json")) + sorted(DRYRUN.glob("edge/*.json"))
-    return tuple(Recording.load(f) for f in files if not f.name.startswith("_"))
+    files = []
+    for folder, least in RECORDED.items():
+        found = [f for f in sorted((DRYRUN / folder).glob("*.json")) if not f.name.startswith("_")]
+        assert len(found) >= least, f"{DRYRUN / folder}: {len(found)} recordings, expected at least {least}"
+        files += found
+    return tuple(Recording.load(f) for f in files)
 
 
 def recording(stem: str) -> Recording:

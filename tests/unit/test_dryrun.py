@@ -168,6 +168,10 @@ def test_target_namespace(obj: dict[str, Any], namespace: str | None, configured
 CREATES = sorted(p.stem for p in (DRYRUN / "create").glob("*.json"))
 
 
+def test_the_recorded_creates_are_there() -> None:
+    assert len(CREATES) >= 44, CREATES  # the 44 recorded dry-run creates (docs/dryrun.md)
+
+
 @pytest.mark.parametrize("stem", CREATES)
 def test_two_dry_runs_of_one_manifest_compare_equal(stem: str) -> None:
     """Whatever differs between two creates by construction (names, uids, allocations) is made equal -- and nothing else."""

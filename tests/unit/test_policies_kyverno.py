@@ -231,7 +231,9 @@ def test_values_are_what_the_verifier_answers() -> None:
     ((entry,),) = [[p for p in values["policies"] if p["name"] == doc["metadata"]["name"]]]
     by_name = {r["name"]: r["values"] for r in entry["resources"]}
     expected = expected_results(APICALL)
-    for obj in load_yaml(APICALL / ".kyverno-test" / "resource.yaml"):
+    resources = load_yaml(APICALL / ".kyverno-test" / "resource.yaml")
+    assert len(resources) >= 2, resources  # a signed resource and a tampered one at least
+    for obj in resources:
         name = obj["metadata"]["name"]
         result = decide(Review.from_admission(admission_request(obj)), policy).to_dict()
         mocked = {k.removeprefix("verdict."): v for k, v in by_name[name].items()}
@@ -328,7 +330,9 @@ def pull_engine() -> Any:
 def test_pull_policy_kyverno_results() -> None:
     doc = policy_doc(PULL)
     expected = expected_results(PULL)
-    for pod in load_yaml(PULL / ".kyverno-test" / "resource.yaml"):
+    pods = load_yaml(PULL / ".kyverno-test" / "resource.yaml")
+    assert len(pods) >= 2, pods  # a passing pod and a failing one at least
+    for pod in pods:
         result = "fail" if kyverno_pull_violations(doc, pod) else "pass"
         assert result == expected[pod["metadata"]["name"]], pod["metadata"]["name"]
 
@@ -348,10 +352,9 @@ def test_pull_policy_engines_agree(pull_engine: Any) -> None:
     (constraint,) = load_yaml(PULL_TEMPLATE / "samples" / "k8salwayspullprivateimages" / "constraint.yaml")
     prefixes = constraint["spec"]["parameters"]["privateRegistries"]
     assert sorted(patterns) == sorted(p + "*" for p in prefixes)
-    samples = PULL_TEMPLATE / "samples" / "k8salwayspullprivateimages"
-    objects = load_yaml(PULL / ".kyverno-test" / "resource.yaml") + [
-        load_yaml(path)[0] for path in sorted(samples.glob("example_*.yaml"))
-    ]
+    samples = sorted((PULL_TEMPLATE / "samples" / "k8salwayspullprivateimages").glob("example_*.yaml"))
+    assert len(samples) >= 2, samples  # allowed and disallowed examples
+    objects = load_yaml(PULL / ".kyverno-test" / "resource.yaml") + [load_yaml(path)[0] for path in samples]
     for obj in objects:
         rego = sorted(rego_pull_violations(pull_engine, obj, prefixes))
         assert rego == sorted(kyverno_pull_violations(doc, obj)), obj["metadata"]["name"]
