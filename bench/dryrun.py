@@ -18,7 +18,7 @@ cluster made it):
 
 and prints medians and 95th percentiles and the latency dry-run adds over the
 floor. The API server is
-``tests.fakeapi.FakeApiServer`` on loopback (HTTPS, keep-alive): a real
+``tests.support.fakeapi.FakeApiServer`` on loopback (HTTPS, keep-alive): a real
 cluster adds its own admission chain and network to the round trip.
 
 Usage: ``python bench/dryrun.py [--seconds S] [--json]``
@@ -46,7 +46,7 @@ from provider.keys import generate_key, public_pem
 from provider.objects import ObjectIdentity
 from provider.signing import sign_documents
 from provider.verifier import without_envelope
-from tests.fakeapi import FakeApiServer, recording, runner_for
+from tests.support.fakeapi import FakeApiServer, recording, runner_for
 
 
 def measure(run: Callable[[], Any], seconds: float) -> list[float]:

@@ -52,7 +52,7 @@ from provider.keys import generate_key, public_pem
 from provider.service import serve
 from provider.service.devcerts import DevPki, make_dev_pki
 from provider.signing import sign_documents
-from tests.integration.server import Server, running_server
+from tests.support.server import Server, running_server
 
 PATH = "/v1/gatekeeper/verify"
 

@@ -1,7 +1,7 @@
 """The HTTPS service's speed against the in-process floor, measured in the same run.
 
 Starts the real server (``manifest-provider serve``: gunicorn gthread workers,
-TLS 1.3, client certificates; :func:`tests.integration.server.running_server`)
+TLS 1.3, client certificates; :func:`tests.support.server.running_server`)
 and drives it over kept-alive TLS connections with Gatekeeper requests about
 the signed Deployment of ``bench/verify.py``:
 
@@ -44,7 +44,7 @@ from verify import admitted, deployment, rate  # bench/verify.py: the same workl
 from provider import Policy, Review, decide
 from provider.keys import generate_key, public_pem
 from provider.signing import sign_documents
-from tests.integration.server import Server, running_server
+from tests.support.server import Server, running_server
 
 PATH = "/v1/gatekeeper/verify"
 

@@ -1,7 +1,7 @@
 """Load and soak: the running service's capacity, then mixed traffic at 70% of it for a long time.
 
 Starts the real server (``manifest-provider serve``: gunicorn gthread workers, TLS,
-client certificates; :func:`tests.integration.server.running_server`) and
+client certificates; :func:`tests.support.server.running_server`) and
 
 1. **measures its capacity**: ``--clients`` kept-alive connections send the mixed
    traffic back to back for ``--capacity-seconds``; requests per second;
@@ -51,7 +51,7 @@ from verify import admitted, deployment  # bench/verify.py: the same workload as
 
 from provider.keys import generate_key, public_pem
 from provider.signing import sign_documents
-from tests.integration.server import Server, running_server
+from tests.support.server import Server, running_server
 
 GATEKEEPER = "/v1/gatekeeper/verify"
 KYVERNO = "/v1/kyverno/verify"

@@ -1,9 +1,18 @@
-from collections.abc import Iterator
+"""What every test shares: the conformance data must be there, and the one fake API server fixture."""
+
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.fakeapi import FakeApiServer
-from tests.support import SHARED
+# Helpers assert too (a vector's shape, a table's rows): their failures read like the tests' own.
+# Registered before any of them is imported.
+pytest.register_assert_rewrite("tests.support")
+
+from tests.support.data import SHARED  # noqa: E402
+from tests.support.fakeapi import FakeApiServer  # noqa: E402
+
+#: How long the ``fake`` fixture's server lives (``fake_api(per=...)``) -> the pytest scope that gives it.
+LIFETIMES = {"test": "function", "module": "module"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -11,8 +20,42 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"conformance data not found at {SHARED}; clone ../shared beside this repository")
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeApiServer]:
-    """A fake API server on loopback replaying the recorded kube-apiserver answers (tests/fakeapi.py)."""
-    with FakeApiServer() as server:
+def fake_api(node: pytest.Item | pytest.Collector) -> tuple[Callable[[], FakeApiServer], str]:
+    """What builds the ``fake`` fixture's server for ``node``, and how long it lives (its ``fake_api`` marker)."""
+    marker = node.get_closest_marker("fake_api")
+    options = dict(marker.kwargs) if marker else {}
+    make = options.pop("make", FakeApiServer)
+    per = options.pop("per", "test")
+    if options or per not in LIFETIMES or (marker and marker.args):
+        raise pytest.UsageError(f"{node.nodeid}: fake_api takes make= and per= ({' or '.join(LIFETIMES)}), got {marker}")
+    return make, per
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # The fixture's scope is the one pytest offers for a per-test choice: a parametrization's
+    # scope overrides the fixture's, so one definition gives a server per test or per module.
+    # The parameter stays out of the test's id.
+    if "fake" in metafunc.fixturenames:
+        make, per = fake_api(metafunc.definition)
+        metafunc.parametrize("fake", [make], indirect=True, scope=LIFETIMES[per], ids=[pytest.HIDDEN_PARAM])
+
+
+@pytest.fixture(scope="module")
+def fake(request: pytest.FixtureRequest) -> Iterator[FakeApiServer]:
+    """A fake API server on loopback replaying the recorded kube-apiserver answers (tests/support/fakeapi.py).
+
+    A fresh one for each test. A module whose own fixtures outlive a test (a real server
+    pointed at the fake) shares one between its tests with ``pytest.mark.fake_api(per="module")``;
+    ``make=`` builds another one (a :class:`~tests.support.fakeapi.TokenApi` holding Secrets,
+    other settings).
+    """
+    with request.param() as server:
         yield server
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest) -> None:
+    # A fixture that outlives a test would keep a per-test fake after it stopped: refuse it.
+    if "fake" in fixturedef.argnames and fixturedef.scope != "function" and fake_api(request.node)[1] != "module":
+        pytest.fail(f"fixture {fixturedef.argname!r} outlives a test but uses a per-test fake: "
+                    'mark its module pytest.mark.fake_api(per="module")', pytrace=False)  # fmt: skip

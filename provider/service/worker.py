@@ -49,7 +49,7 @@ logged at WARNING, repeated ones rate-limited by the log filter.
 HTTP/2 is never negotiated (the TLS context offers no ALPN). The class extends
 gthread's internals (``TConn``, ``enqueue_req``, ``keepalived_conns``,
 ``_keepalive_after``, the parser's ``take_buffered``), so setup.cfg pins gunicorn's
-major version; ``tests/unit/test_app_serve.py`` checks they are there.
+major version; ``tests/unit/service/test_serve.py`` checks they are there.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fixtures for tests that drive the real server (see :mod:`tests.integration.server`)."""
+"""Fixtures for tests that drive the real server (see :mod:`tests.support.server`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration.server import Server, running_server
+from tests.support.server import Server, running_server
 
 
 @pytest.fixture(scope="session")

@@ -33,9 +33,9 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from prometheus_client.parser import text_string_to_metric_families
 
 from provider.service.config import GATEKEEPER_CALLER
-from tests.integration import server as server_module
-from tests.integration.server import Server, running_server
-from tests.integration.test_tls import OwnPki
+from tests.support import server as server_module
+from tests.support.pki import OwnPki
+from tests.support.server import Server, running_server
 
 pytestmark = pytest.mark.integration
 

@@ -18,13 +18,14 @@ import pytest
 import yaml
 
 from provider.policy import Policy
-from tests.fakeapi import FakeApiServer
-from tests.support import AUDIT, UPSTREAM, configmap, load_yaml, make_key, public_key_pem, sign
-from tests.unit.test_audit import event
+from tests.support.audit import REAL_LOG, event
+from tests.support.data import UPSTREAM, load_yaml
+from tests.support.fakeapi import FakeApiServer
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
 
 pytestmark = pytest.mark.integration
 
-REAL_LOG = AUDIT / "install-apps.audit.jsonl"
 TABLE = {"out-of-scope": 655, "common-profile": 459, "app-profile": 0, "valid-signature": 0, "invalid-signature": 1, "unprocessed": 22}
 PERSON = "kubernetes-admin"
 

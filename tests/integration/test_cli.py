@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from provider.keys import KEY_TYPES, generate_key, public_pem
-from tests.interop_cases import ALL_CASES, Case
-from tests.support import KYVERNO, UPSTREAM, configmap
+from tests.support.data import KYVERNO, UPSTREAM
+from tests.support.interop_cases import ALL_CASES, Case
+from tests.support.manifests import configmap
 
 pytestmark = pytest.mark.integration
 
@@ -152,7 +153,7 @@ def test_cosign_key_files_from_keygen_sign_and_cosign_password_opens_them(key_ty
 
 
 def test_a_cosign_key_with_an_empty_password_signs_without_one(tmp_path: Path) -> None:
-    from tests.unit.test_cosign_keys import pkcs8_der, seal
+    from tests.support.cosign import pkcs8_der, seal
 
     key = generate_key("ecdsa-p256")
     (tmp_path / "cosign.key").write_bytes(seal(pkcs8_der(key), b"", label="ENCRYPTED COSIGN PRIVATE KEY"))

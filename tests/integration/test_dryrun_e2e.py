@@ -1,6 +1,6 @@
 """Dry-run end to end: real signatures, the real kubernetes client, recorded API-server answers.
 
-The API server here is ``tests.fakeapi.FakeApiServer``: it replays what a real
+The API server here is ``tests.support.fakeapi.FakeApiServer``: it replays what a real
 kube-apiserver v1.36 answered (``shared/dryrun/``), so "what the cluster makes
 of the signed manifest" is real data, not a guess.
 """
@@ -24,8 +24,10 @@ from provider import Policy, Review, decide
 from provider.errors import TransientError
 from provider.kube.dryrun import KubeDryRunner
 from provider.result import Result
-from tests.fakeapi import FakeApiServer, recording, recordings, runner_for
-from tests.support import UPSTREAM, load_yaml, make_key, public_key_pem, sign
+from tests.support.data import UPSTREAM, load_yaml
+from tests.support.fakeapi import FakeApiServer, recording, recordings, runner_for
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import sign
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """Faults under load: the API server killed, slowed, answering 500; a gunicorn worker killed.
 
 The real server (two gunicorn workers, TLS, client certificates) runs against the fake
-API server (``tests.fakeapi``) through a TCP proxy that can "kill" it (the port then
+API server (``tests.support.fakeapi``) through a TCP proxy that can "kill" it (the port then
 refuses connections, live connections are reset) and bring it back on the same port.
 Background traffic runs throughout, on both routes: Deployments that verify only
 through a server-side dry-run ("cluster"), and ConfigMaps that verify without the
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import http.client
 import json
 import os
@@ -39,11 +40,17 @@ import psutil
 import pytest
 import yaml
 
-from tests.fakeapi import FakeApiServer, recording
-from tests.integration.server import Server, running_server
-from tests.support import configmap, make_key, public_key_pem, sign
+from tests.support.fakeapi import FakeApiServer, recording
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
+from tests.support.server import Server, running_server
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+#: One fake API server for the module's real server and proxy (tests/conftest.py); "slow" answers after 5 s.
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.fake_api(per="module", make=functools.partial(FakeApiServer, slow_seconds=5.0)),
+]
 
 GATEKEEPER = "/v1/gatekeeper/verify"
 KYVERNO = "/v1/kyverno/verify"
@@ -233,13 +240,6 @@ class Load:
 
 
 # --- fixtures ---------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
-        server.slow_seconds = 5.0
-        yield server
 
 
 @pytest.fixture(scope="module")

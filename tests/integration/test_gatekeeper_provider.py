@@ -1,6 +1,6 @@
 """The ConstraintTemplate end to end: its Rego under OPA, ``external_data`` calling the real service.
 
-``external_data`` is :class:`tests.opa.GatekeeperExternalData`: Gatekeeper's
+``external_data`` is :class:`tests.support.opa.GatekeeperExternalData`: Gatekeeper's
 builtin, reproduced from its source -- a ``ProviderRequest`` POSTed over TLS
 1.3 with a client certificate, the answer turned into ``{responses, errors,
 status_code, system_error}``, a per-key response cache. The service is the
@@ -21,16 +21,16 @@ from typing import Any
 import pytest
 
 from provider.service.devcerts import make_dev_pki
-from tests.integration.server import Server
-from tests.opa import (
+from tests.support.data import REPO, load_yaml
+from tests.support.opa import (
     PROVIDER_API_VERSION,
     ConstraintTemplateEngine,
     GatekeeperExternalData,
     gatekeeper_client_context,
     template_rego,
 )
-from tests.subresources import SUBRESOURCES, admission_request, gatekeeper_matches
-from tests.support import REPO, load_yaml
+from tests.support.server import Server
+from tests.support.subresources import SUBRESOURCES, admission_request, gatekeeper_matches
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.assets.hostile import corpus
-from tests.integration.server import command
+from tests.support.server import command
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from tests.assets.hostile import corpus
-from tests.integration.server import Server, running_server
+from tests.support.server import Server, running_server
 
 pytestmark = pytest.mark.integration
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.integration.server import Server, running_server
+from tests.support.server import Server, running_server
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.assets.keyless.world import GOOGLE, World
-from tests.support import REPO, UPSTREAM, configmap
+from tests.support.data import REPO, UPSTREAM
+from tests.support.keyless import GOOGLE, World
+from tests.support.manifests import configmap
 
 pytestmark = pytest.mark.integration
 

@@ -23,11 +23,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.server import Server
-from tests.subresources import SUBRESOURCES
-from tests.subresources import admission_request as subresource_request
-from tests.support import load_yaml
-from tests.unit.test_policies_kyverno import (
+from tests.support.data import load_yaml
+from tests.support.kyverno import (
     APICALL,
     CEL,
     SERVICE_PATH,
@@ -42,6 +39,9 @@ from tests.unit.test_policies_kyverno import (
     request_body,
     stored_verdict,
 )
+from tests.support.server import Server
+from tests.support.subresources import SUBRESOURCES
+from tests.support.subresources import admission_request as subresource_request
 
 pytestmark = pytest.mark.integration
 

@@ -30,14 +30,12 @@ from typing import Any
 
 import pytest
 
-from tests.fakeapi import FakeApiServer, recording
-from tests.integration.server import Server, running_server
-from tests.support import configmap, make_key, public_key_pem, sign
-from tests.unit import test_csr as csrs
-from tests.unit.test_bootstrap import b64u, cluster_info, jws, kubeconfig
-from tests.unit.test_bootstrap_kube import TokenApi
-
-pytestmark = pytest.mark.integration
+from tests.support import csr as csrs
+from tests.support.bootstrap import b64u, cluster_info, jws, kubeconfig
+from tests.support.fakeapi import FakeApiServer, TokenApi, recording
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
+from tests.support.server import Server, running_server
 
 GATEKEEPER = "/v1/gatekeeper/verify"
 KYVERNO = "/v1/kyverno/verify"
@@ -115,13 +113,15 @@ def token_secret(token_id: str, secret: str, *, inline: bool = False) -> dict[st
             "metadata": {"name": f"bootstrap-token-{token_id}", "namespace": "kube-system"}, **data}  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeApiServer]:
-    # The replaying fake API server, plus the bootstrap-token Secrets the cluster-info check reads.
+def token_api() -> TokenApi:
+    """The replaying fake API server, plus the bootstrap-token Secrets the cluster-info check reads."""
     tokens = {f"bootstrap-token-{TOKEN_ID}": token_secret(TOKEN_ID, TOKEN_SECRET),
               f"bootstrap-token-{INLINE_ID}": token_secret(INLINE_ID, INLINE_SECRET, inline=True)}  # fmt: skip
-    with TokenApi(secrets=tokens) as server:
-        yield server
+    return TokenApi(secrets=tokens)
+
+
+#: One fake API server (holding those tokens) for the module's one real server.
+pytestmark = [pytest.mark.integration, pytest.mark.fake_api(per="module", make=token_api)]
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """The neighbouring checks through the real HTTPS service (gunicorn, TLS, client certificates).
 
 ``cluster-info`` reads bootstrap-token Secrets with the real kubernetes client
-from the fake API server (:class:`tests.unit.test_bootstrap_kube.TokenApi`),
+from the fake API server (:class:`tests.support.fakeapi.TokenApi`),
 which the service reaches through ``MANIFEST_PROVIDER_KUBECONFIG``;
 ``kubelet-serving-csr`` needs no cluster. Vectors: the JWS and CSRs the unit
 tests build (JWS per RFC 7515 in the test, CSRs with ``cryptography``).
@@ -17,10 +17,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.server import Server, running_server
-from tests.unit import test_bootstrap as bootstrap
-from tests.unit import test_csr as csrs
-from tests.unit.test_bootstrap import (
+from tests.support import bootstrap
+from tests.support import csr as csrs
+from tests.support.bootstrap import (
     KUBECONFIG,
     OTHER_ID,
     OTHER_SECRET,
@@ -31,7 +30,8 @@ from tests.unit.test_bootstrap import (
     jws,
     secret,
 )
-from tests.unit.test_bootstrap_kube import TokenApi
+from tests.support.fakeapi import TokenApi
+from tests.support.server import Server, running_server
 
 pytestmark = pytest.mark.integration
 
@@ -122,7 +122,7 @@ def test_cluster_info_batch(cluster: tuple[Server, TokenApi]) -> None:
 
 
 def test_every_broken_signature_through_gatekeeper(cluster: tuple[Server, TokenApi]) -> None:
-    # The library's table of JWS breaks (tests/unit/test_bootstrap.py) in one batch, after a valid
+    # The library's table of JWS breaks (tests/support/bootstrap.py) in one batch, after a valid
     # control: the same reasons must come back through TLS, the wire format and the token Secrets the
     # service reads from the API server. No case needs token 07401b (expired here) to verify.
     server, _ = cluster

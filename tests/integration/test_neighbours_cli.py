@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit import test_bootstrap as bootstrap
-from tests.unit import test_csr as csrs
-from tests.unit.test_bootstrap import (
+from tests.support import bootstrap
+from tests.support import csr as csrs
+from tests.support.bootstrap import (
     CA_PIN,
     KUBECONFIG,
     OTHER_ID,
@@ -90,7 +90,7 @@ def each_case_denied(proc: subprocess.CompletedProcess[str], cases: Sequence[tup
 
 
 def test_every_broken_signature_through_the_cli(tmp_path: Path) -> None:
-    # The library's table of JWS breaks (tests/unit/test_bootstrap.py), as a user would meet them: one
+    # The library's table of JWS breaks (tests/support/bootstrap.py), as a user would meet them: one
     # ConfigMap per case in one file (so the table costs one process), each named after its case --
     # the CLI checks any ConfigMap -- and both tokens the library's source knows given as --token.
     cases = bootstrap.BROKEN
@@ -196,7 +196,7 @@ def csr_flags(policy: dict[str, Any]) -> tuple[str, ...]:
 
 
 def broken_csrs_by_flags() -> dict[tuple[str, ...], list[tuple[str, dict[str, Any], str]]]:
-    """The library's one-rule-broken CSRs (tests/unit/test_csr.py BROKEN), grouped by the flags they need."""
+    """The library's one-rule-broken CSRs (tests/support/csr.py BROKEN), grouped by the flags they need."""
     groups: dict[tuple[str, ...], list[tuple[str, dict[str, Any], str]]] = {}
     for case, obj, policy, reason in csrs.BROKEN:
         groups.setdefault(csr_flags(policy), []).append((case, obj, reason))

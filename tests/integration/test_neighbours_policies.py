@@ -23,18 +23,10 @@ import yaml
 
 from provider.neighbours.bootstrap import ClusterInfoPolicy
 from provider.neighbours.csr import CsrPolicy
-from tests.integration.server import Server, running_server
-from tests.opa import (
-    ConstraintTemplateEngine,
-    GatekeeperExternalData,
-    gatekeeper_client_context,
-    package_of,
-    template_rego,
-)
-from tests.support import REPO, load_yaml
-from tests.unit.test_bootstrap import jws, secret
-from tests.unit.test_bootstrap_kube import TokenApi
-from tests.unit.test_policies_kyverno import (
+from tests.support.bootstrap import jws, secret
+from tests.support.data import REPO, load_yaml
+from tests.support.fakeapi import TokenApi
+from tests.support.kyverno import (
     STANDARD_FUNCTIONS,
     api_call,
     denied,
@@ -43,6 +35,14 @@ from tests.unit.test_policies_kyverno import (
     request_body,
     stored_verdict,
 )
+from tests.support.opa import (
+    ConstraintTemplateEngine,
+    GatekeeperExternalData,
+    gatekeeper_client_context,
+    package_of,
+    template_rego,
+)
+from tests.support.server import Server, running_server
 
 pytestmark = pytest.mark.integration
 
@@ -86,6 +86,7 @@ def samples(name: str) -> dict[str, dict[str, Any]]:
     for path in sorted(sample_dir(name).glob("example_*.yaml")):
         (doc,) = load_yaml(path)
         found[path.stem.removeprefix("example_")] = doc
+    assert "allowed" in found and len(found) >= 2, f"{sample_dir(name)}: no allowed and disallowed examples"
     return found
 
 
@@ -214,7 +215,9 @@ def kyverno_policy(name: str) -> dict[str, Any]:
 
 
 def kyverno_tests(name: str) -> list[Path]:
-    return sorted((KYVERNO / name / ".kyverno-test").rglob("kyverno-test.yaml"))
+    found = sorted((KYVERNO / name / ".kyverno-test").rglob("kyverno-test.yaml"))
+    assert found, f"{KYVERNO / name}/.kyverno-test holds no kyverno-test.yaml"
+    return found
 
 
 def admission_request(obj: dict[str, Any]) -> dict[str, Any]:
@@ -274,7 +277,9 @@ def test_kyverno_through_the_service(server: Server, name: str) -> None:
         (spec,) = load_yaml(test)
         (values,) = load_yaml(test.parent / spec["variables"])
         outcome = {r: res["result"] for res in spec["results"] for r in res["resources"]}
-        for obj in load_yaml(test.parent / "resource.yaml"):
+        objects = load_yaml(test.parent / "resource.yaml")
+        assert objects, test.parent
+        for obj in objects:
             status, _, body = server.post("/v1/kyverno/verify", request_body(doc, admission_request(obj)))  # no Content-Type
             assert status == 200
             answer = json.loads(body)

@@ -21,8 +21,9 @@ import yaml
 from provider import Policy, Review, decide
 from provider.audit.classify import Classifier
 from provider.audit.events import parse_event
-from tests.integration.server import Server
-from tests.support import configmap, make_key, public_key_pem, sign
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
+from tests.support.server import Server
 
 pytestmark = pytest.mark.integration
 

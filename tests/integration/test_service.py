@@ -18,8 +18,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from provider.service.devcerts import make_dev_pki
-from tests.integration.server import Server, command, running_server
-from tests.support import KYVERNO, configmap, make_key, public_key_pem, sign
+from tests.support.data import KYVERNO
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
+from tests.support.server import Server, command, running_server
 
 pytestmark = pytest.mark.integration
 
@@ -266,7 +268,7 @@ def test_client_certificate_from_another_ca_fails_the_handshake(provider_server:
 
 
 def test_tls_1_2_clients_get_forward_secret_aead_and_others_get_1_3(provider_server: Server) -> None:
-    # (Older versions are refused by the server's minimum_version, see tests/unit/test_app_serve.py;
+    # (Older versions are refused by the server's minimum_version, see tests/unit/service/test_serve.py;
     # this machine's OpenSSL cannot even offer them, so only the server's own setting can be tested.)
     context = provider_server.ssl_context()
     context.maximum_version = ssl.TLSVersion.TLSv1_2

@@ -1,4 +1,4 @@
-"""The service's cache and deadline with a cluster behind it (``tests.fakeapi.FakeApiServer``).
+"""The service's cache and deadline with a cluster behind it (``tests.support.fakeapi.FakeApiServer``).
 
 Verdicts that used the cluster are never cached, and the service's own
 deadline -- not the dry-run client's timeout -- bounds a request.
@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from tests.fakeapi import FakeApiServer
-from tests.integration.server import Server, running_server
-from tests.support import UPSTREAM, load_yaml
+from tests.support.data import UPSTREAM, load_yaml
+from tests.support.fakeapi import FakeApiServer
+from tests.support.server import Server, running_server
 
-pytestmark = pytest.mark.integration
+#: One fake API server for the module's real server (tests/conftest.py).
+pytestmark = [pytest.mark.integration, pytest.mark.fake_api(per="module")]
 
 KYVERNO_ROUTE = "/v1/kyverno/verify"
 GATEKEEPER = "/v1/gatekeeper/verify"
@@ -40,12 +41,6 @@ def live_review() -> dict[str, Any]:
 def gatekeeper_body(review: dict[str, Any], pol: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest",
             "request": {"keys": [json.dumps({"review": review, "policy": pol})]}}  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """The real service with dry-run enabled, against the fake API server (recorded answers).
 
 ``manifest-provider serve`` (gunicorn, TLS, client certificates) gets
-``MANIFEST_PROVIDER_KUBECONFIG`` pointing at ``tests.fakeapi.FakeApiServer``;
+``MANIFEST_PROVIDER_KUBECONFIG`` pointing at ``tests.support.fakeapi.FakeApiServer``;
 both routes must answer within the service deadline whatever the cluster does.
 """
 
@@ -17,22 +17,18 @@ from typing import Any
 
 import pytest
 
-from tests.fakeapi import FakeApiServer, recording
-from tests.integration.server import Server, running_server
-from tests.support import make_key, public_key_pem, sign
+from tests.support.fakeapi import FakeApiServer, recording
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import sign
+from tests.support.server import Server, running_server
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+#: One fake API server for the module's real server (tests/conftest.py).
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.fake_api(per="module")]
 
 GATEKEEPER = "/v1/gatekeeper/verify"
 KYVERNO = "/v1/kyverno/verify"
 #: The service's deadline (provider/config.py ``deadline_seconds``) plus slack for TLS and a loaded CI machine.
 ANSWER_WITHIN = 2.5 + 1.0
-
-
-@pytest.fixture(scope="module")
-def fake() -> Iterator[FakeApiServer]:
-    with FakeApiServer() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,9 @@ import pytest
 from provider import Policy, Review, decide
 from provider.compare import FieldTrie, IgnoreSet, diff
 from provider.kindschema import object_shape, shape_of
-from tests.support import DRYRUN, make_key, public_key_pem, sign
+from tests.support.data import DRYRUN
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import sign
 
 KEY = make_key("ecdsa-p256", 7)
 POLICY = Policy.from_dict({"keys": [public_key_pem(KEY)]})

@@ -21,7 +21,8 @@ import pytest
 
 from provider import Policy, PolicyError, Review, decide
 from provider.compare import REDACTED
-from tests.support import configmap, make_key, public_key_pem, sign
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
 
 KEY = make_key("ecdsa-p256", 11)
 POLICY = Policy.from_dict({"keys": [public_key_pem(KEY)]})

@@ -22,7 +22,8 @@ import pytest
 
 from provider import Policy, PolicyError, Review, decide
 from provider.review import GroupVersionResource
-from tests.support import make_key, public_key_pem, sign
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import sign
 
 KEY = make_key("ecdsa-p256", 21)
 POLICY = Policy.from_dict({"keys": [public_key_pem(KEY)]})

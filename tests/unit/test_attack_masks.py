@@ -22,7 +22,8 @@ import pytest
 from provider import Policy, Review, decide
 from provider.allocations import DAEMONSET_GENERATION
 from provider.errors import TransientError
-from tests.support import configmap, make_key, public_key_pem, sign
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
 
 KEY = make_key("ecdsa-p256", 31)
 POLICY = Policy.from_dict({"keys": [public_key_pem(KEY)]})

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from provider import Policy, PolicyError, Review, decide
-from tests.support import configmap, make_key, public_key_pem, sign
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
 
 KEY = public_key_pem(make_key("ecdsa-p256", 3))
 

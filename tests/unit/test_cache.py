@@ -7,16 +7,7 @@ import threading
 import pytest
 
 from provider.cache import LRUCache, digest
-
-
-class Clock:
-    """A clock the test moves by hand (the cache takes any ``() -> float``)."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import Clock
 
 
 def test_least_recently_used_entry_is_evicted_first() -> None:

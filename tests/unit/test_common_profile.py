@@ -18,9 +18,9 @@ from provider.audit.events import read_events
 from provider.policy import Policy, load_profile
 from provider.review import GroupVersionResource, Review
 from provider.verifier import decide
-from tests.support import AUDIT, make_key, public_key_pem
+from tests.support.audit import REAL_LOG
+from tests.support.keys import make_key, public_key_pem
 
-REAL_LOG = AUDIT / "install-apps.audit.jsonl"
 PERSON = "kubernetes-admin"
 SA = "system:serviceaccount:kube-system:"
 #: Who wrote in the real log besides the person (its README, "Reading the identities").

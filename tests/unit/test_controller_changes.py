@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from provider import Policy, Review, decide
-from tests.support import make_key, public_key_pem, sign
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import sign
 
 KEY = make_key("ecdsa-p256", 71)
 POLICY = Policy.from_dict({"keys": [public_key_pem(KEY)]})

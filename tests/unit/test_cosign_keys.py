@@ -1,64 +1,30 @@
 """cosign's encrypted private keys, and signatures made by each cosign generation.
 
-The key files here are sealed by the test's own code (scrypt from hashlib, NaCl
-secretbox from PyNaCl, the JSON of go-securesystemslib's ``encrypted`` format),
-not by ``provider.cosign_keys``, so reader and writer are checked against an
-independent implementation of the format.
+The key files here are sealed by the tests' own code (``tests/support/cosign.py``:
+scrypt from hashlib, NaCl secretbox from PyNaCl, the JSON of go-securesystemslib's
+``encrypted`` format), not by ``provider.cosign_keys``, so reader and writer are
+checked against an independent implementation of the format.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
-import json
-import os
 import time
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
-from nacl.secret import SecretBox
 
 from provider import Policy, Review, decide
 from provider.cosign_keys import PEM_LABELS, decrypt
 from provider.errors import KeyLoadError
 from provider.keys import KEY_TYPES, generate_key, load_private_key, private_pem, public_pem
 from provider.signing import sign_documents
-from tests.support import configmap
-from tests.unit.test_keys import ed25519ph_sign
+from tests.support.cosign import ed25519ph_sign, pkcs8_der, seal, unseal
+from tests.support.manifests import configmap
 
 D = "cosign.sigstore.dev"
-
-
-def seal(der: bytes, password: bytes, *, label: str = PEM_LABELS[0], n: int = 32768, r: int = 8, p: int = 1, **override: Any) -> bytes:
-    """A cosign key file, written independently of provider.cosign_keys."""
-    salt, nonce = os.urandom(32), os.urandom(24)
-    sane = n & (n - 1) == 0 and 128 * n * r <= 2**25  # otherwise the reader must refuse before deriving anything
-    key = hashlib.scrypt(password, salt=salt, n=n, r=r, p=p, maxmem=2**26, dklen=32) if sane else os.urandom(32)
-    body: dict[str, Any] = {
-        "kdf": {"name": "scrypt", "params": {"N": n, "r": r, "p": p}, "salt": base64.b64encode(salt).decode()},
-        "cipher": {"name": "nacl/secretbox", "nonce": base64.b64encode(nonce).decode()},
-        "ciphertext": base64.b64encode(SecretBox(key).encrypt(der, nonce).ciphertext).decode(),
-    }
-    body.update(override)
-    text = base64.encodebytes(json.dumps(body).encode()).decode()
-    return f"-----BEGIN {label}-----\n{text}-----END {label}-----\n".encode()
-
-
-def pkcs8_der(key: Any) -> bytes:
-    return key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())  # type: ignore[no-any-return]
-
-
-def unseal(pem: bytes, password: bytes) -> bytes:
-    """The test's own reader, for files provider.cosign_keys writes."""
-    lines = pem.decode().strip().splitlines()
-    assert lines[0] == f"-----BEGIN {PEM_LABELS[0]}-----" and lines[-1] == f"-----END {PEM_LABELS[0]}-----"
-    assert all(len(line) <= 64 for line in lines[1:-1])  # Go's pem.Encode line length
-    body = json.loads(base64.b64decode("".join(lines[1:-1])))
-    params = body["kdf"]["params"]
-    key = hashlib.scrypt(password, salt=base64.b64decode(body["kdf"]["salt"]), n=params["N"], r=params["r"], p=params["p"], maxmem=2**26, dklen=32)
-    return bytes(SecretBox(key).decrypt(base64.b64decode(body["ciphertext"]), base64.b64decode(body["cipher"]["nonce"])))
 
 
 @pytest.mark.parametrize("key_type", KEY_TYPES)

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from provider.service.config import Config, env_name
-from tests.support import REPO, load_yaml
+from tests.support.data import REPO, load_yaml
 
 GATEKEEPER_OVERLAY = REPO / "manifests" / "overlays" / "gatekeeper"
 PROVIDER = GATEKEEPER_OVERLAY / "provider.yaml"

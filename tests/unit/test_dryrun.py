@@ -25,7 +25,7 @@ from provider.dryrun import (
     target_namespace,
 )
 from provider.errors import MalformedMessage
-from tests.support import DRYRUN
+from tests.support.data import DRYRUN
 
 NOTHING_IGNORED = IgnoreSet(FieldTrie())
 
@@ -166,6 +166,10 @@ def test_target_namespace(obj: dict[str, Any], namespace: str | None, configured
 # --- by value ---------------------------------------------------------------------
 
 CREATES = sorted(p.stem for p in (DRYRUN / "create").glob("*.json"))
+
+
+def test_the_recorded_creates_are_there() -> None:
+    assert len(CREATES) >= 44, CREATES  # the 44 recorded dry-run creates (docs/dryrun.md)
 
 
 @pytest.mark.parametrize("stem", CREATES)

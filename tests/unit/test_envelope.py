@@ -20,7 +20,7 @@ from provider.envelope import (
 )
 from provider.errors import MalformedMessage, Unsigned
 from provider.limits import Limits
-from tests.support import KYVERNO, UPSTREAM, load_yaml
+from tests.support.data import KYVERNO, UPSTREAM, load_yaml
 
 D = "cosign.sigstore.dev"
 SIG = base64.b64encode(b"\x30" * 70).decode()
@@ -211,7 +211,12 @@ def test_make_tarball_round_trips() -> None:
 
 
 def test_kyverno_fixtures_decode() -> None:
-    for path in sorted(KYVERNO.glob("manifests/*.yaml")):
+    paths = sorted(KYVERNO.glob("manifests/*.yaml"))
+    assert len(paths) >= 6, paths  # the Kyverno interop manifests (its README)
+    decoded = 0
+    for path in paths:
         ann = load_yaml(path)[0]["metadata"].get("annotations") or {}
         if f"{D}/message" in ann:
             assert read_envelope(ann).payload.documents()
+            decoded += 1
+    assert decoded >= 5  # every one but the unsigned Service

@@ -34,7 +34,7 @@ from provider.keys import _load_cached, load_public_keys, public_pem
 from provider.objects import Glob, NamePattern, ObjectIdentity, ObjectRef
 from provider.policy import Policy
 from provider.service.app import create_app
-from tests.support import make_key, public_key_pem
+from tests.support.keys import make_key, public_key_pem
 
 
 def tarball(*members: tuple[tarfile.TarInfo, bytes]) -> bytes:

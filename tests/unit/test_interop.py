@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from provider import Policy, Review, decide
-from tests.interop_cases import ALL_CASES, Case
-from tests.support import KYVERNO, load_yaml
+from tests.support.data import KYVERNO, load_yaml
+from tests.support.interop_cases import ALL_CASES, Case
 
 
 def reviews_of(case: Case) -> list[Review]:

@@ -21,7 +21,8 @@ from provider.keys import (
     public_pem,
     sign_bytes,
 )
-from tests.support import UPSTREAM
+from tests.support.cosign import ed25519ph_sign
+from tests.support.data import UPSTREAM
 
 
 def pem_of(public_key: object, fmt: serialization.PublicFormat = serialization.PublicFormat.SubjectPublicKeyInfo) -> str:
@@ -74,7 +75,9 @@ def test_pkcs1_rsa_public_key_and_crlf() -> None:
 
 
 def test_upstream_cosign_keys_load() -> None:
-    for path in sorted((UPSTREAM / "keys").glob("*.pem")):
+    paths = sorted((UPSTREAM / "keys").glob("*.pem"))
+    assert len(paths) >= 2, paths  # the interop data's two cosign keys
+    for path in paths:
         assert load_public_keys(path.read_text())[0].key_type == "ecdsa-p256"
 
 
@@ -100,22 +103,6 @@ def test_each_curve_signs_with_its_own_hash_and_accepts_old_cosign_sha256(
         assert not public.verifies(key.sign(b"m", ec.ECDSA(digest)), b"n"), digest.name
     for digest in refused:
         assert not public.verifies(key.sign(b"m", ec.ECDSA(digest)), b"m"), digest.name
-
-
-def ed25519ph_sign(key: ed25519.Ed25519PrivateKey, data: bytes) -> bytes:
-    """Ed25519ph as cosign >= 2.4 signs with Ed25519 keys (libsodium's, through PyNaCl)."""
-    from nacl.bindings import (
-        crypto_sign_ed25519ph_final_create,
-        crypto_sign_ed25519ph_state,
-        crypto_sign_ed25519ph_update,
-        crypto_sign_seed_keypair,
-    )
-
-    seed = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
-    _, secret = crypto_sign_seed_keypair(seed)
-    state = crypto_sign_ed25519ph_state()
-    crypto_sign_ed25519ph_update(state, data)
-    return bytes(crypto_sign_ed25519ph_final_create(state, secret))
 
 
 def test_ed25519_accepts_pure_and_prehashed_signatures_and_signs_pure() -> None:

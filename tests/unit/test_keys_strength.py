@@ -57,8 +57,9 @@ from provider.keys import (
     public_pem,
     sign_bytes,
 )
-from tests.assets.keyless.world import World, issue_leaf, make_ca, pem
-from tests.support import configmap, make_key, public_key_pem, sign
+from tests.support.keyless import World, issue_leaf, make_ca, pem
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
 
 WYCHEPROOF = Path(__file__).resolve().parents[1] / "assets" / "wycheproof"
 D = "cosign.sigstore.dev"

@@ -29,8 +29,8 @@ import yaml
 
 from provider.service.config import ENV_PREFIX, Config
 from provider.service.devcerts import make_dev_pki
-from tests.gatekeeper_framework import provider_problems
-from tests.support import REPO
+from tests.support.data import REPO
+from tests.support.gatekeeper_framework import provider_problems
 
 MANIFESTS = REPO / "manifests"
 BASE = MANIFESTS / "base"
@@ -212,7 +212,9 @@ def test_names_and_namespaces_agree(overlay: str) -> None:
         url = urllib.parse.urlsplit(provider_template()["spec"]["url"])
         assert (url.scheme, url.hostname, url.port, url.path) == ("https", host, port["port"], "/v1/gatekeeper/verify")
     else:
-        for path in (REPO / "policies" / "kyverno").glob("verify-manifest-signature*/verify-manifest-signature*.yaml"):
+        policies = sorted((REPO / "policies" / "kyverno").glob("verify-manifest-signature*/verify-manifest-signature*.yaml"))
+        assert len(policies) >= 2, policies  # the apiCall policy and the CEL one
+        for path in policies:
             assert f"https://{host}:{port['port']}/v1/kyverno/verify" in path.read_text()
 
 

@@ -32,7 +32,7 @@ from provider.errors import MalformedMessage
 from provider.keys import sign_bytes
 from provider.parsing import KubectlSafeDumper, load_json, load_yaml_stream
 from provider.signing import dump_yaml
-from tests.support import make_key, public_key_pem
+from tests.support.keys import make_key, public_key_pem
 
 RESOLVE = "resolve.go resolve()"
 WORDS = "resolve.go resolveMap"

@@ -26,9 +26,9 @@ from provider.objects import _REF_FIELDS
 from provider.policy import KEY_OPERATIONS, OPERATIONS, PROFILES, Policy
 from provider.review import Review
 from provider.verifier import decide
-from tests.gatekeeper_framework import provider_problems
-from tests.opa import ConstraintTemplateEngine, handle_error, package_of, template_rego
-from tests.support import REPO, load_yaml
+from tests.support.data import REPO, load_yaml
+from tests.support.gatekeeper_framework import provider_problems
+from tests.support.opa import ConstraintTemplateEngine, handle_error, package_of, template_rego
 
 GATEKEEPER = REPO / "policies" / "gatekeeper"
 SIGNATURE = GATEKEEPER / "verify-manifest-signature"

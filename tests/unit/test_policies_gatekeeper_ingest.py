@@ -1,7 +1,7 @@
 """Every shipped ConstraintTemplate passes Gatekeeper's own ingestion rules, then compiles and runs.
 
 OPA accepting a module proves little: Gatekeeper's constraint framework adds
-rules of its own (``tests/gatekeeper_framework.py`` lists them with the
+rules of its own (``tests/support/gatekeeper_framework.py`` lists them with the
 framework source each comes from) and refuses a template that breaks one --
 after the API server has stored it, so ``kubectl apply`` succeeds and nothing
 is enforced. These tests put every template under ``policies/gatekeeper/``
@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.gatekeeper_framework import (
+from tests.support.data import REPO, load_yaml
+from tests.support.gatekeeper_framework import (
     ADMISSION_TARGET,
     IngestedTemplate,
     TemplateRefused,
@@ -32,8 +33,7 @@ from tests.gatekeeper_framework import (
     reads_inventory,
     structural_problems,
 )
-from tests.opa import ConstraintTemplateEngine, handle_error, package_of, parse_rego
-from tests.support import REPO, load_yaml
+from tests.support.opa import ConstraintTemplateEngine, handle_error, package_of, parse_rego
 
 GATEKEEPER = REPO / "policies" / "gatekeeper"
 TEMPLATES = sorted(GATEKEEPER.glob("*/template.yaml"))

@@ -5,195 +5,49 @@ source: variable substitution (a value that is exactly ``{{ path }}`` becomes
 the JSON at that path), the service call's body (the ``data`` list as one
 object), ``jmesPath`` (standard JMESPath only, checked on the syntax tree) and
 the ``default`` stored when the call fails, the deny conditions; for the
-``ValidatingPolicy`` its CEL, with ``cel-python``. The helpers here are shared
-with ``tests/integration/test_kyverno_policies.py``, which sends the bodies to
-the real service.
+``ValidatingPolicy`` its CEL, with ``cel-python`` (``tests/support/kyverno.py``,
+shared with ``tests/integration/test_kyverno_policies.py``, which sends the
+bodies to the real service).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import celpy
 import jmespath
 import pytest
-from celpy import celtypes
-from celpy.adapter import CELJSONEncoder, json_to_cel
 
 from provider.policy import Policy
 from provider.review import Review
 from provider.verifier import decide
-from tests.support import REPO, load_yaml
+from tests.support.data import REPO, load_yaml
+from tests.support.kyverno import (
+    APICALL,
+    CEL,
+    POLICIES,
+    SERVICE_PATH,
+    STANDARD_FUNCTIONS,
+    VARIABLE,
+    admission_request,
+    api_call,
+    cel_variables,
+    cel_verdict,
+    denied,
+    deny_message,
+    expected_results,
+    function_names,
+    policy_doc,
+    stored_verdict,
+    substitute,
+    to_python,
+)
 
-KYVERNO = REPO / "policies" / "kyverno"
 GATEKEEPER = REPO / "policies" / "gatekeeper"
-APICALL = KYVERNO / "verify-manifest-signature"
-CEL = KYVERNO / "verify-manifest-signature-cel"
-PULL = KYVERNO / "always-pull-private-images"
+PULL = POLICIES / "always-pull-private-images"
 POLICY_DIRS = [APICALL, CEL, PULL]
-SERVICE_PATH = "/v1/kyverno/verify"
-
-#: The functions of the JMESPath specification (jmespath.org/specification.html#built-in-functions).
-#: Kyverno adds its own (split, regex_match, ...); our policies use none of them.
-STANDARD_FUNCTIONS = frozenset({
-    "abs", "avg", "ceil", "contains", "ends_with", "floor", "join", "keys", "length", "map", "max", "max_by",
-    "merge", "min", "min_by", "not_null", "reverse", "sort", "sort_by", "starts_with", "sum", "to_array",
-    "to_number", "to_string", "type", "values",
-})  # fmt: skip
-
-_WHOLE_VARIABLE = re.compile(r"\A\{\{\s*(.+?)\s*\}\}\Z")
-_VARIABLE = re.compile(r"\{\{\s*(.+?)\s*\}\}")
-
-
-# --- Kyverno, reproduced ---------------------------------------------------------------
-
-
-def policy_doc(directory: Path) -> dict[str, Any]:
-    (doc,) = load_yaml(directory / f"{directory.name}.yaml")
-    return dict(doc)
-
-
-def substitute(value: Any, context: dict[str, Any]) -> Any:
-    """Kyverno's variable substitution: ``"{{ x }}"`` alone is x's JSON value; inside text, its text."""
-    if isinstance(value, dict):
-        return {k: substitute(v, context) for k, v in value.items()}
-    if isinstance(value, list):
-        return [substitute(v, context) for v in value]
-    if isinstance(value, str):
-        whole = _WHOLE_VARIABLE.match(value)
-        if whole:
-            return jmespath.search(whole.group(1), context)
-
-        def text(match: re.Match[str]) -> str:
-            found = jmespath.search(match.group(1), context)
-            return found if isinstance(found, str) else json.dumps(found)
-
-        return _VARIABLE.sub(text, value)
-    return value
-
-
-def api_call(doc: dict[str, Any]) -> dict[str, Any]:
-    (rule,) = doc["spec"]["rules"]
-    (entry,) = rule["context"]
-    return dict(entry["apiCall"])
-
-
-def request_body(doc: dict[str, Any], admission_request: dict[str, Any]) -> bytes:
-    """The body Kyverno POSTs: the ``data`` list as one JSON object, variables substituted."""
-    context = {"request": admission_request}
-    data = {item["key"]: substitute(item["value"], context) for item in api_call(doc)["data"]}
-    return json.dumps(data).encode()
-
-
-def stored_verdict(doc: dict[str, Any], answer: Any) -> Any:
-    """What the context entry holds after a successful call: the answer through ``jmesPath``."""
-    return jmespath.search(api_call(doc)["jmesPath"], answer)
-
-
-def denied(doc: dict[str, Any], verdict: Any) -> bool:
-    (rule,) = doc["spec"]["rules"]
-    conditions = rule["validate"]["deny"]["conditions"]["any"]
-    context = {"verdict": verdict}
-    for condition in conditions:
-        key = substitute(condition["key"], context)
-        if condition["operator"] == "NotEquals" and key != condition["value"]:
-            return True
-        if condition["operator"] == "Equals" and key == condition["value"]:
-            return True
-    return False
-
-
-def deny_message(doc: dict[str, Any], verdict: Any) -> str:
-    (rule,) = doc["spec"]["rules"]
-    return str(substitute(rule["validate"]["message"], {"verdict": verdict}))
-
-
-def function_names(expression: str) -> set[str]:
-    names: set[str] = set()
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == "function_expression":
-                names.add(node["value"])
-            for child in node.get("children", []):
-                walk(child)
-
-    walk(jmespath.compile(expression).parsed)
-    return names
-
-
-def admission_request(obj: dict[str, Any], operation: str = "CREATE", username: str = "alice@example.com") -> dict[str, Any]:
-    meta = obj.get("metadata", {})
-    return {
-        "uid": "2a5f4c3e-0000-4000-8000-000000000000",
-        "kind": {"group": "", "version": "v1", "kind": obj["kind"]},
-        "resource": {"group": "", "version": "v1", "resource": "configmaps"},
-        # The API server sets these on every request; subResource only for a subresource (omitempty).
-        "requestKind": {"group": "", "version": "v1", "kind": obj["kind"]},
-        "requestResource": {"group": "", "version": "v1", "resource": "configmaps"},
-        "name": meta.get("name"),
-        "namespace": meta.get("namespace"),
-        "operation": operation,
-        "userInfo": {"username": username, "groups": ["system:authenticated"]},
-        "object": obj,
-        "oldObject": None,
-        "dryRun": False,
-        "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
-    }
-
-
-# --- the CEL policy, evaluated -------------------------------------------------------------
-
-Post = Callable[[str, str, Any, dict[str, str]], Any]
-
-
-def to_python(value: Any) -> Any:
-    return json.loads(json.dumps(value, cls=CELJSONEncoder))
-
-
-def cel_variables(doc: dict[str, Any], request: dict[str, Any], post: Post) -> dict[str, Any]:
-    """Evaluate ``spec.variables`` in order, ``http.Client(ca).Post(url, body, headers)`` calling ``post(ca, ...)``."""
-    env = celpy.Environment()
-
-    def client(_http: Any, ca: Any) -> Any:
-        return celtypes.MapType({celtypes.StringType("caBundle"): ca})
-
-    def do_post(handle: Any, url: Any, body: Any, headers: Any) -> Any:
-        answer = post(str(handle[celtypes.StringType("caBundle")]), str(url), to_python(body), to_python(headers))
-        return json_to_cel(answer)
-
-    activation: dict[str, Any] = {
-        "object": json_to_cel(request["object"]),
-        "oldObject": json_to_cel(request["oldObject"]),
-        "request": json_to_cel(request),
-        "http": celtypes.MapType({}),
-    }
-    variables: dict[Any, Any] = {}
-    for variable in doc["spec"]["variables"]:
-        activation["variables"] = celtypes.MapType(variables)
-        program = env.program(env.compile(variable["expression"]), functions={"Client": client, "Post": do_post})
-        variables[celtypes.StringType(variable["name"])] = program.evaluate(activation)
-    return {str(k): v for k, v in variables.items()}
-
-
-def cel_validate(doc: dict[str, Any], variables: dict[str, Any]) -> tuple[bool, str]:
-    """(passes, message) for the one validation."""
-    env = celpy.Environment()
-    activation = {"variables": celtypes.MapType({celtypes.StringType(k): v for k, v in variables.items()})}
-    (validation,) = doc["spec"]["validations"]
-    passed = env.program(env.compile(validation["expression"])).evaluate(activation)
-    message = env.program(env.compile(validation["messageExpression"])).evaluate(activation)
-    return bool(passed), str(message)
-
-
-def cel_verdict(doc: dict[str, Any], answer: dict[str, Any]) -> tuple[bool, str]:
-    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "demo"}}
-    variables = cel_variables(doc, admission_request(obj), lambda ca, url, body, headers: answer)
-    return cel_validate(doc, variables)
 
 
 # --- every policy: layout, annotations, audit mode ---------------------------------------------
@@ -249,11 +103,6 @@ def test_kyverno_test_files_agree_with_the_policy(directory: Path) -> None:
     assert values["kind"] == "Values"
 
 
-def expected_results(directory: Path) -> dict[str, str]:
-    (test,) = load_yaml(directory / ".kyverno-test" / "kyverno-test.yaml")
-    return {name: result["result"] for result in test["results"] for name in result["resources"]}
-
-
 # --- the ClusterPolicy's service call ---------------------------------------------------------
 
 
@@ -284,7 +133,7 @@ def test_jmespath_uses_only_standard_functions() -> None:
                 c for each in rule["validate"].get("foreach", []) for block in ("all", "any")
                 for c in each["deny"]["conditions"].get(block, [])
             ]:
-                expressions.extend(_VARIABLE.findall(str(condition["key"])))
+                expressions.extend(VARIABLE.findall(str(condition["key"])))
         for expression in expressions:
             assert function_names(expression) <= STANDARD_FUNCTIONS, expression
 
@@ -382,7 +231,9 @@ def test_values_are_what_the_verifier_answers() -> None:
     ((entry,),) = [[p for p in values["policies"] if p["name"] == doc["metadata"]["name"]]]
     by_name = {r["name"]: r["values"] for r in entry["resources"]}
     expected = expected_results(APICALL)
-    for obj in load_yaml(APICALL / ".kyverno-test" / "resource.yaml"):
+    resources = load_yaml(APICALL / ".kyverno-test" / "resource.yaml")
+    assert len(resources) >= 2, resources  # a signed resource and a tampered one at least
+    for obj in resources:
         name = obj["metadata"]["name"]
         result = decide(Review.from_admission(admission_request(obj)), policy).to_dict()
         mocked = {k.removeprefix("verdict."): v for k, v in by_name[name].items()}
@@ -469,7 +320,7 @@ def rego_pull_violations(engine: Any, obj: dict[str, Any], prefixes: list[str]) 
 
 @pytest.fixture(scope="module")
 def pull_engine() -> Any:
-    from tests.opa import ConstraintTemplateEngine
+    from tests.support.opa import ConstraintTemplateEngine
 
     engine = ConstraintTemplateEngine((PULL_TEMPLATE / "src.rego").read_text())
     yield engine
@@ -479,7 +330,9 @@ def pull_engine() -> Any:
 def test_pull_policy_kyverno_results() -> None:
     doc = policy_doc(PULL)
     expected = expected_results(PULL)
-    for pod in load_yaml(PULL / ".kyverno-test" / "resource.yaml"):
+    pods = load_yaml(PULL / ".kyverno-test" / "resource.yaml")
+    assert len(pods) >= 2, pods  # a passing pod and a failing one at least
+    for pod in pods:
         result = "fail" if kyverno_pull_violations(doc, pod) else "pass"
         assert result == expected[pod["metadata"]["name"]], pod["metadata"]["name"]
 
@@ -499,10 +352,9 @@ def test_pull_policy_engines_agree(pull_engine: Any) -> None:
     (constraint,) = load_yaml(PULL_TEMPLATE / "samples" / "k8salwayspullprivateimages" / "constraint.yaml")
     prefixes = constraint["spec"]["parameters"]["privateRegistries"]
     assert sorted(patterns) == sorted(p + "*" for p in prefixes)
-    samples = PULL_TEMPLATE / "samples" / "k8salwayspullprivateimages"
-    objects = load_yaml(PULL / ".kyverno-test" / "resource.yaml") + [
-        load_yaml(path)[0] for path in sorted(samples.glob("example_*.yaml"))
-    ]
+    samples = sorted((PULL_TEMPLATE / "samples" / "k8salwayspullprivateimages").glob("example_*.yaml"))
+    assert len(samples) >= 2, samples  # allowed and disallowed examples
+    objects = load_yaml(PULL / ".kyverno-test" / "resource.yaml") + [load_yaml(path)[0] for path in samples]
     for obj in objects:
         rego = sorted(rego_pull_violations(pull_engine, obj, prefixes))
         assert rego == sorted(kyverno_pull_violations(doc, obj)), obj["metadata"]["name"]

@@ -3,7 +3,7 @@
 The CRDs are Kyverno v1.19's (``../shared/crds/kyverno``): ``ClusterPolicy``
 and ``ValidatingPolicy``, applied by the API server with strict field
 validation (``kubectl apply``'s default), so an unknown field is an error,
-not a silently dropped one. ``tests/kube_schema.py`` is the validator (it says
+not a silently dropped one. ``tests/support/kube_schema.py`` is the validator (it says
 why it is not a JSON Schema library); the table of broken policies shows it
 refusing what the API server refuses.
 
@@ -36,9 +36,9 @@ import pytest
 import yaml
 from lark import Tree
 
-from tests.kube_schema import keywords_in, validate_object
-from tests.support import REPO, SHARED, load_yaml
-from tests.unit.test_policies_kyverno import (
+from tests.support.data import REPO, SHARED, load_yaml
+from tests.support.kube_schema import keywords_in, validate_object
+from tests.support.kyverno import (
     STANDARD_FUNCTIONS,
     admission_request,
     cel_validate,

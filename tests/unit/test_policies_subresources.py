@@ -2,7 +2,7 @@
 
 For each shipped policy: the kinds it protects (read from its own match), and
 for each of them every subresource whose request the service must see
-(``tests/subresources.py``: verified, or denied unless the requester is
+(``tests/support/subresources.py``: verified, or denied unless the requester is
 exempt). Each such request must
 
 * Gatekeeper: be sent to Gatekeeper at all by the webhook rules of
@@ -29,7 +29,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.subresources import (
+from tests.support.data import REPO, load_yaml
+from tests.support.subresources import (
     KINDS,
     MUST_REACH_SERVICE,
     SUBRESOURCES,
@@ -41,7 +42,6 @@ from tests.subresources import (
     rules_send,
     subresources_of,
 )
-from tests.support import REPO, load_yaml
 
 GATEKEEPER = REPO / "policies" / "gatekeeper"
 KYVERNO = REPO / "policies" / "kyverno"

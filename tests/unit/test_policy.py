@@ -9,7 +9,8 @@ import pytest
 from provider.errors import PolicyError
 from provider.objects import ObjectIdentity
 from provider.policy import PROFILES, Policy, load_profile
-from tests.support import UPSTREAM, load_yaml, make_key, public_key_pem
+from tests.support.data import UPSTREAM, load_yaml
+from tests.support.keys import make_key, public_key_pem
 
 KEY = public_key_pem(make_key())
 KEY2 = public_key_pem(make_key("ecdsa-p256", 1))
@@ -84,7 +85,9 @@ def test_too_many_keys() -> None:
 
 
 def test_upstream_configs_parse() -> None:
-    for path in sorted((UPSTREAM / "configs").glob("*.yaml")):
+    paths = sorted((UPSTREAM / "configs").glob("*.yaml"))
+    assert len(paths) >= 4, paths  # the interop data's verification configs
+    for path in paths:
         (data,) = load_yaml(path)
         data.setdefault("keys", [KEY])
         Policy.from_dict(data)

@@ -37,8 +37,9 @@ from provider import Policy, Review, decide
 from provider.envelope import set_key
 from provider.keys import fingerprint_of, sign_bytes
 from provider.signing import dump_yaml
-from tests.assets.keyless.world import GOOGLE, SIGNED_AT, World, pem
-from tests.support import make_key, public_key_pem, sign
+from tests.support.keyless import GOOGLE, SIGNED_AT, World, pem
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import sign
 
 D = "cosign.sigstore.dev"
 ENVELOPE = (f"{D}/message", f"{D}/signature")

@@ -11,7 +11,9 @@ from provider import Policy, Review, decide
 from provider.envelope import read_envelope
 from provider.errors import RequestError
 from provider.signing import append_signature, dump_yaml, sign_documents, strip_envelope
-from tests.support import KYVERNO, UPSTREAM, configmap, load_yaml, make_key, public_key_pem
+from tests.support.data import KYVERNO, UPSTREAM, load_yaml
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap
 
 D = "cosign.sigstore.dev"
 

@@ -13,7 +13,8 @@ from provider import Policy, Review, decide
 from provider.envelope import encode_message
 from provider.keys import KEY_TYPES
 from provider.result import REASONS
-from tests.support import configmap, make_key, public_key_pem, sign
+from tests.support.keys import make_key, public_key_pem
+from tests.support.manifests import configmap, sign
 
 KEY = make_key()
 OTHER = make_key("ecdsa-p256", 1)

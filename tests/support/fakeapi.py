@@ -1,0 +1,666 @@
+"""A fake Kubernetes API server that replays the recordings in ``shared/dryrun/``.
+
+There is no API server on the machines the tests run on, so dry-run tests talk
+to this one: a standard-library HTTPS server on 127.0.0.1 (ephemeral port,
+its own throw-away CA) that answers with the *real* responses a
+kube-apiserver v1.36 gave (``shared/dryrun/README.md``). The real
+``kubernetes`` client reaches it through a generated kubeconfig
+(:meth:`FakeApiServer.kubeconfig`) with a bearer token, which it checks.
+
+What it answers
+---------------
+* ``GET`` of a recorded path (discovery: ``/version``, ``/api``, ``/apis``,
+  ``/api/v1``, ``/apis/<group>/<version>``; a few recorded objects): the recording.
+* ``POST <collection>?dryRun=All``: the recorded response for the same
+  request, matched on what stays stable when the client renames objects --
+
+  1. the collection path with the namespace segment taken out,
+  2. the body's ``kind``,
+  3. the *original* name: ``metadata.name`` (or ``generateName``) with the
+     renaming of :mod:`provider.dryrun` undone (a ``-dry-run`` suffix, with
+     or without a ``-<token>`` retry suffix; a CRD's ``dry-run[-<token>].``
+     group prefix), and
+  4. the body itself, compared with the recorded request body after the same
+     undoing (name, CRD group) and without ``metadata.namespace`` -- so a
+     changed manifest never gets the answer recorded for another.
+
+  The replayed object gets the requested name, namespace and CRD group, and
+  fresh server-generated values (the README calls the recorded ones
+  examples): a new ``uid`` (also where the recording repeats it, e.g. a Job's
+  ``controller-uid`` labels), timestamps, Service ``clusterIP(s)`` and
+  ``nodePort``/``healthCheckNodePort`` the request left unset, the
+  ``kube-api-access-xxxxx`` volume name, a ``generateName`` suffix.
+  Recorded error answers (422, 400) are replayed with the requested name.
+* A POST to a namespace that does not exist: the recorded 404 NotFound for
+  a missing namespace (``namespaces`` lists the ones that do).
+* Anything else: a real-shaped 404 -- the plain-text ``404 page not found``
+  the server gives for a group/version it does not serve, the JSON ``Status``
+  NotFound for an unknown resource of a known one; a dry-run POST without a
+  recording also gets the JSON 404, marked with an ``X-Fake-Unrecorded``
+  header saying why. A POST without ``dryRun=All`` is never answered with an
+  object (a real server would persist it).
+
+Faults (``server.fault = ...``; ``fault_scope`` = "post" (default) or "all"):
+``slow`` (sleep ``slow_seconds``, then answer), ``500`` (a Status
+InternalError; no recording exists, the shape is the API server's),
+``403`` (the recorded RBAC denials, re-worded for the resource asked),
+``422`` (the recorded Invalid Deployment, re-named), ``conflict-once`` (the
+first create of each original name gets the recorded 409 AlreadyExists).
+"Down" is :meth:`FakeApiServer.stop`: the port then refuses connections.
+
+Pacing (``server.pace = ...``): how the *right* answer is sent, for the
+dry-run deadline's tests; ``pace_scope`` = "post" (default), "all", or
+"retry" (only a create renamed after a name clash, ``<name>-dry-run-<token>``;
+combine with ``fault = "conflict-once"``). ``pace_seconds`` is the delay,
+``trickle_seconds`` the gap between bytes:
+
+* ``late-headers``: the whole answer ``pace_seconds`` late (as ``slow``);
+* ``late-body``: the headers at once, the body ``pace_seconds`` later;
+* ``late-headers-and-body``: each ``pace_seconds`` late (so the answer takes twice that);
+* ``trickle-headers``: the status line and headers one byte at a time, then the body;
+* ``trickle-body``: the headers at once, the body one byte at a time;
+* ``silent``: the request is read and never answered;
+* ``tls-stall``: every new connection is accepted and its TLS handshake
+  begins only ``pace_seconds`` later (whatever the scope: the request is not
+  known yet).
+
+Every wait ends when the server stops. The server's threads are named
+``fakeapi-...`` (:data:`THREAD_PREFIX`), so tests can tell them from the client's.
+
+Every request is logged (:attr:`FakeApiServer.requests`);
+:meth:`FakeApiServer.admission_request` shows a logged create as the
+``AdmissionRequest`` admission webhooks receive for it.
+
+:class:`TokenApi` is the same server holding bootstrap-token Secrets in
+``kube-system`` (and refusing to read the ones named in ``forbidden``), for the
+cluster-info check.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import copy
+import datetime
+import ipaddress
+import json
+import random
+import re
+import secrets
+import socket
+import ssl
+import tempfile
+import threading
+import uuid
+from dataclasses import dataclass, field
+from functools import lru_cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from provider.dryrun import CRD_GROUP_PREFIX, DRY_RUN_SUFFIX
+from tests.support.data import DRYRUN
+
+FAULTS = ("slow", "500", "403", "422", "conflict-once")
+PACES = ("late-headers", "late-body", "late-headers-and-body", "trickle-headers", "trickle-body", "silent", "tls-stall")
+#: The names of the server's threads begin with this.
+THREAD_PREFIX = "fakeapi-"
+#: Recordings that depend on who asks or on cluster state, served only by fault modes.
+_STATEFUL = ("rbac-", "create-already-exists-409", "pod-serviceaccount-missing", "create-in-missing-namespace", "create-deployment-in-missing-namespace")
+_RETRY_NAME = re.compile(re.escape(DRY_RUN_SUFFIX) + r"(?:-[a-z0-9]{5})?\Z")
+_CRD_GROUP = re.compile(re.escape(CRD_GROUP_PREFIX.rstrip(".")) + r"(?:-[a-z0-9]{5})?\.")
+_COLLECTION = re.compile(r"/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))(?:/namespaces/(?P<ns>[^/]+))?/(?P<res>[^/]+)\Z")
+_NOT_FOUND = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+              "message": "the server could not find the requested resource", "reason": "NotFound", "details": {}, "code": 404}  # fmt: skip
+
+
+def original_name(name: str) -> str:
+    """Undo :mod:`provider.dryrun`'s renaming (documented above)."""
+    name = _RETRY_NAME.sub("", name)
+    head, dot, rest = name.partition(".")
+    return head + dot + _CRD_GROUP.sub("", rest, count=1) if dot and _CRD_GROUP.match(rest) else name
+
+
+def _undo_renaming(body: Any) -> Any:
+    if not isinstance(body, dict):
+        return body
+    body = copy.deepcopy(body)
+    meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+    meta.pop("namespace", None)
+    if isinstance(meta.get("name"), str):
+        meta["name"] = original_name(meta["name"])
+    spec = body.get("spec")
+    if body.get("kind") == "CustomResourceDefinition" and isinstance(spec, dict) and isinstance(spec.get("group"), str):
+        spec["group"] = _CRD_GROUP.sub("", spec["group"], count=1)
+    return body
+
+
+def _leaves(value: Any, path: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], Any]:
+    if isinstance(value, dict):
+        return {p: v for k, item in value.items() for p, v in _leaves(item, (*path, k)).items()}
+    if isinstance(value, list):
+        return {p: v for i, item in enumerate(value) for p, v in _leaves(item, (*path, i)).items()}
+    return {path: value}
+
+
+@dataclass(frozen=True)
+class Recording:
+    stem: str
+    method: str
+    path: str
+    query: str
+    request_body: Any
+    status: int
+    content_type: str
+    body: Any
+
+    @classmethod
+    def load(cls, file: Path) -> Recording:
+        data = json.loads(file.read_text())
+        path, _, query = data["request"]["path"].partition("?")
+        response = data["response"]
+        return cls(f"{file.parent.name}/{file.stem}", data["request"]["method"], path, query, data["request"].get("body"),
+                   response["status"], response["headers"].get("content-type", "application/json"), response["body"])  # fmt: skip
+
+    @property
+    def collection_key(self) -> tuple[str, str, str] | None:
+        """(collection path without namespace, kind, original name) of a create."""
+        match = _COLLECTION.match(self.path)
+        body = self.request_body if isinstance(self.request_body, dict) else {}
+        meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+        if not match:
+            return None
+        name = meta.get("name") or meta.get("generateName") or ""
+        return _template(match), str(body.get("kind", "")), original_name(name)
+
+
+def _template(match: re.Match[str]) -> str:
+    root = "/api/v1" if match["cv"] else f"/apis/{match['g']}/{match['v']}"
+    return f"{root}/{'namespaces/{ns}/' if match['ns'] else ''}{match['res']}"
+
+
+#: The exchanges each folder of ``shared/dryrun`` holds today (docs/dryrun.md counts the 44 creates):
+#: fewer means the data is missing or cut short, and a test looking for recordings would find less than it thinks.
+RECORDED = {"discovery": 25, "create": 44, "edge": 39}
+
+
+@lru_cache(maxsize=1)
+def recordings() -> tuple[Recording, ...]:
+    files = []
+    for folder, least in RECORDED.items():
+        found = [f for f in sorted((DRYRUN / folder).glob("*.json")) if not f.name.startswith("_")]
+        assert len(found) >= least, f"{DRYRUN / folder}: {len(found)} recordings, expected at least {least}"
+        files += found
+    return tuple(Recording.load(f) for f in files)
+
+
+def recording(stem: str) -> Recording:
+    """A recording by ``<dir>/<file stem>``; a bare stem means ``create/<stem>``."""
+    wanted = stem if "/" in stem else f"create/{stem}"
+    return next(r for r in recordings() if r.stem == wanted)
+
+
+@lru_cache(maxsize=1)
+def _tls_material() -> tuple[bytes, bytes, bytes]:
+    """(CA certificate PEM, server certificate chain PEM, server key PEM) for 127.0.0.1."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake kube-apiserver CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+          .sign(ca_key, hashes.SHA256()))  # fmt: skip
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256()))  # fmt: skip
+    pem = serialization.Encoding.PEM
+    key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return ca.public_bytes(pem), cert.public_bytes(pem), key_pem
+
+
+@dataclass
+class Logged:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any
+    status: int = 0
+
+
+@dataclass
+class FakeApiServer:
+    """Start with :meth:`start` (or as a context manager); ``url``, ``token`` and ``kubeconfig()`` to connect."""
+
+    namespaces: set[str] = field(default_factory=lambda: {"default", "kube-system", "kube-public", "kube-node-lease"})
+    fault: str | None = None
+    fault_scope: str = "post"
+    slow_seconds: float = 5.0
+    pace: str | None = None
+    pace_scope: str = "post"
+    pace_seconds: float = 1.2
+    trickle_seconds: float = 0.05
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
+    username: str = "system:serviceaccount:manifest-provider:manifest-provider"
+    requests: list[Logged] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        self._gets = {r.path: r for r in recordings() if r.method == "GET" and not r.stem.startswith(("edge/rbac-",))}
+        self._creates: dict[tuple[str, str, str], list[Recording]] = {}
+        for r in recordings():
+            key = r.collection_key if r.method == "POST" and "dryRun=All" in r.query else None
+            if key and not r.stem.removeprefix("edge/").startswith(_STATEFUL):
+                self._creates.setdefault(key, []).append(r)
+        self._served = {p for p in self._gets if p.startswith(("/api/", "/apis/")) and p.count("/") == (2 if p.startswith("/api/") else 3)}
+        self._conflicted: set[str] = set()
+        self._closing = threading.Event()
+        self._lock = threading.Lock()
+        self._connections: set[socket.socket] = set()
+        self._server: ThreadingHTTPServer | None = None
+
+    # -- lifecycle --
+
+    def start(self) -> FakeApiServer:
+        ca, chain, key = _tls_material()
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        with tempfile.TemporaryDirectory() as tmp:
+            Path(tmp, "c.pem").write_bytes(chain)
+            Path(tmp, "k.pem").write_bytes(key)
+            context.load_cert_chain(Path(tmp, "c.pem"), Path(tmp, "k.pem"))
+        fake = self
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+
+            def get_request(self) -> tuple[socket.socket, Any]:
+                sock, addr = self.socket.accept()
+                # Headers and body go out in separate writes: without this, Nagle
+                # plus the client's delayed ACK adds ~40 ms to every answer.
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                with fake._lock:
+                    fake._connections.add(sock)
+                return context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # clients that time out and hang up are part of the tests
+
+            def process_request(self, request: Any, client_address: Any) -> None:
+                # As ThreadingMixIn's (daemon threads are not tracked), with a name.
+                name = f"{THREAD_PREFIX}handler"
+                threading.Thread(target=self.process_request_thread, args=(request, client_address), name=name, daemon=True).start()
+
+        self._server = Server(("127.0.0.1", 0), _handler(self))
+        serve = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"{THREAD_PREFIX}serve", daemon=True)
+        serve.start()
+        self.ca_pem = ca
+        return self
+
+    def stop(self) -> None:
+        """Stop serving: from now on the port refuses connections (the API server is down)."""
+        self._closing.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        with self._lock:
+            for sock in self._connections:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            self._connections.clear()
+
+    def __enter__(self) -> FakeApiServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def kubeconfig(self, path: Path, namespace: str = "default") -> Path:
+        """Write a kubeconfig for the real client (bearer token, this server's CA)."""
+        import yaml
+
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake", "preferences": {},
+            "clusters": [{"name": "fake", "cluster": {"server": self.url, "certificate-authority-data": base64.b64encode(self.ca_pem).decode()}}],
+            "users": [{"name": "fake", "user": {"token": self.token}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}],
+        }  # fmt: skip
+        path.write_text(yaml.safe_dump(config))
+        return path
+
+    # -- what was asked --
+
+    def creates(self) -> list[Logged]:
+        return [r for r in self.requests if r.method == "POST"]
+
+    def paced(self, logged: Logged) -> str | None:
+        """The pacing that applies to the answer to ``logged`` (None: at once)."""
+        if self.pace is None or self.pace == "tls-stall":
+            return None
+        name = str(((logged.body if isinstance(logged.body, dict) else {}).get("metadata") or {}).get("name", ""))
+        retried = re.search(re.escape(DRY_RUN_SUFFIX) + r"-[a-z0-9]{5}\Z", name) is not None
+        applies = {"all": True, "post": logged.method == "POST", "retry": logged.method == "POST" and retried}
+        return self.pace if applies.get(self.pace_scope, False) else None
+
+    def admission_request(self, logged: Logged) -> dict[str, Any]:
+        """The ``AdmissionRequest`` webhooks see for a logged create."""
+        match = _COLLECTION.match(logged.path)
+        assert match is not None, logged.path
+        group, version = (match["g"] or "", match["v"] or match["cv"])
+        body = logged.body if isinstance(logged.body, dict) else {}
+        meta = body.get("metadata") or {}
+        return {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": group, "version": version, "kind": body.get("kind")},
+            "resource": {"group": group, "version": version, "resource": match["res"]},
+            "name": meta.get("name", ""),
+            "namespace": match["ns"] or "",
+            "operation": "CREATE",
+            "userInfo": {"username": self.username, "groups": ["system:serviceaccounts", "system:authenticated"]},
+            "object": body,
+            "oldObject": None,
+            "dryRun": logged.query.get("dryRun") == ["All"],
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1", "dryRun": logged.query.get("dryRun", []),
+                        "fieldManager": (logged.query.get("fieldManager") or [""])[0]},
+        }  # fmt: skip
+
+    # -- answers --
+
+    def answer(self, logged: Logged) -> tuple[int, Any, dict[str, str]]:
+        if logged.method == "GET":
+            recorded = self._gets.get(logged.path)
+            if recorded is not None:
+                return recorded.status, recorded.body, {}
+            return self._not_found(logged.path)
+        if logged.method != "POST":
+            return self._not_found(logged.path)
+        return self._create(logged)
+
+    def _not_found(self, path: str, why: str = "") -> tuple[int, Any, dict[str, str]]:
+        match = _COLLECTION.match(path)
+        root = "/api/v1" if match and match["cv"] else (f"/apis/{match['g']}/{match['v']}" if match else path)
+        extra = {"X-Fake-Unrecorded": why} if why else {}
+        if root not in self._served and path not in ("/version", "/api", "/apis"):
+            return 404, recording("edge/unknown-group-get-404").body, extra
+        return 404, _NOT_FOUND, extra
+
+    def _create(self, logged: Logged) -> tuple[int, Any, dict[str, str]]:
+        match = _COLLECTION.match(logged.path)
+        body = logged.body if isinstance(logged.body, dict) else {}
+        meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+        if match is None:
+            return self._not_found(logged.path)
+        root = "/api/v1" if match["cv"] else f"/apis/{match['g']}/{match['v']}"
+        if root not in self._served:
+            return self._not_found(logged.path)
+        resources = {r["name"]: r for r in self._gets[root].body.get("resources", [])}
+        resource = resources.get(match["res"])
+        if resource is None:
+            return 404, recording("edge/unknown-resource-post-404").body, {}
+        namespace = match["ns"]
+        if namespace and namespace not in self.namespaces:
+            return 404, _reword(recording("edge/create-in-missing-namespace").body, {'"does-not-exist"': f'"{namespace}"'}, name=namespace), {}
+        if logged.query.get("dryRun") != ["All"]:
+            return self._not_found(logged.path, "not a dry-run: this fake never persists objects")
+        name = meta.get("name") or meta.get("generateName") or ""
+        key = (_template(match), str(body.get("kind", "")), original_name(str(name)))
+        fault = self._fault_answer(logged, resource, match, body, key)
+        if fault is not None:
+            return fault
+        wanted = _undo_renaming(body)
+        for recorded in self._creates.get(key, []):
+            if recorded.request_body == wanted:
+                return recorded.status, _replay(recorded, body, namespace), {}
+        why = "no recording for this collection, kind and name" if key not in self._creates else "recorded, but with another body"
+        return self._not_found(logged.path, why)
+
+    def _fault_answer(self, logged: Logged, resource: dict[str, Any], match: re.Match[str], body: dict[str, Any], key: tuple[str, str, str]) -> tuple[int, Any, dict[str, str]] | None:
+        group = match["g"] or ""
+        name = (body.get("metadata") or {}).get("name", "")
+        if self.fault == "500":
+            return 500, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "InternalError", "code": 500,
+                         "message": "Internal error occurred: etcdserver: request timed out", "details": {"causes": [{"message": "etcdserver: request timed out"}]}}, {}  # fmt: skip
+        if self.fault == "403":
+            return 403, _forbidden(resource["name"], group, match["ns"]), {}
+        if self.fault == "422":
+            recorded = recording("edge/create-invalid-deployment-422").body
+            kind = f"{body.get('kind')}.{group}" if group else str(body.get("kind"))
+            answer = _reword(recorded, {'Deployment.apps "Bad_Name"': f'{kind} "{name}"', '"Bad_Name"': f'"{name}"'}, name=name)
+            answer["details"].update({"group": group, "kind": body.get("kind")})
+            return 422, answer, {}
+        if self.fault == "conflict-once" and key[2] not in self._conflicted:
+            self._conflicted.add(key[2])
+            recorded = recording("edge/create-already-exists-409").body
+            answer = _reword(recorded, {'configmaps "edge-existing"': f'{resource["name"]} "{name}"'}, name=name)
+            answer["details"]["kind"] = resource["name"]
+            return 409, answer, {}
+        return None
+
+
+def _reword(status: dict[str, Any], table: dict[str, str], *, name: str) -> dict[str, Any]:
+    answer = copy.deepcopy(status)
+    for old, new in table.items():
+        answer["message"] = answer["message"].replace(old, new)
+    if isinstance(answer.get("details"), dict) and "name" in answer["details"]:
+        answer["details"]["name"] = name
+    return answer
+
+
+def _forbidden(resource: str, group: str, namespace: str | None) -> dict[str, Any]:
+    """The recorded RBAC denial, re-worded for another resource (the authorizer's sentence is fixed)."""
+    if namespace:
+        recorded = recording("edge/rbac-create-forbidden-403").body
+        table = {'configmaps is forbidden': f'{resource}{"." + group if group else ""} is forbidden', 'resource "configmaps"': f'resource "{resource}"',
+                 'API group ""': f'API group "{group}"', 'namespace "default"': f'namespace "{namespace}"'}  # fmt: skip
+    else:
+        recorded = recording("edge/rbac-create-clusterrole-forbidden-403").body
+        table = {"clusterroles.rbac.authorization.k8s.io is forbidden": f'{resource}{"." + group if group else ""} is forbidden',
+                 'resource "clusterroles"': f'resource "{resource}"', 'API group "rbac.authorization.k8s.io"': f'API group "{group}"'}  # fmt: skip
+    answer = _reword(recorded, table, name="")
+    answer["details"] = {"kind": resource, **({"group": group} if group else {})}
+    return answer
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _rebuild(value: Any, change: Any, path: tuple[Any, ...] = ()) -> Any:
+    if isinstance(value, dict):
+        return {k: _rebuild(v, change, (*path, k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rebuild(v, change, (*path, i)) for i, v in enumerate(value)]
+    return change(path, value)
+
+
+def _replay(recorded: Recording, body: dict[str, Any], namespace: str | None) -> Any:
+    """The recorded answer for this request: its name, namespace and group, fresh server-generated values.
+
+    A value the client sent differently from the recorded request (the name, a
+    CRD's group) is replaced where the client sent it; the old name and uid
+    are replaced where the *server* put them (paths absent from the recorded
+    request, e.g. a Job's ``job-name`` label), never in values the client
+    chose that happen to equal the name (an ``app: test-app`` label).
+    """
+    answer = copy.deepcopy(recorded.body)
+    asked = body.get("metadata") or {}
+    if not isinstance(answer, dict) or recorded.status >= 300:
+        name = asked.get("name", "")
+        old = (recorded.request_body.get("metadata") or {}).get("name", "")
+        return _reword(answer, {f'"{old}"': f'"{name}"'}, name=name) if isinstance(answer, dict) and old else answer
+    meta = answer.get("metadata") or {}
+    sent, was = _leaves(body), _leaves(recorded.request_body)
+    random_name = "".join(random.choices("bcdfghjklmnpqrstvwxz2456789", k=5))
+    generated = {
+        meta.get("name"): asked.get("name") or f"{asked.get('generateName', '')}{random_name}",
+        meta.get("uid"): str(uuid.uuid4()),
+    }
+    for volume in (answer.get("spec") or {}).get("volumes") or []:
+        if isinstance(volume, dict) and str(volume.get("name", "")).startswith("kube-api-access-"):
+            generated[volume["name"]] = "kube-api-access-" + "".join(random.choices("bcdfghjklmnpqrstvwxz2456789", k=5))
+    generated.pop(None, None)
+
+    def change(path: tuple[Any, ...], value: Any) -> Any:
+        if path in was:
+            return sent.get(path, value) if value == was[path] else value
+        return generated.get(value, value) if isinstance(value, str) else value
+
+    answer = _rebuild(answer, change)
+    meta = answer["metadata"]
+    meta["name"] = generated.get(meta.get("name"), meta.get("name"))
+    if namespace:
+        meta["namespace"] = namespace
+    meta["creationTimestamp"] = _now()
+    for entry in meta.get("managedFields") or []:
+        entry["time"] = meta["creationTimestamp"]
+    if answer.get("kind") == "Service":
+        _reallocate(answer.get("spec") or {}, body.get("spec") or {})
+    return answer
+
+
+def _reallocate(spec: dict[str, Any], asked: dict[str, Any]) -> None:
+    if not asked.get("clusterIP") and spec.get("clusterIP") not in (None, "None"):
+        base = ipaddress.ip_network(f"{spec['clusterIP']}/16", strict=False)
+        spec["clusterIP"] = str(base[random.randrange(2, 65000)])
+        if spec.get("clusterIPs"):
+            spec["clusterIPs"][0] = spec["clusterIP"]
+    asked_ports = asked.get("ports") or []
+    for i, port in enumerate(spec.get("ports") or []):
+        if "nodePort" in port and not (i < len(asked_ports) and asked_ports[i].get("nodePort")):
+            port["nodePort"] = random.randrange(30000, 32768)
+    if "healthCheckNodePort" in spec and not asked.get("healthCheckNodePort"):
+        spec["healthCheckNodePort"] = random.randrange(30000, 32768)
+
+
+def _handler(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as the real server; every answer has a Content-Length
+        server_version = "fake-kube-apiserver"
+
+        def setup(self) -> None:
+            self.request.settimeout(10)
+            if fake.pace == "tls-stall" and fake._closing.wait(fake.pace_seconds):
+                raise ConnectionAbortedError("the fake API server stopped during a stalled TLS handshake")
+            self.request.do_handshake()
+            super().setup()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _serve(self) -> None:
+            parts = urlsplit(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = raw.decode("utf-8", "replace")
+            wanted = ("Accept", "Content-Type", "User-Agent", "Authorization")
+            logged = Logged(self.command, parts.path, parse_qs(parts.query), {h: self.headers[h] for h in wanted if self.headers[h]}, body)
+            fake.requests.append(logged)
+            faulty = fake.fault is not None and (fake.fault_scope == "all" or self.command == "POST")
+            if faulty and fake.fault == "slow" and fake._closing.wait(fake.slow_seconds):
+                return
+            pace = fake.paced(logged)
+            if pace == "silent":
+                self.close_connection = True
+                fake._closing.wait()
+                return
+            if self.headers.get("Authorization") != f"Bearer {fake.token}":
+                status, answer, extra = 401, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                              "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, {}  # fmt: skip
+            else:
+                status, answer, extra = fake.answer(logged)
+            logged.status = status
+            if isinstance(answer, str):
+                data, content_type = answer.encode(), "text/plain; charset=utf-8"
+            else:
+                data, content_type = json.dumps(answer).encode(), "application/json"
+            if pace is not None:
+                self._send_paced(pace, status, content_type, data, extra)
+                return
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in extra.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:
+                pass  # the client gave up (a timeout test)
+
+        def _send_paced(self, pace: str, status: int, content_type: str, data: bytes, extra: dict[str, str]) -> None:
+            phrase = self.responses.get(status, ("",))[0]
+            fields = {"Content-Type": content_type, "Content-Length": str(len(data)), **extra}
+            head = f"HTTP/1.1 {status} {phrase}\r\n".encode() + b"".join(f"{k}: {v}\r\n".encode() for k, v in fields.items()) + b"\r\n"
+            steps: list[tuple[float, bytes]] = {
+                "late-headers": [(fake.pace_seconds, head + data)],
+                "late-body": [(0.0, head), (fake.pace_seconds, data)],
+                "late-headers-and-body": [(fake.pace_seconds, head), (fake.pace_seconds, data)],
+                "trickle-headers": [(fake.trickle_seconds, head[i : i + 1]) for i in range(len(head))] + [(0.0, data)],
+                "trickle-body": [(0.0, head)] + [(fake.trickle_seconds, data[i : i + 1]) for i in range(len(data))],
+            }[pace]
+            try:
+                for wait, chunk in steps:
+                    if wait and fake._closing.wait(wait):
+                        break
+                    self.wfile.write(chunk)
+            except OSError:
+                pass  # the client gave up: what the deadline is for
+            self.close_connection = True
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+    return Handler
+
+
+def runner_for(fake: FakeApiServer, directory: Path, **options: Any) -> Any:
+    """A real :class:`provider.kube.dryrun.KubeDryRunner` for ``fake``, built from a generated kubeconfig."""
+    from provider.kube.dryrun import KubeDryRunner
+
+    return KubeDryRunner.from_kubeconfig(str(fake.kubeconfig(directory / "kubeconfig")), **options)
+
+
+#: Where the API server serves kube-system's Secrets (bootstrap tokens live there).
+SECRET_PATH = "/api/v1/namespaces/kube-system/secrets/"
+
+
+@dataclass
+class TokenApi(FakeApiServer):
+    """The replaying fake API server, plus bootstrap-token Secrets and per-name refusals."""
+
+    secrets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    forbidden: set[str] = field(default_factory=set)
+
+    def answer(self, logged: Logged) -> tuple[int, Any, dict[str, str]]:
+        if logged.method == "GET" and logged.path.startswith(SECRET_PATH):
+            name = logged.path.removeprefix(SECRET_PATH)
+            if name in self.forbidden:
+                return 403, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "Forbidden", "code": 403,
+                             "message": f'secrets "{name}" is forbidden: User cannot get resource "secrets"'}, {}  # fmt: skip
+            if name in self.secrets:
+                return 200, self.secrets[name], {}
+            return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404,
+                         "message": f'secrets "{name}" not found', "details": {"name": name, "kind": "secrets"}}, {}  # fmt: skip
+        return super().answer(logged)
