@@ -29,6 +29,7 @@ test: install
 
 lint: install
 	$(VENV)/bin/ruff check provider tests bench tools
+	$(VENV)/bin/ruff format --check provider tests bench tools
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 

@@ -51,24 +51,57 @@ def event(i: int) -> dict[str, object]:
     ns = f"ns-{i}"
     if n == 0:
         user, verb = "system:kube-scheduler", "update"
-        ref = {"resource": "leases", "namespace": "kube-system", "name": "kube-scheduler", "apiGroup": "coordination.k8s.io", "apiVersion": "v1"}
-        body: object = {"kind": "Lease", "apiVersion": "coordination.k8s.io/v1", "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
-                        "spec": {"holderIdentity": f"vm_{i}", "leaseDurationSeconds": 15, "renewTime": "2026-11-21T11:57:30.624955Z"}}
+        ref = {
+            "resource": "leases",
+            "namespace": "kube-system",
+            "name": "kube-scheduler",
+            "apiGroup": "coordination.k8s.io",
+            "apiVersion": "v1",
+        }
+        body: object = {
+            "kind": "Lease",
+            "apiVersion": "coordination.k8s.io/v1",
+            "metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
+            "spec": {
+                "holderIdentity": f"vm_{i}",
+                "leaseDurationSeconds": 15,
+                "renewTime": "2026-11-21T11:57:30.624955Z",
+            },
+        }
     elif n == 1:
         user, verb = "system:serviceaccount:kube-system:replicaset-controller", "create"
         ref = {"resource": "pods", "namespace": ns, "name": f"web-{i}", "apiVersion": "v1"}
-        body = {"kind": "Pod", "apiVersion": "v1", "metadata": {"generateName": "web-", "namespace": ns, "labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "web", "image": "nginx:1.25", "resources": {}}], "restartPolicy": "Always"}}
+        body = {
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "metadata": {"generateName": "web-", "namespace": ns, "labels": {"app": "web"}},
+            "spec": {
+                "containers": [{"name": "web", "image": "nginx:1.25", "resources": {}}],
+                "restartPolicy": "Always",
+            },
+        }
     elif n == 2:
         user, verb = f"user-{i}", "create"
         ref = {"resource": "configmaps", "namespace": ns, "name": f"cm-{i}", "apiVersion": "v1"}
-        body = {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": f"cm-{i}", "namespace": ns}, "data": {"key": "x" * 200}}
+        body = {
+            "kind": "ConfigMap",
+            "apiVersion": "v1",
+            "metadata": {"name": f"cm-{i}", "namespace": ns},
+            "data": {"key": "x" * 200},
+        }
     else:
         user, verb = f"system:serviceaccount:{ns}:operator", "patch"
         ref = {"resource": "deployments", "namespace": ns, "name": "web", "apiGroup": "apps", "apiVersion": "v1"}
         body = {"spec": {"replicas": i % 7}}
-    return {**TEMPLATE, "auditID": f"00000000-0000-0000-0000-{i:012d}", "verb": verb, "requestURI": "/bench",
-            "user": {"username": user, "groups": ["system:authenticated"]}, "objectRef": ref, "requestObject": body}
+    return {
+        **TEMPLATE,
+        "auditID": f"00000000-0000-0000-0000-{i:012d}",
+        "verb": verb,
+        "requestURI": "/bench",
+        "user": {"username": user, "groups": ["system:authenticated"]},
+        "objectRef": ref,
+        "requestObject": body,
+    }
 
 
 def lines(count: int) -> Iterator[bytes]:
@@ -78,7 +111,23 @@ def lines(count: int) -> Iterator[bytes]:
 
 def run(count: int, policy: str) -> tuple[float, int, int]:
     """(seconds, peak RSS in KiB, exit code) of one CLI run over ``count`` generated events."""
-    cmd = [sys.executable, "-m", "provider.cli", "classify", "-f", "-", "--config", policy, "--by", "namespace", "--by", "user", "-o", "json", "--suggest"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "provider.cli",
+        "classify",
+        "-f",
+        "-",
+        "--config",
+        policy,
+        "--by",
+        "namespace",
+        "--by",
+        "user",
+        "-o",
+        "json",
+        "--suggest",
+    ]
     start = time.perf_counter()
     child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
     assert child.stdin is not None

@@ -107,7 +107,11 @@ def main() -> int:
         def compare_only() -> None:
             again = plan_dry_run(rec.request_body, "default")
             reference, real = reference_and_admitted(fetched, defaulted, rec.request_body, again)
-            assert not diff(without_envelope(reference, policy.annotation_domain), without_envelope(real, policy.annotation_domain), ignore)
+            assert not diff(
+                without_envelope(reference, policy.annotation_domain),
+                without_envelope(real, policy.annotation_domain),
+                ignore,
+            )
 
         results = {
             "floor": summary(measure(lambda: verify(as_signed, runner), args.seconds)),
@@ -127,10 +131,14 @@ def main() -> int:
     for name in ("floor", "dry_run_warm", "dry_run_cold", "create_only", "compare_only"):
         r = results[name]
         print(f"  {name:<14} median {r['median_ms']:8.3f} ms   p95 {r['p95_ms']:8.3f} ms   (n={r['n']})")
-    print(f"  dry-run adds {results['added_ms']['warm']:.3f} ms warm ({results['ratio_to_floor']['warm']}x the floor), "
-          f"{results['added_ms']['cold']:.3f} ms cold ({results['ratio_to_floor']['cold']}x)")
-    print(f"  of the warm addition: the create {results['create_only']['median_ms']:.3f} ms, "
-          f"planning and comparing by value {results['compare_only']['median_ms']:.3f} ms")
+    print(
+        f"  dry-run adds {results['added_ms']['warm']:.3f} ms warm ({results['ratio_to_floor']['warm']}x the floor), "
+        f"{results['added_ms']['cold']:.3f} ms cold ({results['ratio_to_floor']['cold']}x)"
+    )
+    print(
+        f"  of the warm addition: the create {results['create_only']['median_ms']:.3f} ms, "
+        f"planning and comparing by value {results['compare_only']['median_ms']:.3f} ms"
+    )
     return 0
 
 

@@ -59,12 +59,19 @@ PATH = "/v1/gatekeeper/verify"
 
 def gatekeeper_body() -> bytes:
     signer = generate_key("ecdsa-p256")
-    obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "bench", "namespace": "team"}, "data": {"k": "v"}}
+    obj = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "bench", "namespace": "team"},
+        "data": {"k": "v"},
+    }
     (signed,) = sign_documents([obj], signer)
     review = {"operation": "CREATE", "namespace": "team", "name": "bench", "object": signed,
               "userInfo": {"username": "alice", "groups": ["system:authenticated"]}}  # fmt: skip
     key = json.dumps({"review": review, "policy": {"keys": [public_pem(signer).decode()]}})
-    return json.dumps({"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": [key]}}).encode()
+    return json.dumps(
+        {"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": [key]}}
+    ).encode()
 
 
 def worker_cpu(server: Server) -> float:
@@ -132,7 +139,14 @@ def rsa_pki(directory: Path, dev: DevPki) -> DevPki:
     (directory / "server.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     (directory / "server.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                                              serialization.NoEncryption()))  # fmt: skip
-    return DevPki(directory, directory / "ca.crt", directory / "server.crt", directory / "server.key", dev.client_cert, dev.client_key)
+    return DevPki(
+        directory,
+        directory / "ca.crt",
+        directory / "server.crt",
+        directory / "server.key",
+        dev.client_cert,
+        dev.client_key,
+    )
 
 
 def _server_side(server: ssl.SSLSocket, spent: list[float]) -> None:

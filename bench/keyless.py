@@ -95,7 +95,10 @@ def main() -> None:
         "trusted_root_lookup": rate(lambda: load_trusted_root(root), args.seconds, batch=10),
     }
     base = figures["key_decide"]
-    report = {name: {"per_s": round(value), "us": round(1e6 / value, 1), "cost_vs_key_decide": round(base / value, 2)} for name, value in figures.items()}
+    report = {
+        name: {"per_s": round(value), "us": round(1e6 / value, 1), "cost_vs_key_decide": round(base / value, 2)}
+        for name, value in figures.items()
+    }
     if args.json:
         print(json.dumps(report, indent=2))
         return
@@ -108,7 +111,9 @@ def main() -> None:
         "trusted_root_lookup": "trusted root lookup (inline, cached)",
     }
     for name, row in report.items():
-        print(f"{labels[name]:>38}: {row['per_s']:8d}/s  {row['us']:8.1f} us  {row['cost_vs_key_decide']:6.2f}x a key decide()")
+        print(
+            f"{labels[name]:>38}: {row['per_s']:8d}/s  {row['us']:8.1f} us  {row['cost_vs_key_decide']:6.2f}x a key decide()"
+        )
 
 
 if __name__ == "__main__":

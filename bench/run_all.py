@@ -41,18 +41,31 @@ CLI = Path(PYTHON).parent / "manifest-provider"
 
 
 def run_json(script: str, *args: str) -> Any:
-    result = subprocess.run([PYTHON, str(BENCH / script), *args, "--json"], capture_output=True, text=True, cwd=REPO, check=False)
+    result = subprocess.run(
+        [PYTHON, str(BENCH / script), *args, "--json"], capture_output=True, text=True, cwd=REPO, check=False
+    )
     if result.returncode != 0:
         raise RuntimeError(f"{script} failed ({result.returncode}):\n{result.stderr[-3000:]}")
     return json.loads(result.stdout)
 
 
 def classify(events: int) -> dict[str, float]:
-    result = subprocess.run([PYTHON, str(BENCH / "classify.py"), "--events", str(events)], capture_output=True, text=True, cwd=REPO, check=True)
+    result = subprocess.run(
+        [PYTHON, str(BENCH / "classify.py"), "--events", str(events)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    )
     for line in result.stdout.splitlines():
         fields = line.split()
         if fields and fields[0] == str(events):
-            return {"events": events, "seconds": float(fields[1]), "events_per_s": float(fields[2]), "peak_rss_mib": float(fields[3])}
+            return {
+                "events": events,
+                "seconds": float(fields[1]),
+                "events_per_s": float(fields[2]),
+                "peak_rss_mib": float(fields[3]),
+            }
     raise RuntimeError(f"classify.py printed no row for {events} events:\n{result.stdout}")
 
 
@@ -64,13 +77,25 @@ def startup(repeat: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         key = generate_key("ecdsa-p256")
         Path(tmp, "key.pub").write_bytes(public_pem(key))
-        doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "ns"}, "data": {"k": "v"}}
+        doc = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "ns"},
+            "data": {"k": "v"},
+        }
         Path(tmp, "cm.yaml").write_text(dump_yaml(sign_documents([doc], key)))
         commands = {
             "python -c pass (floor)": [PYTHON, "-c", "pass"],
             "python -c 'import provider'": [PYTHON, "-c", "import provider"],
             "manifest-provider --version": [str(CLI), "--version"],
-            "manifest-provider verify (1 object, 1 key)": [str(CLI), "verify", "-f", f"{tmp}/cm.yaml", "-k", f"{tmp}/key.pub"],
+            "manifest-provider verify (1 object, 1 key)": [
+                str(CLI),
+                "verify",
+                "-f",
+                f"{tmp}/cm.yaml",
+                "-k",
+                f"{tmp}/key.pub",
+            ],
         }
         figures: dict[str, Any] = {}
         for label, cmd in commands.items():
@@ -88,14 +113,22 @@ def startup(repeat: int) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, help="measuring time per figure, passed to every bench (each has its own default)")
-    parser.add_argument("--soak-seconds", type=float, default=60.0, help="how long the soak holds 70%% of capacity (0: skip)")
+    parser.add_argument(
+        "--seconds", type=float, help="measuring time per figure, passed to every bench (each has its own default)"
+    )
+    parser.add_argument(
+        "--soak-seconds", type=float, default=60.0, help="how long the soak holds 70%% of capacity (0: skip)"
+    )
     parser.add_argument("--classify-events", type=int, default=100_000, help="audit events for the classify bench")
     parser.add_argument("--json", action="store_true", help="print every figure as one JSON document")
     args = parser.parse_args()
     seconds = ["--seconds", str(args.seconds)] if args.seconds else []
     report: dict[str, Any] = {
-        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "busy_percent_before": psutil.cpu_percent(interval=1.0)},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": sys.version.split()[0],
+            "busy_percent_before": psutil.cpu_percent(interval=1.0),
+        },
     }
     steps = [
         ("verify", lambda: run_json("verify.py", *seconds)),
@@ -127,12 +160,18 @@ def print_report(r: dict[str, Any]) -> None:
           f"floor {head['floor_per_s']:.0f}/s; ratio {head['ratio']:.2f}x")  # fmt: skip
     for section in ("by_size", "by_keys"):
         for label, row in v[section].items():
-            print(f"  {label:>14}: payload {row['payload_bytes']:6d} B  ours {1e6 / row['ours_per_s']:7.0f} us  floor {1e6 / row['floor_per_s']:7.0f} us  ratio {row['ratio']:.2f}x")
+            print(
+                f"  {label:>14}: payload {row['payload_bytes']:6d} B  ours {1e6 / row['ours_per_s']:7.0f} us  floor {1e6 / row['floor_per_s']:7.0f} us  ratio {row['ratio']:.2f}x"
+            )
     s = r["service"]
     print("\n## The HTTPS service (bench/service.py)")
     print(f"  floor (in-process decide, 1 core): {s['floor_per_s']:.0f}/s")
-    print(f"  single-key requests: {s['single_key_per_s']:.0f} verifications/s ({s['single_vs_two_core_floor']:.2f}x the 2-core floor)")
-    print(f"  50-key requests:     {s['batch_50_per_s']:.0f} verifications/s ({s['batch_vs_two_core_floor']:.2f}x the 2-core floor)")
+    print(
+        f"  single-key requests: {s['single_key_per_s']:.0f} verifications/s ({s['single_vs_two_core_floor']:.2f}x the 2-core floor)"
+    )
+    print(
+        f"  50-key requests:     {s['batch_50_per_s']:.0f} verifications/s ({s['batch_vs_two_core_floor']:.2f}x the 2-core floor)"
+    )
     for key, label in (("single_key_at_100_rps", "1 key at 100 req/s"), ("cache_hit", "cache hit at 100 req/s"),
                        ("cache_hit_back_to_back", "cache hit back to back"), ("healthz_at_100_rps", "GET /healthz at 100 req/s")):  # fmt: skip
         row = s[key]
@@ -142,10 +181,14 @@ def print_report(r: dict[str, Any]) -> None:
     print("\n## Dry-run path (bench/dryrun.py)")
     for key in ("floor", "dry_run_warm", "dry_run_cold", "create_only", "compare_only"):
         print(f"  {key:<14}: median {d[key]['median_ms']:.2f} ms  p95 {d[key]['p95_ms']:.2f} ms")
-    print(f"  dry-run adds {d['added_ms']['warm']:.2f} ms warm ({d['ratio_to_floor']['warm']}x), {d['added_ms']['cold']:.2f} ms cold ({d['ratio_to_floor']['cold']}x)")
+    print(
+        f"  dry-run adds {d['added_ms']['warm']:.2f} ms warm ({d['ratio_to_floor']['warm']}x), {d['added_ms']['cold']:.2f} ms cold ({d['ratio_to_floor']['cold']}x)"
+    )
     print("\n## Keyless (bench/keyless.py)")
     for key, row in r["keyless"].items():
-        print(f"  {key:<22}: {row['per_s']:7d}/s  {row['us']:9.1f} us  {row['cost_vs_key_decide']:6.2f}x a key decide()")
+        print(
+            f"  {key:<22}: {row['per_s']:7d}/s  {row['us']:9.1f} us  {row['cost_vs_key_decide']:6.2f}x a key decide()"
+        )
     c = r["classify"]
     print("\n## classify (bench/classify.py)")
     print(f"  {c['events']} audit events: {c['events_per_s']:.0f} events/s, peak RSS {c['peak_rss_mib']:.1f} MiB")
@@ -156,8 +199,12 @@ def print_report(r: dict[str, Any]) -> None:
         k = r["soak"]
         lat, mem = k["latency"], k["memory"]
         print(f"\n## Load (bench/soak.py, {k['seconds']:.0f} s)")
-        print(f"  capacity {k['capacity_rps']:.0f} req/s (mixed traffic); held {k['target_rps']:.0f} req/s -> {k['achieved_rps']:.0f} req/s")
-        print(f"  latency p50 {lat['p50_ms']:.1f} ms  p90 {lat['p90_ms']:.1f} ms  p99 {lat['p99_ms']:.1f} ms  p99.9 {lat['p999_ms']:.1f} ms  max {lat['max_ms']:.1f} ms")
+        print(
+            f"  capacity {k['capacity_rps']:.0f} req/s (mixed traffic); held {k['target_rps']:.0f} req/s -> {k['achieved_rps']:.0f} req/s"
+        )
+        print(
+            f"  latency p50 {lat['p50_ms']:.1f} ms  p90 {lat['p90_ms']:.1f} ms  p99 {lat['p99_ms']:.1f} ms  p99.9 {lat['p999_ms']:.1f} ms  max {lat['max_ms']:.1f} ms"
+        )
         print(f"  5xx {k['server_errors_5xx']}, wrong verdicts {sum(k['wrong_verdicts'].values())}, transport errors {sum(k['transport_errors'].values())}; "
               f"worker RSS {mem['baseline_mib']:.0f} -> {mem['final_mib']:.0f} MiB ({mem['growth']:+.1%}); {'passed' if k['passed'] else 'FAILED'}")  # fmt: skip
 

@@ -144,7 +144,9 @@ def back_to_back(server: Server, body: bytes, count: int) -> list[float]:
     return latencies
 
 
-def paced_latencies(server: Server, bodies: list[bytes], per_second: float, method: str = "POST", path: str = PATH) -> list[float]:
+def paced_latencies(
+    server: Server, bodies: list[bytes], per_second: float, method: str = "POST", path: str = PATH
+) -> list[float]:
     """Seconds each request took, sent on a fixed schedule over one kept-alive connection."""
     conn = server.connection()
     latencies = []
@@ -175,7 +177,9 @@ def server_seconds(server: Server) -> tuple[float, float]:
     total = count = 0.0
     for family in text_string_to_metric_families(body.decode()):
         for sample in family.samples:
-            if sample.labels.get("route") == PATH and sample.name.startswith("manifest_provider_request_duration_seconds"):
+            if sample.labels.get("route") == PATH and sample.name.startswith(
+                "manifest_provider_request_duration_seconds"
+            ):
                 if sample.name.endswith("_sum"):
                     total += sample.value
                 elif sample.name.endswith("_count"):
@@ -191,18 +195,27 @@ def percentiles(values: list[float]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per throughput figure")
-    parser.add_argument("--clients", type=int, default=8, help="concurrent kept-alive connections (spread over the workers)")
+    parser.add_argument(
+        "--clients", type=int, default=8, help="concurrent kept-alive connections (spread over the workers)"
+    )
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
-    parser.add_argument("--log-level", default="info", help="the server's log level (info logs every decision, as in production)")
+    parser.add_argument(
+        "--log-level", default="info", help="the server's log level (info logs every decision, as in production)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args()
 
     # Others' processes share the machine: say how busy it was, so the figures can be read.
     busy = psutil.cpu_percent(interval=1.0)
     workload = Workload()
-    report: dict[str, Any] = {"machine_busy_percent_before": busy, "floor_per_s": workload.floor(min(args.seconds, 3.0))}
+    report: dict[str, Any] = {
+        "machine_busy_percent_before": busy,
+        "floor_per_s": workload.floor(min(args.seconds, 3.0)),
+    }
     env = {"MANIFEST_PROVIDER_LOG_LEVEL": args.log_level}
-    with running_server(env=env, args=("--workers", str(args.workers), "--threads", str(max(8, args.clients * 2)))) as server:
+    with running_server(
+        env=env, args=("--workers", str(args.workers), "--threads", str(max(8, args.clients * 2)))
+    ) as server:
         # Warm up every worker (imports, the compiled policy, profiles).
         throughput(server, workload, 1, args.clients, 1.0)
         report["single_key_per_s"] = throughput(server, workload, 1, args.clients, args.seconds)
@@ -217,23 +230,42 @@ def main() -> None:
         report["cache_hit"]["server_mean_ms"] = (after[0] - before[0]) / max(1.0, after[1] - before[1]) * 1000
         report["cache_hit_back_to_back"] = percentiles(back_to_back(server, hit, int(100 * args.seconds)))
         # What any request pays on an idle connection: gunicorn hands it from its poller to a thread and back.
-        report["healthz_at_100_rps"] = percentiles(paced_latencies(server, [b""] * int(100 * args.seconds), 100, "GET", "/healthz"))
+        report["healthz_at_100_rps"] = percentiles(
+            paced_latencies(server, [b""] * int(100 * args.seconds), 100, "GET", "/healthz")
+        )
     two_cores = 2 * report["floor_per_s"]
     report["batch_vs_two_core_floor"] = report["batch_50_per_s"] / two_cores
     report["single_vs_two_core_floor"] = report["single_key_per_s"] / two_cores
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    lat, hit, b2b, probe = report["single_key_at_100_rps"], report["cache_hit"], report["cache_hit_back_to_back"], report["healthz_at_100_rps"]
-    print(f"workload: signed Deployment (bench/verify.py), 1 ECDSA P-256 key; {args.workers} workers, {args.clients} clients, TLS 1.3 + client certs")
+    lat, hit, b2b, probe = (
+        report["single_key_at_100_rps"],
+        report["cache_hit"],
+        report["cache_hit_back_to_back"],
+        report["healthz_at_100_rps"],
+    )
+    print(
+        f"workload: signed Deployment (bench/verify.py), 1 ECDSA P-256 key; {args.workers} workers, {args.clients} clients, TLS 1.3 + client certs"
+    )
     print(f"  floor (in-process decide, 1 core) : {report['floor_per_s']:8.0f} verifications/s")
-    print(f"  single-key requests               : {report['single_key_per_s']:8.0f} verifications/s  ({report['single_vs_two_core_floor']:.2f} x 2-core floor)")
-    print(f"  50-key requests                   : {report['batch_50_per_s']:8.0f} verifications/s  ({report['batch_vs_two_core_floor']:.2f} x 2-core floor; goal >= 0.5)")
-    print(f"  single key at 100 req/s           : p50 {lat['p50_ms']:.2f} ms  p99 {lat['p99_ms']:.2f} ms  (goal p99 < 20 ms)")
-    print(f"  cache hit                         : p50 {hit['p50_ms']:.2f} ms  p99 {hit['p99_ms']:.2f} ms round trip; "
-          f"{hit['server_mean_ms']:.2f} ms in the server (goal < 1 ms)")
+    print(
+        f"  single-key requests               : {report['single_key_per_s']:8.0f} verifications/s  ({report['single_vs_two_core_floor']:.2f} x 2-core floor)"
+    )
+    print(
+        f"  50-key requests                   : {report['batch_50_per_s']:8.0f} verifications/s  ({report['batch_vs_two_core_floor']:.2f} x 2-core floor; goal >= 0.5)"
+    )
+    print(
+        f"  single key at 100 req/s           : p50 {lat['p50_ms']:.2f} ms  p99 {lat['p99_ms']:.2f} ms  (goal p99 < 20 ms)"
+    )
+    print(
+        f"  cache hit                         : p50 {hit['p50_ms']:.2f} ms  p99 {hit['p99_ms']:.2f} ms round trip; "
+        f"{hit['server_mean_ms']:.2f} ms in the server (goal < 1 ms)"
+    )
     print(f"  cache hit, back to back           : p50 {b2b['p50_ms']:.2f} ms  p99 {b2b['p99_ms']:.2f} ms round trip")
-    print(f"  GET /healthz at 100 req/s         : p50 {probe['p50_ms']:.2f} ms  p99 {probe['p99_ms']:.2f} ms (the idle-connection baseline)")
+    print(
+        f"  GET /healthz at 100 req/s         : p50 {probe['p50_ms']:.2f} ms  p99 {probe['p99_ms']:.2f} ms (the idle-connection baseline)"
+    )
     print(f"  (the machine was {report['machine_busy_percent_before']:.0f}% busy with other work just before the run)")
 
 

@@ -86,10 +86,16 @@ class Traffic:
                       "userInfo": {"username": USER.decode(), "groups": ["system:authenticated"]}, "object": obj}  # fmt: skip
             key = json.dumps({"review": review, "policy": policy})
             self.templates[kind, GATEKEEPER] = json.dumps(
-                {"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": [key]}}
+                {
+                    "apiVersion": "externaldata.gatekeeper.sh/v1beta1",
+                    "kind": "ProviderRequest",
+                    "request": {"keys": [key]},
+                }
             ).encode()
             self.templates[kind, KYVERNO] = json.dumps({"request": review, "policy": policy}).encode()
-        self.templates["garbage", GATEKEEPER] = b'{"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "request": {"keys": [' + USER + b"]}"
+        self.templates["garbage", GATEKEEPER] = (
+            b'{"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "request": {"keys": [' + USER + b"]}"
+        )
         self.templates["garbage", KYVERNO] = b"\x1f\x8b not even JSON " + USER
         self.schedule = [(kind, route) for kind, route, weight in MIX for _ in range(weight)]
         self._serial = itertools.count()
@@ -215,7 +221,9 @@ def worker_rss(server: Server) -> tuple[int, list[int]]:
     return total, sorted(pids)
 
 
-def hold(server: Server, traffic: Traffic, rate: float, seconds: float, *, senders: int, on_second: Callable[[float], None]) -> tuple[Tally, float]:
+def hold(
+    server: Server, traffic: Traffic, rate: float, seconds: float, *, senders: int, on_second: Callable[[float], None]
+) -> tuple[Tally, float]:
     """Send at ``rate`` per second for ``seconds`` (open loop); ``on_second(elapsed)`` runs once a second."""
     tally = Tally()
     counter = itertools.count()
@@ -252,7 +260,13 @@ def percentiles(values: list[float]) -> dict[str, float]:
     if len(values) < 2:
         return {}
     cuts = statistics.quantiles(values, n=1000, method="inclusive")
-    return {"p50_ms": cuts[499] * 1000, "p90_ms": cuts[899] * 1000, "p99_ms": cuts[989] * 1000, "p999_ms": cuts[998] * 1000, "max_ms": max(values) * 1000}
+    return {
+        "p50_ms": cuts[499] * 1000,
+        "p90_ms": cuts[899] * 1000,
+        "p99_ms": cuts[989] * 1000,
+        "p999_ms": cuts[998] * 1000,
+        "max_ms": max(values) * 1000,
+    }
 
 
 def run(
@@ -282,7 +296,14 @@ def run(
         report["target_rps"] = rate
         _, pids_before = worker_rss(server)
         samples: list[tuple[float, int]] = []
-        tally, elapsed = hold(server, traffic, rate, seconds, senders=senders, on_second=lambda t: samples.append((t, worker_rss(server)[0])))
+        tally, elapsed = hold(
+            server,
+            traffic,
+            rate,
+            seconds,
+            senders=senders,
+            on_second=lambda t: samples.append((t, worker_rss(server)[0])),
+        )
         _, pids_after = worker_rss(server)
     report["achieved_rps"] = len(tally.latencies) / elapsed
     report["requests"] = dict(tally.by_kind)
@@ -312,11 +333,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=600.0, help="how long to hold the load (default 600)")
     parser.add_argument("--capacity-seconds", type=float, default=10.0, help="how long to measure capacity")
-    parser.add_argument("--load", type=float, default=0.7, help="fraction of the measured capacity to hold (default 0.7)")
+    parser.add_argument(
+        "--load", type=float, default=0.7, help="fraction of the measured capacity to hold (default 0.7)"
+    )
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     parser.add_argument("--clients", type=int, default=8, help="connections for the capacity run")
     parser.add_argument("--senders", type=int, default=16, help="connections for the held load")
-    parser.add_argument("--warmup", type=float, help="seconds before memory is compared (default 20%% of the run, 10-60 s)")
+    parser.add_argument(
+        "--warmup", type=float, help="seconds before memory is compared (default 20%% of the run, 10-60 s)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args()
     report = run(seconds=args.seconds, capacity_seconds=args.capacity_seconds, load=args.load, workers=args.workers,
@@ -325,8 +350,12 @@ def main() -> int:
         print(json.dumps(report, indent=2))
     else:
         lat, mem = report["latency"], report["memory"]
-        print(f"capacity: {report['capacity_rps']:.0f} req/s ({args.workers} workers, {args.clients} clients, mixed traffic, TLS + client certs)")
-        print(f"held {args.load:.0%}: {report['target_rps']:.0f} req/s for {args.seconds:.0f} s -> {report['achieved_rps']:.0f} req/s, {report['answered']} answers")
+        print(
+            f"capacity: {report['capacity_rps']:.0f} req/s ({args.workers} workers, {args.clients} clients, mixed traffic, TLS + client certs)"
+        )
+        print(
+            f"held {args.load:.0%}: {report['target_rps']:.0f} req/s for {args.seconds:.0f} s -> {report['achieved_rps']:.0f} req/s, {report['answered']} answers"
+        )
         print(f"  mix: {report['requests']}")
         print(f"  latency (from when due): p50 {lat['p50_ms']:.1f} ms  p90 {lat['p90_ms']:.1f} ms  p99 {lat['p99_ms']:.1f} ms  "
               f"p99.9 {lat['p999_ms']:.1f} ms  max {lat['max_ms']:.1f} ms")  # fmt: skip

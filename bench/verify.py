@@ -50,14 +50,22 @@ def deployment(containers: int = 2, env: int = 12) -> dict[str, Any]:
             "ports": [{"name": "http", "containerPort": 8080 + i, "protocol": "TCP"}],
             "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
             "readinessProbe": {"httpGet": {"path": "/readyz", "port": 8080 + i}, "periodSeconds": 10},
-            "securityContext": {"runAsNonRoot": True, "readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False},
+            "securityContext": {
+                "runAsNonRoot": True,
+                "readOnlyRootFilesystem": True,
+                "allowPrivilegeEscalation": False,
+            },
             "volumeMounts": [{"name": "config", "mountPath": "/etc/app", "readOnly": True}],
         }
 
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web", "team": "payments", "tier": "frontend"}},
+        "metadata": {
+            "name": "web",
+            "namespace": "shop",
+            "labels": {"app": "web", "team": "payments", "tier": "frontend"},
+        },
         "spec": {
             "replicas": 3,
             "selector": {"matchLabels": {"app": "web"}},
@@ -77,9 +85,22 @@ def admitted(signed: dict[str, Any]) -> dict[str, Any]:
     """The signed object as the API server hands it to admission on update."""
     obj = copy.deepcopy(signed)
     obj["metadata"].update(
-        {"uid": "3f0c9a1e-6c1e-4a53-9d6f-0b2d1f0e7c11", "resourceVersion": "812734", "generation": 4,
-         "creationTimestamp": "2026-11-02T09:14:11Z",
-         "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "apps/v1", "time": "2026-11-02T09:14:11Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {}}}}]}
+        {
+            "uid": "3f0c9a1e-6c1e-4a53-9d6f-0b2d1f0e7c11",
+            "resourceVersion": "812734",
+            "generation": 4,
+            "creationTimestamp": "2026-11-02T09:14:11Z",
+            "managedFields": [
+                {
+                    "manager": "kubectl-client-side-apply",
+                    "operation": "Update",
+                    "apiVersion": "apps/v1",
+                    "time": "2026-11-02T09:14:11Z",
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:spec": {"f:replicas": {}}},
+                }
+            ],
+        }
     )
     obj["status"] = {"observedGeneration": 4, "replicas": 3, "readyReplicas": 3, "availableReplicas": 3}
     return obj
@@ -105,7 +126,12 @@ def measure(doc: dict[str, Any], keys: int, seconds: float) -> dict[str, float]:
 
     ours_rate = rate(lambda: decide(review, policy), seconds)
     floor_rate = rate(floor, seconds)
-    return {"payload_bytes": len(payload), "ours_per_s": ours_rate, "floor_per_s": floor_rate, "ratio": floor_rate / ours_rate}
+    return {
+        "payload_bytes": len(payload),
+        "ours_per_s": ours_rate,
+        "floor_per_s": floor_rate,
+        "ratio": floor_rate / ours_rate,
+    }
 
 
 def main() -> None:
@@ -123,11 +149,15 @@ def main() -> None:
     head = report["headline"]
     print(f"signed Deployment, payload {head['payload_bytes']} bytes, 1 ECDSA P-256 key")
     print(f"  ours : {head['ours_per_s']:8.0f} verifications/s  ({1e6 / head['ours_per_s']:.0f} us each)")
-    print(f"  floor: {head['floor_per_s']:8.0f} /s  (1 ECDSA P-256 verify + C-loader parse, {1e6 / head['floor_per_s']:.0f} us)")
+    print(
+        f"  floor: {head['floor_per_s']:8.0f} /s  (1 ECDSA P-256 verify + C-loader parse, {1e6 / head['floor_per_s']:.0f} us)"
+    )
     print(f"  ratio: {head['ratio']:.2f}x the floor (goal <= 1.5x)")
     for section in ("by_size", "by_keys"):
         for label, row in report[section].items():
-            print(f"  {label:>14}: payload {row['payload_bytes']:6d} B  ours {row['ours_per_s']:7.0f}/s  floor {row['floor_per_s']:7.0f}/s  ratio {row['ratio']:.2f}x")
+            print(
+                f"  {label:>14}: payload {row['payload_bytes']:6d} B  ours {row['ours_per_s']:7.0f}/s  floor {row['floor_per_s']:7.0f}/s  ratio {row['ratio']:.2f}x"
+            )
 
 
 if __name__ == "__main__":

@@ -61,8 +61,10 @@ def chooses(signed: dict[str, Any]) -> bool:
     return kind_of(signed) in (_SERVICE, _DAEMONSET)
 
 
-def adopt_server_choices(reference: dict[str, Any], admitted: dict[str, Any], signed: dict[str, Any], *, allocated_in_reference: bool) -> None:
-    """Copy into ``reference`` (changed in place) the values the server chose for ``admitted`` where ``signed`` left them to it."""
+def adopt_server_choices(
+    reference: dict[str, Any], admitted: dict[str, Any], signed: dict[str, Any], *, allocated_in_reference: bool
+) -> None:
+    """Copy into ``reference`` (in place) what the server chose for ``admitted`` where ``signed`` left it open."""
     kind = kind_of(signed)
     if kind == _SERVICE:
         _adopt_service(reference, admitted, signed, allocated_in_reference)
@@ -71,7 +73,7 @@ def adopt_server_choices(reference: dict[str, Any], admitted: dict[str, Any], si
 
 
 def with_server_choices(signed: dict[str, Any], admitted: dict[str, Any]) -> dict[str, Any]:
-    """The signed document itself as the reference of a direct comparison, with the server's choices adopted (a copy when any is)."""
+    """The signed document as the reference of a direct comparison, the server's choices adopted (then a copy)."""
     if not chooses(signed):
         return signed
     reference = copy.deepcopy(signed)
@@ -79,8 +81,14 @@ def with_server_choices(signed: dict[str, Any], admitted: dict[str, Any]) -> dic
     return reference
 
 
-def _adopt_service(reference: dict[str, Any], admitted: dict[str, Any], signed: dict[str, Any], in_reference: bool) -> None:
-    ref_spec, adm, sig = reference.setdefault("spec", {}), child_mapping(admitted, "spec"), child_mapping(signed, "spec")
+def _adopt_service(
+    reference: dict[str, Any], admitted: dict[str, Any], signed: dict[str, Any], in_reference: bool
+) -> None:
+    ref_spec, adm, sig = (
+        reference.setdefault("spec", {}),
+        child_mapping(admitted, "spec"),
+        child_mapping(signed, "spec"),
+    )
     if not isinstance(ref_spec, dict):
         return
 
@@ -101,10 +109,16 @@ def _adopt_service(reference: dict[str, Any], admitted: dict[str, Any], signed: 
             ref_ips.append(adm_ip)
     if ref_ips and not in_reference:
         ref_spec["clusterIPs"] = ref_ips
-    if not sig.get("healthCheckNodePort") and allocated(ref_spec.get("healthCheckNodePort"), _is_port) and _is_port(adm.get("healthCheckNodePort")):
+    if (
+        not sig.get("healthCheckNodePort")
+        and allocated(ref_spec.get("healthCheckNodePort"), _is_port)
+        and _is_port(adm.get("healthCheckNodePort"))
+    ):
         ref_spec["healthCheckNodePort"] = adm["healthCheckNodePort"]
     sig_ports = child_list(sig, "ports")
-    for i, (ref_port, adm_port) in enumerate(zip(child_list(ref_spec, "ports"), child_list(adm, "ports"), strict=False)):
+    for i, (ref_port, adm_port) in enumerate(
+        zip(child_list(ref_spec, "ports"), child_list(adm, "ports"), strict=False)
+    ):
         sig_port = sig_ports[i] if i < len(sig_ports) and isinstance(sig_ports[i], dict) else {}
         if not isinstance(ref_port, dict) or not isinstance(adm_port, dict) or sig_port.get("nodePort"):
             continue

@@ -169,7 +169,11 @@ class FieldTrie:
         node.terminal = True
 
     def start(self) -> tuple[_Node, ...]:
-        return (self.root,) if (self.root.keys or self.root.indices or self.root.any_index or self.root.star or self.root.globs) else ()
+        return (
+            (self.root,)
+            if (self.root.keys or self.root.indices or self.root.any_index or self.root.star or self.root.globs)
+            else ()
+        )
 
 
 def advance(states: tuple[_Node, ...], key: str | int) -> tuple[tuple[_Node, ...], bool]:
@@ -279,7 +283,14 @@ def redact(items: list[DiffItem], sensitive: FieldTrie) -> list[DiffItem]:
             if hit or not states:
                 break
         if hit or states:  # under a pattern, or a pattern still continues below this value
-            out.append(DiffItem(item.path, None if item.before is None else REDACTED, None if item.after is None else REDACTED, redacted=True))
+            out.append(
+                DiffItem(
+                    item.path,
+                    None if item.before is None else REDACTED,
+                    None if item.after is None else REDACTED,
+                    redacted=True,
+                )
+            )
         else:
             out.append(item)
     return out
@@ -366,7 +377,9 @@ def _vanishes(value: Any, shape: Shape | None) -> bool:
     return all(_vanishes(item, element) for item in value.values())
 
 
-def _walk(a: Any, b: Any, path: Path, states: tuple[_Node, ...], shape: Shape | None, out: list[DiffItem]) -> None:  # noqa: PLR0917 - the hot recursion
+def _walk(  # noqa: PLR0917 - the hot recursion
+    a: Any, b: Any, path: Path, states: tuple[_Node, ...], shape: Shape | None, out: list[DiffItem]
+) -> None:
     """Report where ``a`` and ``b`` differ once ignored paths are taken out (see the module docstring)."""
     if not states and _same(a, b):
         return
@@ -402,15 +415,24 @@ def _walk(a: Any, b: Any, path: Path, states: tuple[_Node, ...], shape: Shape | 
         out.append(DiffItem(path, a, b))
 
 
-def _walk_dict(a: dict[str, Any], b: dict[str, Any], path: Path, states: tuple[_Node, ...], shape: Shape | None, out: list[DiffItem]) -> None:  # noqa: PLR0917
+def _walk_dict(  # noqa: PLR0917 - part of the hot recursion
+    a: dict[str, Any],
+    b: dict[str, Any],
+    path: Path,
+    states: tuple[_Node, ...],
+    shape: Shape | None,
+    out: list[DiffItem],
+) -> None:
     for key in a.keys() | b.keys():
         sub, ignored = advance(states, key) if states else ((), False)
         if not ignored:
             _walk(a.get(key), b.get(key), (*path, key), sub, shape.child(key) if shape is not None else None, out)
 
 
-def _walk_list(a: list[Any], b: list[Any], path: Path, states: tuple[_Node, ...], shape: Shape | None, out: list[DiffItem]) -> None:  # noqa: PLR0917
-    """Lists compare by position, and the length counts: an element on one side only is a difference even when it is ``null``."""
+def _walk_list(  # noqa: PLR0917 - part of the hot recursion
+    a: list[Any], b: list[Any], path: Path, states: tuple[_Node, ...], shape: Shape | None, out: list[DiffItem]
+) -> None:
+    """Lists compare by position and the length counts: an element on one side only differs, even ``null``."""
     element = shape.child(0) if shape is not None else None
     common = min(len(a), len(b))
     for index in range(max(len(a), len(b))):

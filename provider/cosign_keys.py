@@ -99,9 +99,15 @@ def decrypt(pem: bytes, password: bytes | None) -> bytes:
         raise KeyLoadError("cosign private key: the PEM body is not JSON") from None
     kdf, cipher = _field(sealed, "kdf", "name"), _field(sealed, "cipher", "name")
     if kdf != "scrypt" or cipher != "nacl/secretbox":
-        raise KeyLoadError(f"cosign private key: unsupported kdf {kdf!r} or cipher {cipher!r} (expected scrypt, nacl/secretbox)")
+        raise KeyLoadError(
+            f"cosign private key: unsupported kdf {kdf!r} or cipher {cipher!r} (expected scrypt, nacl/secretbox)"
+        )
     params = _field(sealed, "kdf", "params")
-    salt, nonce, ciphertext = _bytes(sealed, "kdf", "salt"), _bytes(sealed, "cipher", "nonce"), _bytes(sealed, "ciphertext")
+    salt, nonce, ciphertext = (
+        _bytes(sealed, "kdf", "salt"),
+        _bytes(sealed, "cipher", "nonce"),
+        _bytes(sealed, "ciphertext"),
+    )
     if len(nonce) != NONCE_BYTES:
         raise KeyLoadError(f"cosign private key: the nonce is {len(nonce)} bytes, not {NONCE_BYTES}")
     key = _scrypt_key(password or b"", salt, _field(params, "N"), _field(params, "r"), _field(params, "p"))
@@ -119,7 +125,11 @@ def encrypt(pkcs8_der: bytes, password: bytes | None) -> bytes:
     salt, nonce = os.urandom(SALT_BYTES), os.urandom(NONCE_BYTES)
     key = _scrypt_key(password or b"", salt, SCRYPT_N, SCRYPT_R, SCRYPT_P)
     sealed = {
-        "kdf": {"name": "scrypt", "params": {"N": SCRYPT_N, "r": SCRYPT_R, "p": SCRYPT_P}, "salt": base64.b64encode(salt).decode()},
+        "kdf": {
+            "name": "scrypt",
+            "params": {"N": SCRYPT_N, "r": SCRYPT_R, "p": SCRYPT_P},
+            "salt": base64.b64encode(salt).decode(),
+        },
         "cipher": {"name": "nacl/secretbox", "nonce": base64.b64encode(nonce).decode()},
         "ciphertext": base64.b64encode(SecretBox(key).encrypt(pkcs8_der, nonce).ciphertext).decode(),
     }

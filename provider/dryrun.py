@@ -233,7 +233,10 @@ def reference_and_admitted(
     if (group, kind) == _CRD:
         # The group the dry-run used (``dry-run.<group>``, or another after a
         # retry) stands for the signed one.
-        dry_group, signed_group = child_mapping(result, "spec").get("group"), child_mapping(document, "spec").get("group")
+        dry_group, signed_group = (
+            child_mapping(result, "spec").get("group"),
+            child_mapping(document, "spec").get("group"),
+        )
         if isinstance(dry_group, str) and isinstance(signed_group, str) and dry_group != signed_group:
             table[dry_group] = signed_group
     if (group, kind) == ("", "Pod"):
@@ -271,8 +274,14 @@ def answer_mismatch(result: Any, plan: DryRunPlan) -> str:
     if not isinstance(result, dict):
         return f"is a {type(result).__name__}, not an object"
     sent = plan.manifest
-    if result.get("kind") != sent.get("kind") or split_api_version(result.get("apiVersion"))[0] != split_api_version(sent.get("apiVersion"))[0]:
-        return f"is a {str(result.get('kind'))[:40]} of API group {split_api_version(result.get('apiVersion'))[0][:60]!r}, not what was sent"
+    if (
+        result.get("kind") != sent.get("kind")
+        or split_api_version(result.get("apiVersion"))[0] != split_api_version(sent.get("apiVersion"))[0]
+    ):
+        return (
+            f"is a {str(result.get('kind'))[:40]} of API group "
+            f"{split_api_version(result.get('apiVersion'))[0][:60]!r}, not what was sent"
+        )
     meta, asked = child_mapping(result, "metadata"), child_mapping(sent, "metadata")
     name, wanted, prefix = meta.get("name"), asked.get("name"), asked.get("generateName")
     if not isinstance(name, str) or not name:
@@ -322,6 +331,11 @@ def compare_with_dry_run(  # noqa: PLR0917 - step 5 of the verifier calls it pos
     result = dry_runner.dry_run(plan.manifest, plan.namespace)
     problem = answer_mismatch(result, plan)
     if problem:
-        raise TransientError(f"the answer to the dry-run create of {_describe(plan.manifest)} {problem}; it is not used", reason="dry-run-failed")
+        raise TransientError(
+            f"the answer to the dry-run create of {_describe(plan.manifest)} {problem}; it is not used",
+            reason="dry-run-failed",
+        )
     reference, admitted = reference_and_admitted(result, obj, document, plan)
-    return diff(without_envelope(reference, envelope), without_envelope(admitted, envelope), ignore, object_shape(document))
+    return diff(
+        without_envelope(reference, envelope), without_envelope(admitted, envelope), ignore, object_shape(document)
+    )

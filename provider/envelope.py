@@ -98,7 +98,9 @@ class Payload:
     def documents(self, limits: Limits = DEFAULT_LIMITS) -> list[dict[str, Any]]:
         """The Kubernetes objects the payload holds, in order."""
         if self.format == "tarball":
-            texts = _tar_yaml_members(gunzip_bounded(self.data, limits.max_payload_bytes, "tarball in the message"), limits)
+            texts = _tar_yaml_members(
+                gunzip_bounded(self.data, limits.max_payload_bytes, "tarball in the message"), limits
+            )
         else:
             texts = [("message", self.data)]
         documents: list[dict[str, Any]] = []
@@ -136,7 +138,8 @@ def _tar_yaml_members(tar_bytes: bytes, limits: Limits) -> list[tuple[str, bytes
                     continue
                 if member.size > budget:
                     raise MalformedMessage(
-                        f"{label} claims {member.size} bytes; the YAML files of a tarball may hold {limits.max_payload_bytes} bytes together"
+                        f"{label} claims {member.size} bytes; the YAML files of a tarball may hold "
+                        f"{limits.max_payload_bytes} bytes together"
                     )
                 handle = archive.extractfile(member)
                 if handle is None:  # pragma: no cover - isfile() members always have data
@@ -218,7 +221,9 @@ def read_envelope(annotations: Any, domain: str = DEFAULT_DOMAIN, limits: Limits
     if not numbered:
         raise Unsigned(f"the object carries a message but no signature (annotation {domain}/signature is missing)")
     if len(numbered) > limits.max_signatures:
-        raise MalformedMessage(f"the object carries {len(numbered)} signature annotations; at most {limits.max_signatures} are read")
+        raise MalformedMessage(
+            f"the object carries {len(numbered)} signature annotations; at most {limits.max_signatures} are read"
+        )
     payload = decode_message(annotations[msg_key], limits)
     sets: list[SignatureSet] = []
     read = [msg_key]
@@ -226,13 +231,23 @@ def read_envelope(annotations: Any, domain: str = DEFAULT_DOMAIN, limits: Limits
     while (sig_key := set_key(domain, "signature", index)) in annotations:
         what = sig_key.rsplit("/", 1)[-1]
         signature = decode_base64(annotations[sig_key], what, limits.max_signature_bytes)
-        certificate = _optional_blob(annotations, set_key(domain, "certificate", index), what.replace("signature", "certificate"), limits)
-        bundle = _optional_blob(annotations, set_key(domain, "bundle", index), what.replace("signature", "bundle"), limits)
+        certificate = _optional_blob(
+            annotations, set_key(domain, "certificate", index), what.replace("signature", "certificate"), limits
+        )
+        bundle = _optional_blob(
+            annotations, set_key(domain, "bundle", index), what.replace("signature", "bundle"), limits
+        )
         sets.append(SignatureSet(index, signature, certificate, bundle))
         read.append(sig_key)
-        read.extend(k for k in (set_key(domain, "certificate", index), set_key(domain, "bundle", index)) if k in annotations)
+        read.extend(
+            k for k in (set_key(domain, "certificate", index), set_key(domain, "bundle", index)) if k in annotations
+        )
         index += 1
-    unread = tuple(sorted(k.rsplit("/", 1)[-1] for k in numbered if k not in {set_key(domain, "signature", i) for i in range(index)}))
+    unread = tuple(
+        sorted(
+            k.rsplit("/", 1)[-1] for k in numbered if k not in {set_key(domain, "signature", i) for i in range(index)}
+        )
+    )
     if not sets:
         raise Unsigned(
             f"the object carries no readable signature: {', '.join(unread)} present, but numbering starts at "

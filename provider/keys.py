@@ -95,7 +95,7 @@ def _ecdsa(key: ec.EllipticCurvePublicKey, digest: hashes.HashAlgorithm) -> Veri
 
 
 def _ed25519_strict(verify_any: Verify) -> Verify:
-    """``verify_any`` behind the same signature rules for both Ed25519 backends (OpenSSL checks fewer than libsodium)."""
+    """``verify_any`` behind one set of signature rules for both Ed25519 backends (OpenSSL checks fewer)."""
 
     def verify(sig: bytes, data: bytes) -> None:
         if not key_rules.ed25519_signature_well_formed(sig):
@@ -106,7 +106,7 @@ def _ed25519_strict(verify_any: Verify) -> Verify:
 
 
 def _ed25519ph(key: ed25519.Ed25519PublicKey) -> Verify:
-    """Ed25519ph (RFC 8032 section 5.1, empty context): libsodium's, through PyNaCl (``cryptography`` has only pure EdDSA)."""
+    """Ed25519ph (RFC 8032 5.1, empty context), libsodium's through PyNaCl: ``cryptography`` has pure EdDSA only."""
     from nacl.bindings import (
         crypto_sign_ed25519ph_final_verify,
         crypto_sign_ed25519ph_state,
@@ -128,13 +128,11 @@ def _ed25519ph(key: ed25519.Ed25519PublicKey) -> Verify:
 
 
 def _describe(key: PublicKeyTypes) -> tuple[KeyType, tuple[Verify, ...]]:
-    """Map a key to its type and the ``verify(signature, data)`` of each accepted scheme (each raises InvalidSignature)."""
+    """A key's type and the ``verify(signature, data)`` of each scheme it accepts (each raises InvalidSignature)."""
     if isinstance(key, ec.EllipticCurvePublicKey):
         entry = _CURVES.get(key.curve.name)
         if entry is None:
-            raise KeyLoadError(
-                f"ECDSA curve {key.curve.name} is not supported; use P-256, P-384 or P-521"
-            )
+            raise KeyLoadError(f"ECDSA curve {key.curve.name} is not supported; use P-256, P-384 or P-521")
         key_type, digests = entry
         point = key.public_numbers()
         key_rules.check_ec_point(key.curve.name, point.x, point.y)
@@ -227,7 +225,9 @@ def _pem_blocks(text: str, max_blocks: int) -> list[tuple[str, str]]:
     while (begin := _PEM_BEGIN.search(text, position)) is not None:
         begins += 1
         if begins > max_blocks:
-            raise KeyLoadError(f"the key text holds more than {max_blocks} PEM blocks; at most {max_blocks} keys are allowed")
+            raise KeyLoadError(
+                f"the key text holds more than {max_blocks} PEM blocks; at most {max_blocks} keys are allowed"
+            )
         label, position = begin.group(1), begin.end()
         if label in unclosed:
             continue
@@ -254,7 +254,9 @@ def _load_public_keys(pem_text: str, name: str | None, max_blocks: int) -> tuple
 _load_cached = lru_cache(maxsize=512)(_load_public_keys)
 
 
-def load_public_keys(pem_text: str, name: str | None = None, max_blocks: int = DEFAULT_LIMITS.max_keys) -> tuple[PublicKey, ...]:
+def load_public_keys(
+    pem_text: str, name: str | None = None, max_blocks: int = DEFAULT_LIMITS.max_keys
+) -> tuple[PublicKey, ...]:
     """Every key in ``pem_text`` (one or more PEM blocks, at most ``max_blocks``), in order.
 
     Cached: policies arrive with every admission request and carry the same keys.
@@ -329,7 +331,9 @@ def private_pem(key: PrivateKeyTypes, password: bytes | None, *, cosign: bool = 
     if cosign:
         from .cosign_keys import encrypt
 
-        der = key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        der = key.private_bytes(
+            serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
         return encrypt(der, password)
     encryption: serialization.KeySerializationEncryption = (
         serialization.BestAvailableEncryption(password) if password else serialization.NoEncryption()
@@ -339,7 +343,8 @@ def private_pem(key: PrivateKeyTypes, password: bytes | None, *, cosign: bool = 
 
 def public_pem(key: PrivateKeyTypes | PublicKeyTypes) -> bytes:
     public: PublicKeyTypes = (
-        key.public_key() if isinstance(key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey, ed25519.Ed25519PrivateKey)) else key
+        key.public_key()
+        if isinstance(key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey, ed25519.Ed25519PrivateKey))
+        else key
     )
     return public.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-

@@ -69,7 +69,7 @@ def _compile(data: dict[str, Any]) -> _Schemas:
             return Shape("map")
         if isinstance(kind, str):
             return shapes.get(kind)
-        (container, inner), = kind.items()
+        ((container, inner),) = kind.items()
         return Shape("map" if container == "map" else "list", element=resolve(inner))
 
     # Shapes refer to each other (JSONSchemaProps is recursive): fill in place.

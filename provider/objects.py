@@ -78,7 +78,7 @@ class NamePattern:
 
     @classmethod
     def compile(cls, text: Any, where: str, *, spaces: bool = False) -> NamePattern:
-        """Compile ``a,b*,-``; ``spaces`` allows whitespace inside a name (user names may hold it, object names never)."""
+        """Compile ``a,b*,-``; ``spaces`` allows whitespace in a name (user names may hold it, object names never)."""
         if not isinstance(text, str):
             raise PolicyError(f"{where}: expected a string pattern, got {type(text).__name__}")
         alternatives = tuple(_compile_alternative(a.strip(), text, where, spaces=spaces) for a in text.split(","))
@@ -182,7 +182,9 @@ class ObjectRef:
     def matches(self, ident: ObjectIdentity, *, unknown_kind_matches: bool = False) -> bool:
         """Every field matches. A kind that could not be told matches only ``*`` -- or, with
         ``unknown_kind_matches`` (a scope rule, which must not leave such a request out), any kind."""
-        kind = self.kind.matches(ident.kind) if ident.kind_known else (unknown_kind_matches or self.kind.matches_anything)
+        kind = (
+            self.kind.matches(ident.kind) if ident.kind_known else (unknown_kind_matches or self.kind.matches_anything)
+        )
         return (
             kind
             and self.name.matches(ident.name)

@@ -171,7 +171,9 @@ def _number(text: str, error: type[DataError]) -> Any:
         # go.yaml.in/yaml/v2 (Kubernetes since sigs.k8s.io/yaml v1.5) reads this
         # as a string; the goyaml.v2 fork in sigs.k8s.io/yaml v1.4 had a big.Int
         # fallback and reads a number. Two kubectl versions disagree: refuse.
-        raise error(f"YAML integer {text[:40]!r} is beyond uint64; kubectl versions read it differently (a string or a number)")
+        raise error(
+            f"YAML integer {text[:40]!r} is beyond uint64; kubectl versions read it differently (a string or a number)"
+        )
     return text
 
 
@@ -333,7 +335,11 @@ def _shortest_float32_digits(value: float) -> tuple[str, int]:
             decimal = candidate * unit
             if not (low < decimal < high or (inclusive and decimal in (low, high))):
                 continue
-            if best is None or abs(decimal - exact) < abs(best * unit - exact) or (abs(decimal - exact) == abs(best * unit - exact) and candidate % 2 == 0):
+            if (
+                best is None
+                or abs(decimal - exact) < abs(best * unit - exact)
+                or (abs(decimal - exact) == abs(best * unit - exact) and candidate % 2 == 0)
+            ):
                 best = candidate
         if best is not None:
             text = str(best)  # below + 1 may carry into one more digit (999 -> 1000)
@@ -463,7 +469,9 @@ def _build(loader: Any, limits: Limits, error: type[DataError], what: str) -> li
                     if key in source_typed:
                         combined_typed[key] = source_typed[key]
                 elif not same_go_key(source_typed.get(key), combined_typed.get(key)):
-                    raise error(f"{what} merges two different keys that both read {key[:60]!r}; kubectl keeps either at random")
+                    raise error(
+                        f"{what} merges two different keys that both read {key[:60]!r}; kubectl keeps either at random"
+                    )
         container = frame.container
         for key in combined:
             if key in container:
@@ -531,7 +539,9 @@ def _build(loader: Any, limits: Limits, error: type[DataError], what: str) -> li
         elif kind is ev.MappingStartEvent or kind is ev.SequenceStartEvent:
             is_map = kind is ev.MappingStartEvent
             if event.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
-                raise error(f"YAML tag {str(event.tag)[:60]!r} is not supported; Kubernetes manifests use plain JSON types")
+                raise error(
+                    f"YAML tag {str(event.tag)[:60]!r} is not supported; Kubernetes manifests use plain JSON types"
+                )
             if stack and stack[-1].is_map and stack[-1].key is _NoKey:
                 raise error(f"{what} uses a mapping or sequence as a key; Kubernetes objects have string keys")
             nodes += 1
@@ -605,7 +615,9 @@ def load_json(
     try:
         if isinstance(text, bytes):
             text = text.decode("utf-8-sig")
-        value = json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_no_constants, parse_float=_finite_float)
+        value = json.loads(
+            text, object_pairs_hook=_unique_pairs, parse_constant=_no_constants, parse_float=_finite_float
+        )
     except UnicodeDecodeError as exc:
         raise error(f"{what} is not valid UTF-8 (byte {exc.start})") from exc
     except RecursionError as exc:
@@ -618,12 +630,16 @@ def load_json(
     return value
 
 
-def check_shape(value: Any, *, limits: Limits = DEFAULT_LIMITS, error: type[DataError] = DataError, what: str = "object") -> None:
+def check_shape(
+    value: Any, *, limits: Limits = DEFAULT_LIMITS, error: type[DataError] = DataError, what: str = "object"
+) -> None:
     """Check depth, node count and finite numbers of already-parsed JSON-shaped data, iteratively."""
     _check_containers(value, limits, error, what, count_nodes=True, check_floats=True)
 
 
-def _check_containers(value: Any, limits: Limits, error: type[DataError], what: str, *, count_nodes: bool, check_floats: bool) -> None:
+def _check_containers(
+    value: Any, limits: Limits, error: type[DataError], what: str, *, count_nodes: bool, check_floats: bool
+) -> None:
     """Walk the containers only (scalars are counted in bulk), without recursion."""
     if isinstance(value, float) and check_floats and not math.isfinite(value):
         raise error(f"{what} holds a number that is not finite")

@@ -84,7 +84,9 @@ class IgnoreRule:
     @classmethod
     def from_dict(cls, data: Any, where: str) -> IgnoreRule:
         data = check_fields(data, where, ("objects", "fields"))
-        fields = tuple(read_str(f, f"{where}.fields[{i}]") for i, f in enumerate(read_list(data.get("fields"), f"{where}.fields")))
+        fields = tuple(
+            read_str(f, f"{where}.fields[{i}]") for i, f in enumerate(read_list(data.get("fields"), f"{where}.fields"))
+        )
         if not fields:
             raise PolicyError(f"{where}.fields: at least one field pattern is required")
         segments = tuple(parse_field_pattern(f, f"{where}.fields[{i}]") for i, f in enumerate(fields))
@@ -145,31 +147,49 @@ class UserRule:
     @classmethod
     def from_dict(cls, data: Any, where: str) -> UserRule:
         data = check_fields(data, where, ("users", "groups", "objects", "operations", "fields", "description"))
-        users = tuple(NamePattern.compile(u, f"{where}.users[{i}]", spaces=True) for i, u in enumerate(read_list(data.get("users"), f"{where}.users")))
-        groups = tuple(NamePattern.compile(g, f"{where}.groups[{i}]", spaces=True) for i, g in enumerate(read_list(data.get("groups"), f"{where}.groups")))
+        users = tuple(
+            NamePattern.compile(u, f"{where}.users[{i}]", spaces=True)
+            for i, u in enumerate(read_list(data.get("users"), f"{where}.users"))
+        )
+        groups = tuple(
+            NamePattern.compile(g, f"{where}.groups[{i}]", spaces=True)
+            for i, g in enumerate(read_list(data.get("groups"), f"{where}.groups"))
+        )
         if not users and not groups:
             raise PolicyError(f"{where}: name at least one user or group; an entry without them would skip everyone")
         for pattern in users + groups:
             if pattern.matches_anything:
                 raise PolicyError(f"{where}: pattern {pattern.text!r} matches every user; list the users to skip")
-        operations = tuple(read_str(o, f"{where}.operations[{i}]") for i, o in enumerate(read_list(data.get("operations"), f"{where}.operations")))
+        operations = tuple(
+            read_str(o, f"{where}.operations[{i}]")
+            for i, o in enumerate(read_list(data.get("operations"), f"{where}.operations"))
+        )
         if "operations" in data and not operations:
             raise PolicyError(f"{where}.operations: empty; leave the field out to cover every operation")
         for operation in operations:
             if operation not in OPERATIONS:
                 raise PolicyError(f"{where}.operations: {operation[:20]!r} is not one of {', '.join(OPERATIONS)}")
-        fields = tuple(read_str(f, f"{where}.fields[{i}]") for i, f in enumerate(read_list(data.get("fields"), f"{where}.fields")))
+        fields = tuple(
+            read_str(f, f"{where}.fields[{i}]") for i, f in enumerate(read_list(data.get("fields"), f"{where}.fields"))
+        )
         changes = None
         if "fields" in data:
             if not fields:
                 raise PolicyError(f"{where}.fields: empty; an exemption for no field would exempt nothing")
             if operations not in ((), ("UPDATE",)):
-                raise PolicyError(f"{where}: fields scope an UPDATE (a change to an existing object); give operations [UPDATE] or leave it out")
+                raise PolicyError(
+                    f"{where}: fields scope an UPDATE (a change to an existing object); give operations [UPDATE] or "
+                    "leave it out"
+                )
             operations = ("UPDATE",)
-            segments = tuple(parse_field_pattern(f, f"{where}.fields[{i}]") for i, f in enumerate((*fields, *BOOKKEEPING_FIELDS)))
+            segments = tuple(
+                parse_field_pattern(f, f"{where}.fields[{i}]") for i, f in enumerate((*fields, *BOOKKEEPING_FIELDS))
+            )
             changes = IgnoreSet(FieldTrie(segments))
         description = read_str(data.get("description", ""), f"{where}.description")
-        return cls(users, groups, _refs(data.get("objects"), f"{where}.objects"), description, operations, fields, changes)
+        return cls(
+            users, groups, _refs(data.get("objects"), f"{where}.objects"), description, operations, fields, changes
+        )
 
     def covers_requester(self, username: str, groups: tuple[str, ...]) -> bool:
         if self.users:
@@ -222,11 +242,15 @@ class DryRunOptions:
 #: A Secret's values are never quoted in a message, a diff or a log: Gatekeeper
 #: audit writes messages into the Constraint's status and Kyverno into
 #: PolicyReports, which people read who may not read Secrets.
-SECRET_VALUES = (IgnoreRule.from_dict({"objects": [{"group": "-", "kind": "Secret"}], "fields": ["data", "stringData"]}, "Secret values"),)
+SECRET_VALUES = (
+    IgnoreRule.from_dict(
+        {"objects": [{"group": "-", "kind": "Secret"}], "fields": ["data", "stringData"]}, "Secret values"
+    ),
+)
 
 
 def _scalable(ident: ObjectIdentity) -> bool:
-    """A kind with a scale subresource: the built-in workloads, or any kind Kubernetes does not build in (a custom resource may have one)."""
+    """A kind with a scale subresource: the built-in workloads, or a kind Kubernetes does not build in (a CRD may)."""
     return (ident.group, ident.kind) in SCALABLE_KINDS or ident.kind not in BUILTIN_KINDS.values()
 
 
@@ -257,8 +281,14 @@ def load_profile(name: str) -> BuiltinProfile:
     return BuiltinProfile(
         name,
         read_str(data.get("description", ""), f"{where}.description"),
-        tuple(IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]") for i, r in enumerate(read_list(data.get("ignoreFields"), where))),
-        tuple(UserRule.from_dict(r, f"{where}.skipUsers[{i}]") for i, r in enumerate(read_list(data.get("skipUsers"), where))),
+        tuple(
+            IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]")
+            for i, r in enumerate(read_list(data.get("ignoreFields"), where))
+        ),
+        tuple(
+            UserRule.from_dict(r, f"{where}.skipUsers[{i}]")
+            for i, r in enumerate(read_list(data.get("skipUsers"), where))
+        ),
         _refs(data.get("outOfScope"), f"{where}.outOfScope"),
     )
 
@@ -305,11 +335,19 @@ class Policy:
             except PolicyError as exc:
                 raise PolicyError(f"{spot}: {exc.message}") from exc
             if len(keys) > limits.max_keys:  # stop loading here: thousands of key strings cost seconds
-                raise PolicyError(f"{where}.keys: more than {limits.max_keys} keys; at most {limits.max_keys} keys and signers are allowed")
-        signers = tuple(SignerSpec.from_value(s, f"{where}.signers[{i}]") for i, s in enumerate(read_list(data.get("signers"), f"{where}.signers")))
+                raise PolicyError(
+                    f"{where}.keys: more than {limits.max_keys} keys; at most {limits.max_keys} keys and signers are "
+                    "allowed"
+                )
+        signers = tuple(
+            SignerSpec.from_value(s, f"{where}.signers[{i}]")
+            for i, s in enumerate(read_list(data.get("signers"), f"{where}.signers"))
+        )
         anchors = len(keys) + len(signers)
         if anchors == 0:
-            raise PolicyError(f"{where}: no keys or signers; an empty key list would accept nothing (or, worse, anything)")
+            raise PolicyError(
+                f"{where}: no keys or signers; an empty key list would accept nothing (or, worse, anything)"
+            )
         if anchors > limits.max_keys:
             raise PolicyError(f"{where}: {anchors} keys and signers; at most {limits.max_keys} are allowed")
         if len({k.fingerprint for k in keys}) != len(keys):
@@ -317,13 +355,18 @@ class Policy:
 
         operation = data.get("keyOperation", "AtLeastOne")
         if operation not in KEY_OPERATIONS:
-            raise PolicyError(f"{where}.keyOperation: {str(operation)[:40]!r} is not one of {', '.join(KEY_OPERATIONS)}")
+            raise PolicyError(
+                f"{where}.keyOperation: {str(operation)[:40]!r} is not one of {', '.join(KEY_OPERATIONS)}"
+            )
         threshold = data.get("threshold")
         if threshold is not None:
             if type(threshold) is not int or threshold < 1:
                 raise PolicyError(f"{where}.threshold: expected a whole number of at least 1")
             if threshold > anchors:
-                raise PolicyError(f"{where}.threshold: {threshold} exceeds the {anchors} keys and signers listed; it could never be met")
+                raise PolicyError(
+                    f"{where}.threshold: {threshold} exceeds the {anchors} keys and signers listed; it could never be "
+                    "met"
+                )
             if operation == "MustAll":
                 raise PolicyError(f"{where}: give keyOperation MustAll or a threshold, not both")
 
@@ -331,7 +374,10 @@ class Policy:
         if not _DOMAIN_RE.match(domain):
             raise PolicyError(f"{where}.annotationDomain: {domain[:60]!r} is not a DNS subdomain")
 
-        defaults = tuple(read_str(d, f"{where}.defaults[{i}]") for i, d in enumerate(read_list(data.get("defaults", list(DEFAULT_PROFILES)), f"{where}.defaults")))
+        defaults = tuple(
+            read_str(d, f"{where}.defaults[{i}]")
+            for i, d in enumerate(read_list(data.get("defaults", list(DEFAULT_PROFILES)), f"{where}.defaults"))
+        )
         for name in defaults:
             if name not in PROFILES:
                 raise PolicyError(f"{where}.defaults: unknown profile {name!r}; choose from {', '.join(PROFILES)}")
@@ -349,7 +395,10 @@ class Policy:
             if any(spec.roots is None for spec in signers):
                 trusted_root = load_trusted_root(data.get("trustedRoot"), limits=limits)
             signers = tuple(
-                dataclasses.replace(spec, anchors=load_signer_roots(spec.roots, limits)) if spec.roots is not None else spec for spec in signers
+                dataclasses.replace(spec, anchors=load_signer_roots(spec.roots, limits))
+                if spec.roots is not None
+                else spec
+                for spec in signers
             )
 
         return cls(
@@ -359,11 +408,20 @@ class Policy:
             threshold=threshold,
             trusted_root=trusted_root,
             annotation_domain=domain,
-            ignore_fields=tuple(IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]") for i, r in enumerate(read_list(data.get("ignoreFields"), f"{where}.ignoreFields"))),
-            sensitive_fields=tuple(IgnoreRule.from_dict(r, f"{where}.sensitiveFields[{i}]") for i, r in enumerate(read_list(data.get("sensitiveFields"), f"{where}.sensitiveFields"))),
+            ignore_fields=tuple(
+                IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]")
+                for i, r in enumerate(read_list(data.get("ignoreFields"), f"{where}.ignoreFields"))
+            ),
+            sensitive_fields=tuple(
+                IgnoreRule.from_dict(r, f"{where}.sensitiveFields[{i}]")
+                for i, r in enumerate(read_list(data.get("sensitiveFields"), f"{where}.sensitiveFields"))
+            ),
             skip_objects=_refs(data.get("skipObjects"), f"{where}.skipObjects"),
             in_scope_objects=_refs(data.get("inScopeObjects"), f"{where}.inScopeObjects"),
-            skip_users=tuple(UserRule.from_dict(r, f"{where}.skipUsers[{i}]") for i, r in enumerate(read_list(data.get("skipUsers"), f"{where}.skipUsers"))),
+            skip_users=tuple(
+                UserRule.from_dict(r, f"{where}.skipUsers[{i}]")
+                for i, r in enumerate(read_list(data.get("skipUsers"), f"{where}.skipUsers"))
+            ),
             dry_run=DryRunOptions.from_dict(data.get("dryRun", {}), f"{where}.dryRun"),
             defaults=defaults,
             unsafe_unanchored_ignore_fields=unanchored,
@@ -426,7 +484,11 @@ class Policy:
             if rule.changes is None:
                 continue
             refs = rule.objects or (ObjectRef(),)
-            main = any(ref.matches(dataclasses.replace(ident, subresource=sub)) for ref in refs for sub in ("", "status", "finalize", "approval"))
+            main = any(
+                ref.matches(dataclasses.replace(ident, subresource=sub))
+                for ref in refs
+                for sub in ("", "status", "finalize", "approval")
+            )
             if main:
                 found.append((rule.changes, rule))
             elif _scalable(ident) and any(ref.matches(dataclasses.replace(ident, subresource="scale")) for ref in refs):

@@ -35,11 +35,13 @@ _BUILTIN = {
     "flowcontrol.apiserver.k8s.io": "flowschemas:FlowSchema prioritylevelconfigurations:PriorityLevelConfiguration",
     "admissionregistration.k8s.io": "validatingwebhookconfigurations:ValidatingWebhookConfiguration "
     "mutatingwebhookconfigurations:MutatingWebhookConfiguration validatingadmissionpolicies:ValidatingAdmissionPolicy "
-    "validatingadmissionpolicybindings:ValidatingAdmissionPolicyBinding mutatingadmissionpolicies:MutatingAdmissionPolicy "
+    "validatingadmissionpolicybindings:ValidatingAdmissionPolicyBinding "
+    "mutatingadmissionpolicies:MutatingAdmissionPolicy "
     "mutatingadmissionpolicybindings:MutatingAdmissionPolicyBinding",
     "apiextensions.k8s.io": "customresourcedefinitions:CustomResourceDefinition",
     "apiregistration.k8s.io": "apiservices:APIService",
-    "certificates.k8s.io": "certificatesigningrequests:CertificateSigningRequest clustertrustbundles:ClusterTrustBundle",
+    "certificates.k8s.io": "certificatesigningrequests:CertificateSigningRequest "
+    "clustertrustbundles:ClusterTrustBundle",
     "resource.k8s.io": "resourceclaims:ResourceClaim resourceclaimtemplates:ResourceClaimTemplate "
     "deviceclasses:DeviceClass resourceslices:ResourceSlice",
     "authentication.k8s.io": "tokenreviews:TokenReview selfsubjectreviews:SelfSubjectReview",
@@ -47,10 +49,14 @@ _BUILTIN = {
     "selfsubjectrulesreviews:SelfSubjectRulesReview localsubjectaccessreviews:LocalSubjectAccessReview",
 }
 BUILTIN_KINDS: dict[tuple[str, str], str] = {
-    (group, pair.partition(":")[0]): pair.partition(":")[2] for group, pairs in _BUILTIN.items() for pair in pairs.split()
+    (group, pair.partition(":")[0]): pair.partition(":")[2]
+    for group, pairs in _BUILTIN.items()
+    for pair in pairs.split()
 }
 #: Built-in kinds served with a ``scale`` subresource (``shared/dryrun/discovery``): (group, kind).
-SCALABLE_KINDS = frozenset({("apps", "Deployment"), ("apps", "ReplicaSet"), ("apps", "StatefulSet"), ("", "ReplicationController")})
+SCALABLE_KINDS = frozenset(
+    {("apps", "Deployment"), ("apps", "ReplicaSet"), ("apps", "StatefulSet"), ("", "ReplicationController")}
+)
 #: Subresources whose admission object is not the parent's kind: (group, version, kind).
 SUBRESOURCE_KINDS: dict[str, tuple[str, str, str]] = {
     "scale": ("autoscaling", "v1", "Scale"),

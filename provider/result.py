@@ -82,6 +82,7 @@ def reason_of(error: ProviderError) -> Reason:
     """An error's reason as a verdict's: every error class carries a listed code (a test keeps it so)."""
     return cast(Reason, error.reason)
 
+
 #: Which part of a policy let an unsigned request through.
 AllowedBy = Literal["common", "policy"]
 
@@ -140,7 +141,9 @@ class Result:
     @classmethod
     def proven(cls, message: str, signers: tuple[Signer, ...] = (), *, used_cluster: bool = False) -> Result:
         """Verified: what the signers signed (or, for a neighbouring check, what its rules require)."""
-        return cls(allowed=True, verified=True, reason="verified", message=message, signers=signers, used_cluster=used_cluster)
+        return cls(
+            allowed=True, verified=True, reason="verified", message=message, signers=signers, used_cluster=used_cluster
+        )
 
     @classmethod
     def from_error(cls, error: ProviderError, message: str | None = None) -> Result:

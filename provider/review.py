@@ -37,8 +37,13 @@ def _resource(data: dict[str, Any], where: str) -> GroupVersionResource | None:
     if value is None:
         return None
     if not isinstance(value, dict):
-        raise RequestError(f"{where}.resource: expected an object {{group, version, resource}}, got {type(value).__name__}")
-    parts = [read_optional_str(value, name, f"{where}.resource", RequestError) or "" for name in ("group", "version", "resource")]
+        raise RequestError(
+            f"{where}.resource: expected an object {{group, version, resource}}, got {type(value).__name__}"
+        )
+    parts = [
+        read_optional_str(value, name, f"{where}.resource", RequestError) or ""
+        for name in ("group", "version", "resource")
+    ]
     return GroupVersionResource(*parts) if parts[2] else None
 
 

@@ -64,7 +64,6 @@ class Outcome:
         return self.matches[0].signer if self.matches else None
 
 
-
 class Signers:
     """Which signing keys are one signer: a union-find over keys and the subjects certificates bind them to.
 

@@ -112,9 +112,13 @@ def append_signature(
     documents = copy.deepcopy(documents)
     messages = {_annotations(doc).get(message_key(domain)) for doc in documents}
     if None in messages:
-        raise RequestError(f"--append-signature needs signed input, but a document has no {message_key(domain)} annotation")
+        raise RequestError(
+            f"--append-signature needs signed input, but a document has no {message_key(domain)} annotation"
+        )
     if len(messages) != 1:
-        raise RequestError("--append-signature needs every document to carry the same message; sign them together first")
+        raise RequestError(
+            "--append-signature needs every document to carry the same message; sign them together first"
+        )
     (message,) = messages
     payload = decode_message(message, limits).data
     signature = base64.b64encode(sign_bytes(key, payload)).decode()

@@ -55,8 +55,6 @@ from .signers import DistinctSigners, Match, Outcome, Signers
 log = logging.getLogger(__name__)
 
 
-
-
 @dataclass(frozen=True)
 class Verification:
     """The facts a successful :func:`verify` proves."""
@@ -78,7 +76,9 @@ def _check_key(key: PublicKey, envelope: Envelope) -> Outcome:
     return Outcome(False, (), "signature-invalid", f"key {key.label()} verifies none of them")
 
 
-def _check_signer(spec: SignerSpec, envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits, *, every: bool) -> Outcome:
+def _check_signer(
+    spec: SignerSpec, envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits, *, every: bool
+) -> Outcome:
     from .keyless.signer import check_signer  # sigstore and certificate machinery: loaded only when used
 
     return check_signer(spec, envelope, policy.trusted_root, now=now, limits=limits, every=every)
@@ -109,8 +109,13 @@ def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None, lim
     """
     required = policy.required_count  # MustAll: every anchor
     counting = required > 1
-    checks: list[tuple[str, Callable[[], Outcome]]] = [(key.label(), partial(_check_key, key, envelope)) for key in policy.keys]
-    checks += [(spec.describe(), partial(_check_signer, spec, envelope, policy, now, limits, every=counting)) for spec in policy.signers]
+    checks: list[tuple[str, Callable[[], Outcome]]] = [
+        (key.label(), partial(_check_key, key, envelope)) for key in policy.keys
+    ]
+    checks += [
+        (spec.describe(), partial(_check_signer, spec, envelope, policy, now, limits, every=counting))
+        for spec in policy.signers
+    ]
     outcomes: list[tuple[str, Outcome]] = []
     for label, run in checks:
         outcome = run()
@@ -181,7 +186,8 @@ def find_document(documents: list[dict[str, Any]], obj: dict[str, Any], namespac
         signed = ", ".join(ObjectIdentity.of(d).describe() for d in same_kind[:3])
         more = f" and {len(same_kind) - 3} more" if len(same_kind) > 3 else ""
         raise NoMatchingManifest(
-            f"the message signs {signed}{more}, not {ident.describe()}; a signature for one object never verifies another"
+            f"the message signs {signed}{more}, not {ident.describe()}; a signature for one object never verifies "
+            "another"
         )
     kinds = sorted({f"{d.get('kind')}" for d in documents})[:5]
     raise NoMatchingManifest(
@@ -245,11 +251,15 @@ def verify(
     # 4. compare outside the ignored fields
     ident = ObjectIdentity.of(obj, namespace)
     if policy.unsafe_unanchored_ignore_fields and policy.ignore_fields:
-        log.warning("unsafeUnanchoredIgnoreFields is on for %s: ignore patterns match anywhere in a path", ident.describe())
+        log.warning(
+            "unsafeUnanchoredIgnoreFields is on for %s: ignore patterns match anywhere in a path", ident.describe()
+        )
     ignore = policy.ignore_set_for(ident)
     shape = object_shape(document)  # the signer chose the kind and version, not the requester
     reference = with_server_choices(document, obj)  # a Service's allocated address, where the signer left it open
-    items = diff(without_envelope(reference, envelope.annotations), without_envelope(obj, envelope.annotations), ignore, shape)
+    items = diff(
+        without_envelope(reference, envelope.annotations), without_envelope(obj, envelope.annotations), ignore, shape
+    )
     if not items:
         return Verification(signers, document, envelope.payload.format)
     # 5. dry-run: what does the cluster make of the signed document?
@@ -277,7 +287,9 @@ def verify(
         # The "before" values are now the dry-run's, not the bare manifest's.
         hint, used_cluster = " (compared with the API server's dry-run of the signed manifest)", True
     items = redact(items, policy.sensitive_for(ident))
-    raise ContentMismatch(describe_diff(items, limits) + hint, diff=tuple(items), signers=signers, used_cluster=used_cluster)
+    raise ContentMismatch(
+        describe_diff(items, limits) + hint, diff=tuple(items), signers=signers, used_cluster=used_cluster
+    )
 
 
 # --- decide -----------------------------------------------------------------------
@@ -294,7 +306,9 @@ def _value_at(obj: Any, path: tuple[str | int, ...]) -> Any:
     return obj
 
 
-def _controller_changes(review: Review, obj: dict[str, Any], policy: Policy, ident: ObjectIdentity, mismatch: ContentMismatch) -> str | None:
+def _controller_changes(
+    review: Review, obj: dict[str, Any], policy: Policy, ident: ObjectIdentity, mismatch: ContentMismatch
+) -> str | None:
     """A description of the differences, when each lies in a field an exemption lets a trusted controller change.
 
     Such a difference on a live object is a controller's work -- the autoscaler's
@@ -341,6 +355,7 @@ def _denied(what: str, failure: VerificationFailure, limits: Limits) -> Result:
         used_cluster=failure.used_cluster,
     )
 
+
 #: Subresource objects that are not the parent's kind and carry no signature:
 #: (group, kind) -> what a request through them does (``docs/policy.md``, "Subresources").
 #: ``Scale`` and ``Binding`` change the parent's content (``spec.replicas``,
@@ -373,7 +388,15 @@ def identity_of(review: Review, obj: dict[str, Any]) -> tuple[ObjectIdentity, st
     group, version = (parent.group, parent.version) if parent is not None else ("", "")
     kind = BUILTIN_KINDS.get((group, parent.resource), "") if parent is not None else ""
     name = review.name or ident.name
-    parent_ident = ObjectIdentity(group, version, kind, name, review.namespace or ident.namespace, subresource=sub or ident.kind.lower(), kind_known=bool(kind))
+    parent_ident = ObjectIdentity(
+        group,
+        version,
+        kind,
+        name,
+        review.namespace or ident.namespace,
+        subresource=sub or ident.kind.lower(),
+        kind_known=bool(kind),
+    )
     return parent_ident, foreign
 
 
@@ -411,24 +434,37 @@ def decide(
     :class:`~provider.errors.TransientError` (the cluster could not be asked).
     """
     if review.dry_run:
-        return Result.allow("dry-run-request", "dry-run requests change nothing and are allowed (this also lets the verifier's own dry-runs through)")
+        return Result.allow(
+            "dry-run-request",
+            "dry-run requests change nothing and are allowed (this also lets the verifier's own dry-runs through)",
+        )
     # A DELETE (or CONNECT) carries no new object: scope and profiles are read
     # from the object it acts on (admission's oldObject), so the traffic table
     # can tell a controller's deletes from a person's.
     no_new_object = review.operation in ("DELETE", "CONNECT")
     obj = review.old_object if no_new_object else review.object
     if no_new_object and not isinstance(obj, dict):
-        return Result.allow("unverifiable-operation", f"{review.operation} requests carry no new object to verify; allowed unverified", "policy")
+        return Result.allow(
+            "unverifiable-operation",
+            f"{review.operation} requests carry no new object to verify; allowed unverified",
+            "policy",
+        )
     if not isinstance(obj, dict):
         raise RequestError("the review has no object to verify")
     ident, foreign = identity_of(review, obj)
     what = ident.describe()
-    if policy.in_scope_objects and not any(ref.matches(ident, unknown_kind_matches=True) for ref in policy.in_scope_objects):
+    if policy.in_scope_objects and not any(
+        ref.matches(ident, unknown_kind_matches=True) for ref in policy.in_scope_objects
+    ):
         return Result.allow("out-of-scope", f"{what} is not in the policy's inScopeObjects", "policy")
-    own = ObjectIdentity.of(obj, review.namespace)  # out-of-scope kinds are read from the object itself (a TokenRequest)
+    own = ObjectIdentity.of(
+        obj, review.namespace
+    )  # out-of-scope kinds are read from the object itself (a TokenRequest)
     for profile in policy.profiles:
         if any(ref.matches(own) for ref in profile.out_of_scope):
-            return Result.allow("out-of-scope", f"{own.kind} objects are out of scope (built-in profile '{profile.name}')", "common")
+            return Result.allow(
+                "out-of-scope", f"{own.kind} objects are out of scope (built-in profile '{profile.name}')", "common"
+            )
     if any(ref.matches(ident) for ref in policy.skip_objects):
         return Result.allow("skipped-object", f"{what} matches the policy's skipObjects", "policy")
     exemption = find_exemption(review, policy, ident)
@@ -438,16 +474,23 @@ def decide(
         source = f" (built-in profile '{profile_name}')" if profile_name else ""
         return Result.allow(
             "skipped-user",
-            f"{review.username} may {(review.operation or 'change').lower()} {what} unsigned{scope}: {rule.describe()}{source}",
+            f"{review.username} may {(review.operation or 'change').lower()} {what} unsigned{scope}: "
+            f"{rule.describe()}{source}",
             "common" if profile_name else "policy",
         )
     if no_new_object or foreign == "no-content":
-        return Result.allow("unverifiable-operation", f"{review.operation} of {what} by {review.username or 'an unnamed user'}: there is no new object and so no signature to check; allowed unverified, no profile covers it")
+        return Result.allow(
+            "unverifiable-operation",
+            f"{review.operation} of {what} by {review.username or 'an unnamed user'}: there is no new object and so no "
+            "signature to check; allowed unverified, no profile covers it",
+        )
     if foreign is not None:
         return Result.deny(
             "unverifiable-subresource",
-            f"{review.operation or 'a change'} of {what} by {review.username or 'an unnamed user'}: a {own.kind} carries no signature, "
-            f"so a change through the {ident.subresource} subresource cannot be verified; change the signed manifest instead, "
+            f"{review.operation or 'a change'} of {what} by {review.username or 'an unnamed user'}: a {own.kind} "
+            "carries no signature, "
+            f"so a change through the {ident.subresource} subresource cannot be verified; change the signed manifest "
+            "instead, "
             f"or exempt the requester (skipUsers with objects[].subresource: {ident.subresource})",
         )
     try:
@@ -457,10 +500,16 @@ def decide(
         if tolerated is None:
             return _denied(what, mismatch, limits)
         return Result.proven(
-            f"{what} matches its signed manifest but for {tolerated}", tuple(mismatch.signers), used_cluster=mismatch.used_cluster
+            f"{what} matches its signed manifest but for {tolerated}",
+            tuple(mismatch.signers),
+            used_cluster=mismatch.used_cluster,
         )
     except VerificationFailure as failure:
         return _denied(what, failure, limits)
     signed_by = ", ".join(s if isinstance(s, str) else s.get("subject", "?") for s in facts.signers[:3])
     how = " after a server-side dry-run" if facts.used_cluster else ""
-    return Result.proven(f"{what} matches its signed manifest{how} (signed by {signed_by})", facts.signers, used_cluster=facts.used_cluster)
+    return Result.proven(
+        f"{what} matches its signed manifest{how} (signed by {signed_by})",
+        facts.signers,
+        used_cluster=facts.used_cluster,
+    )

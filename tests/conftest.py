@@ -27,7 +27,9 @@ def fake_api(node: pytest.Item | pytest.Collector) -> tuple[Callable[[], FakeApi
     make = options.pop("make", FakeApiServer)
     per = options.pop("per", "test")
     if options or per not in LIFETIMES or (marker and marker.args):
-        raise pytest.UsageError(f"{node.nodeid}: fake_api takes make= and per= ({' or '.join(LIFETIMES)}), got {marker}")
+        raise pytest.UsageError(
+            f"{node.nodeid}: fake_api takes make= and per= ({' or '.join(LIFETIMES)}), got {marker}"
+        )
     return make, per
 
 

@@ -52,7 +52,9 @@ def served_kinds() -> list[tuple[str, str, str]]:
         group, _, version = body["groupVersion"].rpartition("/")
         for resource in body["resources"]:
             if "/" in resource["name"]:  # a subresource: its own kind, maybe in another group
-                found.add((resource.get("group", group) or "", resource.get("version", version) or version, resource["kind"]))
+                found.add(
+                    (resource.get("group", group) or "", resource.get("version", version) or version, resource["kind"])
+                )
             else:
                 found.add((group, version, resource["kind"]))
     return sorted(found)
@@ -126,7 +128,11 @@ def prune(types: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
             if name not in has_map and any(leads(k) for k in fields.values()):
                 has_map.add(name)
                 changed = True
-    return {name: {f: k for f, k in sorted(fields.items()) if leads(k)} for name, fields in sorted(types.items()) if name in has_map}
+    return {
+        name: {f: k for f, k in sorted(fields.items()) if leads(k)}
+        for name, fields in sorted(types.items())
+        if name in has_map
+    }
 
 
 def main() -> None:
@@ -147,7 +153,9 @@ def main() -> None:
         "types": types,
     }
     OUTPUT.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
-    print(f"{OUTPUT.relative_to(REPO)}: {len(document['kinds'])} kinds, {len(types)} types; no model for {', '.join(missing) or 'none'}")
+    print(
+        f"{OUTPUT.relative_to(REPO)}: {len(document['kinds'])} kinds, {len(types)} types; no model for {', '.join(missing) or 'none'}"
+    )
 
 
 if __name__ == "__main__":

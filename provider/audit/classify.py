@@ -106,14 +106,23 @@ class Classifier:
         review, evidence = built
         try:
             result = decide(review, self.policy, dry_runner=self.dry_runner, now=event.received, limits=self.limits)
-        except (RequestError, TransientError) as exc:  # admission denies an unusable request, and a failing webhook (fail closed)
+        except (
+            RequestError,
+            TransientError,
+        ) as exc:  # admission denies an unusable request, and a failing webhook (fail closed)
             result = Result.from_error(exc)
         traffic_class = result.traffic_class
-        if evidence == "identity" and review.operation in ("CREATE", "UPDATE") and traffic_class in ("valid-signature", "invalid-signature", "unprocessed"):
+        if (
+            evidence == "identity"
+            and review.operation in ("CREATE", "UPDATE")
+            and traffic_class in ("valid-signature", "invalid-signature", "unprocessed")
+        ):
             return Skipped(event, "no-body")  # the verdict rests on a body the log does not hold
         target = review.object if review.object is not None else review.old_object
         kind = target.get("kind") if isinstance(target, dict) else None
-        return Classified(event, kind if isinstance(kind, str) and kind else event.resource, traffic_class, result, evidence)
+        return Classified(
+            event, kind if isinstance(kind, str) and kind else event.resource, traffic_class, result, evidence
+        )
 
     def classify_all(self, items: Iterable[AuditEvent | Malformed]) -> Iterable[Classified | Skipped | Malformed]:
         for item in items:
@@ -288,7 +297,7 @@ class Summary:
             if len(self.accounts) >= self.max_accounts:
                 self.accounts_untracked += 1
                 return
-            namespace = e.username[len(SERVICE_ACCOUNT_PREFIX):].partition(":")[0]
+            namespace = e.username[len(SERVICE_ACCOUNT_PREFIX) :].partition(":")[0]
             account = self.accounts[e.username] = AccountActivity(namespace)
         account.requests += 1
         if e.namespace != account.namespace:
@@ -364,25 +373,48 @@ def suggestions(summary: Summary) -> list[Suggestion]:
         account = summary.accounts[username]
         if not account.invalid + account.unprocessed:
             continue
-        counts = ", ".join(f"{n} {cls}" for cls, n in (("invalid-signature", account.invalid), ("unprocessed", account.unprocessed)) if n)
-        namespace, _, name = username[len(SERVICE_ACCOUNT_PREFIX):].partition(":")
+        counts = ", ".join(
+            f"{n} {cls}"
+            for cls, n in (("invalid-signature", account.invalid), ("unprocessed", account.unprocessed))
+            if n
+        )
+        namespace, _, name = username[len(SERVICE_ACCOUNT_PREFIX) :].partition(":")
         if not (_DNS_LABEL.match(namespace) and _DNS_SUBDOMAIN.match(name)):
             found.append(Suggestion(username, "not a valid service account name; not proposed"))
         elif account.outside:
-            found.append(Suggestion(username, f"{account.outside} of its {account.requests} requests reach outside namespace {namespace} (e.g. {account.outside_example}); review by hand"))
-        elif account.too_many_kinds or not all(_KIND.match(k) and (not g or _DNS_SUBDOMAIN.match(g)) for g, k in account.kinds):
-            found.append(Suggestion(username, f"writes more than {summary.max_kinds} kinds or kinds without a known name; review by hand"))
+            found.append(
+                Suggestion(
+                    username,
+                    f"{account.outside} of its {account.requests} requests reach outside namespace {namespace} (e.g. "
+                    f"{account.outside_example}); review by hand",
+                )
+            )
+        elif account.too_many_kinds or not all(
+            _KIND.match(k) and (not g or _DNS_SUBDOMAIN.match(g)) for g, k in account.kinds
+        ):
+            found.append(
+                Suggestion(
+                    username,
+                    f"writes more than {summary.max_kinds} kinds or kinds without a known name; review by hand",
+                )
+            )
         else:
             by_group: dict[str, list[str]] = {}
             for group, kind in sorted(account.kinds):
                 by_group.setdefault(group, []).append(kind)
             entry = {
-                "description": f"{username} manages its own namespace's objects ({counts} of {account.requests} requests in the audit log); proposed by classify --suggest",
+                "description": f"{username} manages its own namespace's objects ({counts} of {account.requests} "
+                "requests in the audit log); proposed by classify --suggest",
                 "users": [username],
                 "operations": sorted(account.operations),
-                "objects": [{"namespace": namespace, "group": group or "-", "kind": ",".join(kinds)} for group, kinds in by_group.items()],
+                "objects": [
+                    {"namespace": namespace, "group": group or "-", "kind": ",".join(kinds)}
+                    for group, kinds in by_group.items()
+                ],
             }
-            found.append(Suggestion(username, f"{account.requests} requests, all in namespace {namespace}; {counts}", entry))
+            found.append(
+                Suggestion(username, f"{account.requests} requests, all in namespace {namespace}; {counts}", entry)
+            )
     return found
 
 
@@ -406,12 +438,19 @@ def suggestion_yaml(summary: Summary, source: str) -> str:
     if not entries:
         lines.append("# No service account qualifies.")
     # Quoted wherever kubectl (and this package's policy reader) would read a plain string as another type.
-    text = yaml.dump({"skipUsers": entries}, Dumper=KubectlSafeDumper, sort_keys=False, default_flow_style=False, width=200)
+    text = yaml.dump(
+        {"skipUsers": entries}, Dumper=KubectlSafeDumper, sort_keys=False, default_flow_style=False, width=200
+    )
     lines.append(text.rstrip())
     skipped = [s for s in found if s.entry is None]
     if skipped:
         lines.append("# Not proposed:")
         lines.extend(_comment(f"  {s.username}: {s.note}") for s in skipped)
     if summary.accounts_untracked:
-        lines.append(_comment(f"  {summary.accounts_untracked} requests by further service accounts were not tracked (more than {summary.max_accounts} accounts)."))
+        lines.append(
+            _comment(
+                f"  {summary.accounts_untracked} requests by further service accounts were not tracked (more than "
+                f"{summary.max_accounts} accounts)."
+            )
+        )
     return "\n".join(lines) + "\n"

@@ -67,6 +67,7 @@ CONNECT_SUBRESOURCES = frozenset({"exec", "attach", "portforward", "proxy"})
 #: Stages that repeat a request already logged at ResponseComplete (or never reach it).
 REPEATED_STAGES = frozenset({"RequestReceived", "ResponseStarted"})
 
+
 @dataclass(frozen=True)
 class Malformed:
     """A line that is not a readable audit event; counted and reported, never fatal."""
@@ -141,7 +142,7 @@ def parse_event(data: Any, line: int = 0) -> AuditEvent:
     ref = data.get("objectRef") or {}
     if not isinstance(ref, dict):
         raise RequestError(f"objectRef: expected an object, got {type(ref).__name__}")
-    uri = (read_optional_str(data, "requestURI", "event", RequestError) or "")
+    uri = read_optional_str(data, "requestURI", "event", RequestError) or ""
     dry_run = False
     if "dryRun" in uri:
         dry_run = bool(parse_qs(urlsplit(uri).query).get("dryRun"))
@@ -282,7 +283,9 @@ def _merge_list(base: list[Any], patch: list[Any], key: str) -> list[Any]:
     return merged
 
 
-def _signed_base(patch: dict[str, Any], target: dict[str, Any], namespace: str, domain: str, limits: Limits) -> dict[str, Any]:
+def _signed_base(
+    patch: dict[str, Any], target: dict[str, Any], namespace: str, domain: str, limits: Limits
+) -> dict[str, Any]:
     """The document the patch's own message signs for this object, or the bare identity."""
     meta = patch.get("metadata")
     annotations = meta.get("annotations") if isinstance(meta, dict) else None

@@ -57,7 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"manifest-provider {args.command}: {exc.message}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:
-        print(f"manifest-provider {args.command}: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        print(
+            f"manifest-provider {args.command}: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "),
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

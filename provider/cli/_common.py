@@ -80,7 +80,9 @@ def password() -> bytes | None:
 
 
 def add_output_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format (default: text)")
+    parser.add_argument(
+        "-o", "--output", choices=("text", "json"), default="text", help="output format (default: text)"
+    )
     parser.add_argument(
         "--admission",
         action="store_true",
@@ -123,7 +125,9 @@ def review_of(doc: Any, index: int) -> Review:
     return Review.for_object(doc)
 
 
-def evaluate_documents(command: str, path: str, output: str, evaluate: Callable[[Review], Result], *, admission: bool = False) -> int:
+def evaluate_documents(
+    command: str, path: str, output: str, evaluate: Callable[[Review], Result], *, admission: bool = False
+) -> int:
     """Evaluate every document of ``path``, print the verdicts, and return the exit code.
 
     A document that is not a usable review, or a transient failure (the cluster

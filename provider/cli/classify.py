@@ -26,7 +26,10 @@ from ._common import read_policy_file
 if TYPE_CHECKING:
     from ..audit.events import LineSource
 
-HELP = "classify an audit log's writes in the paper's six traffic classes (exit 0: none denied or unprotected, 1: some, 2: usage error)"
+HELP = (
+    "classify an audit log's writes in the paper's six traffic classes (exit 0: none denied or unprotected, 1: "
+    "some, 2: usage error)"
+)
 
 #: Table headings for the classes, numbered as in the paper (section 4).
 LABELS = {cls: f"{i} {cls}" for i, cls in enumerate(TRAFFIC_CLASSES, start=1)}
@@ -35,19 +38,50 @@ MAX_CELL = 100
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("classify", help=HELP, description=HELP)
-    p.add_argument("-f", "--filename", required=True, metavar="AUDIT.jsonl",
-                   help="Kubernetes audit log, one audit.k8s.io/v1 Event per line (- for stdin; .gz is read compressed)")
+    p.add_argument(
+        "-f",
+        "--filename",
+        required=True,
+        metavar="AUDIT.jsonl",
+        help="Kubernetes audit log, one audit.k8s.io/v1 Event per line (- for stdin; .gz is read compressed)",
+    )
     p.add_argument("--config", required=True, metavar="POLICY.yaml", help="policy file (docs/policy.md)")
-    p.add_argument("--by", action="append", choices=("namespace", "user", "kind"), default=[],
-                   help="also break the table down by namespace, user or kind (repeatable)")
-    p.add_argument("-o", "--output", choices=("table", "csv", "json"), default="table", help="table format (default: table)")
-    p.add_argument("--top", type=int, default=10, metavar="N", help="unprocessed (user, kind, namespace) triples to list (default 10)")
-    p.add_argument("--events", action="store_true",
-                   help="print each write's class as a JSON line (auditID, user, verb, resource, namespace, name, class, reason); the table goes to stderr")
-    p.add_argument("--suggest", action="store_true",
-                   help="print proposed skipUsers entries (YAML, for review; never applied); the table goes to stderr")
-    p.add_argument("--dry-run", action="store_true", help="when an object differs from its manifest, ask the cluster (server-side dry-run)")
-    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --dry-run (default: $KUBECONFIG or ~/.kube/config)")
+    p.add_argument(
+        "--by",
+        action="append",
+        choices=("namespace", "user", "kind"),
+        default=[],
+        help="also break the table down by namespace, user or kind (repeatable)",
+    )
+    p.add_argument(
+        "-o", "--output", choices=("table", "csv", "json"), default="table", help="table format (default: table)"
+    )
+    p.add_argument(
+        "--top",
+        type=int,
+        default=10,
+        metavar="N",
+        help="unprocessed (user, kind, namespace) triples to list (default 10)",
+    )
+    p.add_argument(
+        "--events",
+        action="store_true",
+        help="print each write's class as a JSON line (auditID, user, verb, resource, namespace, name, class, reason); "
+        "the table goes to stderr",
+    )
+    p.add_argument(
+        "--suggest",
+        action="store_true",
+        help="print proposed skipUsers entries (YAML, for review; never applied); the table goes to stderr",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="when an object differs from its manifest, ask the cluster (server-side dry-run)",
+    )
+    p.add_argument(
+        "--kubeconfig", metavar="FILE", help="kubeconfig for --dry-run (default: $KUBECONFIG or ~/.kube/config)"
+    )
     p.set_defaults(run=run)
 
 
@@ -76,26 +110,47 @@ def _share(count: int, total: int) -> str:
 def _grid(rows: list[list[str]], numeric: set[int]) -> list[str]:
     """Aligned columns; the ``numeric`` ones to the right."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  " + "  ".join(c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip() for row in rows]
+    return [
+        "  "
+        + "  ".join(
+            c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in rows
+    ]
 
 
 def render_table(report: dict[str, Any], source: str) -> str:
     total = report["total"]
     lines = [f"Traffic classes of {total} write request{'s' if total != 1 else ''} in {_cell(source)}", ""]
     rows = [["class", "requests", "share"]]
-    rows += [[LABELS[cls], str(report["classes"][cls]), _share(report["classes"][cls], total)] for cls in TRAFFIC_CLASSES]
+    rows += [
+        [LABELS[cls], str(report["classes"][cls]), _share(report["classes"][cls], total)] for cls in TRAFFIC_CLASSES
+    ]
     rows.append(["total", str(total), _share(total, total)])
     lines += _grid(rows, {1, 2})
     for dim, groups in report["by"].items():
         lines += ["", f"By {dim}:"]
         head = [dim, "total", *(str(i) for i in range(1, len(TRAFFIC_CLASSES) + 1))]
-        body = [[_cell(key) if key else "(cluster-scoped)" if dim == "namespace" else "(none)", str(row["total"]),
-                 *(str(row["classes"][cls]) for cls in TRAFFIC_CLASSES)] for key, row in groups.items()]
+        body = [
+            [
+                _cell(key) if key else "(cluster-scoped)" if dim == "namespace" else "(none)",
+                str(row["total"]),
+                *(str(row["classes"][cls]) for cls in TRAFFIC_CLASSES),
+            ]
+            for key, row in groups.items()
+        ]
         lines += _grid([head, *body], set(range(1, len(head))))
     if report["topUnprocessed"]:
-        lines += ["", "Most frequent unprocessed requests (in scope, unsigned, no profile) -- a missing skipUsers entry or unsigned change:"]
+        lines += [
+            "",
+            "Most frequent unprocessed requests (in scope, unsigned, no profile) -- a missing skipUsers entry or "
+            "unsigned change:",
+        ]
         rows = [["count", "user", "kind", "namespace"]]
-        rows += [[str(e["count"]), _cell(e["user"]), _cell(e["kind"]), _cell(e["namespace"]) or "(cluster-scoped)"] for e in report["topUnprocessed"]]
+        rows += [
+            [str(e["count"]), _cell(e["user"]), _cell(e["kind"]), _cell(e["namespace"]) or "(cluster-scoped)"]
+            for e in report["topUnprocessed"]
+        ]
         lines += _grid(rows, {0})
     return "\n".join(lines) + "\n"
 
@@ -135,11 +190,14 @@ def _notes(summary: Any) -> list[str]:
         "non-resource": "non-resource requests",
         "repeated-stage": "events at a stage that repeats a logged request",
         "other-verb": "requests with a verb admission never sees",
-        "no-body": "writes whose verdict needs the request body the audit level did not record (log writes at level Request)",
+        "no-body": "writes whose verdict needs the request body the audit level did not record (log writes at level "
+        "Request)",
     }
     notes += [f"{n} {labels[why]} not counted" for why, n in sorted(summary.skipped.items())]
     if not summary.unprocessed.exact:
-        notes.append(f"more than {summary.unprocessed.capacity} distinct unprocessed triples: their counts are upper bounds")
+        notes.append(
+            f"more than {summary.unprocessed.capacity} distinct unprocessed triples: their counts are upper bounds"
+        )
     for dim, groups in summary.groups.items():
         if groups.overflowed:
             notes.append(f"{groups.overflowed} further {dim}s counted under (other)")
@@ -193,6 +251,8 @@ def run(args: argparse.Namespace) -> int:
     for note in _notes(summary):
         print(f"{prog}: {note}", file=sys.stderr)
     if summary.total == 0 and not summary.skipped:
-        print(f"{prog}: {args.filename} holds no {'readable ' if summary.malformed else ''}audit event", file=sys.stderr)
+        print(
+            f"{prog}: {args.filename} holds no {'readable ' if summary.malformed else ''}audit event", file=sys.stderr
+        )
         return EXIT_USAGE
     return EXIT_DENIED if summary.needs_attention else EXIT_OK

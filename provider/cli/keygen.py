@@ -18,7 +18,9 @@ FORMATS = ("pkcs8", "cosign")
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("keygen", help=HELP, description=HELP)
-    p.add_argument("--type", choices=KEY_TYPES, default="ecdsa-p256", help="key type (default ecdsa-p256; rsa is 3072 bits)")
+    p.add_argument(
+        "--type", choices=KEY_TYPES, default="ecdsa-p256", help="key type (default ecdsa-p256; rsa is 3072 bits)"
+    )
     p.add_argument("-o", "--output", required=True, metavar="PREFIX", help="write PREFIX.key and PREFIX.pub")
     p.add_argument(
         "--format", choices=FORMATS, default="pkcs8",

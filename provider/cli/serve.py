@@ -24,10 +24,28 @@ FLAGS: tuple[tuple[str, str, type, str, str], ...] = (
     ("--client-ca", "client_ca", str, "FILE", "CA bundle (PEM): API calls then need a client certificate it issued"),
     ("--workers", "workers", int, "N", "worker processes (default: one per CPU)"),
     ("--threads", "threads", int, "N", "requests served at once per worker (default 8)"),
-    ("--token-audience", "token_audience", str, "AUD", "also accept bearer tokens a TokenReview accepts for AUD (e.g. kyverno-svc.kyverno.io)"),
-    ("--callers", "callers", str, "LIST", "who may call, comma-separated cert:<name> and token:<username> "
-     "(default: Gatekeeper's webhook certificate and Kyverno's admission controller)"),
-    ("--kubeconfig", "kubeconfig", str, "FILE", "cluster for dry-runs and token reviews (default: in-cluster config inside a pod, else none)"),
+    (
+        "--token-audience",
+        "token_audience",
+        str,
+        "AUD",
+        "also accept bearer tokens a TokenReview accepts for AUD (e.g. kyverno-svc.kyverno.io)",
+    ),
+    (
+        "--callers",
+        "callers",
+        str,
+        "LIST",
+        "who may call, comma-separated cert:<name> and token:<username> "
+        "(default: Gatekeeper's webhook certificate and Kyverno's admission controller)",
+    ),
+    (
+        "--kubeconfig",
+        "kubeconfig",
+        str,
+        "FILE",
+        "cluster for dry-runs and token reviews (default: in-cluster config inside a pod, else none)",
+    ),
     ("--deadline-seconds", "deadline_seconds", float, "S", "answer within S seconds or fail the request (default 1.5)"),
     ("--max-body-bytes", "max_body_bytes", int, "N", "largest request body (default 16 MiB; 413 beyond)"),
     ("--max-keys", "max_keys", int, "N", "most keys in one Gatekeeper request (default 128)"),
@@ -38,9 +56,17 @@ FLAGS: tuple[tuple[str, str, type, str, str], ...] = (
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("serve", help=HELP, description=HELP)
     for flag, setting, kind, metavar, text in FLAGS:
-        p.add_argument(flag, dest=setting, type=kind, metavar=metavar, default=None, help=f"{text} [{env_name(setting)}]")
-    p.add_argument("--unsafe-http", dest="unsafe_http", action="store_true", default=None,
-                   help=f"serve plain HTTP for local experiments; warns on every request; never for a cluster [{env_name('unsafe_http')}]")
+        p.add_argument(
+            flag, dest=setting, type=kind, metavar=metavar, default=None, help=f"{text} [{env_name(setting)}]"
+        )
+    p.add_argument(
+        "--unsafe-http",
+        dest="unsafe_http",
+        action="store_true",
+        default=None,
+        help="serve plain HTTP for local experiments; warns on every request; never for a cluster "
+        f"[{env_name('unsafe_http')}]",
+    )
     p.set_defaults(run=run)
 
 

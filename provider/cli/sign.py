@@ -14,13 +14,38 @@ HELP = "sign a manifest file or directory (writes <file>.signed)"
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("sign", help=HELP, description=HELP + ". The private key's password is read from MANIFEST_PROVIDER_PASSWORD (or COSIGN_PASSWORD).")
-    p.add_argument("-f", "--filename", required=True, metavar="FILE|DIR", help="manifest file, or a directory of .yaml/.yml files")
-    p.add_argument("-k", "--key", required=True, metavar="PRIVATE.pem", help="private key: PKCS#8 PEM (ECDSA, RSA or Ed25519) or a cosign key file (cosign.key)")
+    p = sub.add_parser(
+        "sign",
+        help=HELP,
+        description=HELP + ". The private key's password is read from MANIFEST_PROVIDER_PASSWORD (or COSIGN_PASSWORD).",
+    )
+    p.add_argument(
+        "-f", "--filename", required=True, metavar="FILE|DIR", help="manifest file, or a directory of .yaml/.yml files"
+    )
+    p.add_argument(
+        "-k",
+        "--key",
+        required=True,
+        metavar="PRIVATE.pem",
+        help="private key: PKCS#8 PEM (ECDSA, RSA or Ed25519) or a cosign key file (cosign.key)",
+    )
     p.add_argument("-o", "--output", metavar="OUT", help="output file (default <FILE>.signed; - for stdout)")
-    p.add_argument("--append-signature", action="store_true", help="add signature_N to already signed input, keeping earlier signatures valid")
-    p.add_argument("--tarball", action="store_true", help="sign a tar.gz of the input files (upstream's deprecated --tarball=yes) instead of a YAML stream")
-    p.add_argument("--annotation-domain", default=None, metavar="D", help="signature annotation domain (default cosign.sigstore.dev)")
+    p.add_argument(
+        "--append-signature",
+        action="store_true",
+        help="add signature_N to already signed input, keeping earlier signatures valid",
+    )
+    p.add_argument(
+        "--tarball",
+        action="store_true",
+        help="sign a tar.gz of the input files (upstream's deprecated --tarball=yes) instead of a YAML stream",
+    )
+    p.add_argument(
+        "--annotation-domain",
+        default=None,
+        metavar="D",
+        help="signature annotation domain (default cosign.sigstore.dev)",
+    )
     p.set_defaults(run=run)
 
 
@@ -44,7 +69,11 @@ def run(args: argparse.Namespace) -> int:
         signed = append_signature(documents, key, domain=domain)
     else:
         base = Path(args.filename)
-        tarball = [(str(p.relative_to(base)) if base.is_dir() else p.name, p.read_bytes()) for p in files] if args.tarball else None
+        tarball = (
+            [(str(p.relative_to(base)) if base.is_dir() else p.name, p.read_bytes()) for p in files]
+            if args.tarball
+            else None
+        )
         signed = sign_documents(documents, key, domain=domain, tarball_files=tarball)
     text = dump_yaml(signed)
     out = args.output or f"{args.filename.rstrip('/')}.signed"

@@ -14,20 +14,52 @@ HELP = "verify signed manifests (exit 0: all verified, 1: some denied, 2: usage 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("verify", help=HELP, description=HELP)
-    p.add_argument("-f", "--filename", required=True, metavar="FILE",
-                   help="YAML/JSON file with the objects to verify (- for stdin); AdmissionRequest/AdmissionReview JSON is accepted too")
-    p.add_argument("-k", "--key", action="append", default=[], metavar="PUBLIC.pem",
-                   help="trusted public key or certificate PEM file (repeatable; several PEM blocks in one file are several keys)")
-    p.add_argument("--key-operation", choices=("AtLeastOne", "MustAll"), help="AtLeastOne (default) or MustAll of the keys")
+    p.add_argument(
+        "-f",
+        "--filename",
+        required=True,
+        metavar="FILE",
+        help="YAML/JSON file with the objects to verify (- for stdin); AdmissionRequest/AdmissionReview JSON is "
+        "accepted too",
+    )
+    p.add_argument(
+        "-k",
+        "--key",
+        action="append",
+        default=[],
+        metavar="PUBLIC.pem",
+        help="trusted public key or certificate PEM file (repeatable; several PEM blocks in one file are several keys)",
+    )
+    p.add_argument(
+        "--key-operation", choices=("AtLeastOne", "MustAll"), help="AtLeastOne (default) or MustAll of the keys"
+    )
     p.add_argument("--threshold", type=int, metavar="N", help="at least N distinct keys/signers must verify")
     p.add_argument("--config", metavar="POLICY.yaml", help="policy file (docs/policy.md); flags are added to it")
     p.add_argument("--annotation-domain", metavar="D", help="signature annotation domain (default cosign.sigstore.dev)")
-    p.add_argument("--signer", action="append", default=[], metavar="SUBJECT[,ISSUER]",
-                   help="trusted keyless signer identity, e.g. jane@example.com,https://accounts.google.com (repeatable)")
-    p.add_argument("--trusted-root", metavar="FILE", help="sigstore TrustedRoot JSON for keyless signers (default: the public-good root shipped with this package)")
-    p.add_argument("--dry-run", action="store_true", help="when the object differs from its manifest, ask the cluster (server-side dry-run) what it makes of the signed manifest")
-    p.add_argument("--dry-run-namespace", metavar="NS", help="namespace for dry-run creates (default: the object's own)")
-    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --dry-run (default: $KUBECONFIG or ~/.kube/config)")
+    p.add_argument(
+        "--signer",
+        action="append",
+        default=[],
+        metavar="SUBJECT[,ISSUER]",
+        help="trusted keyless signer identity, e.g. jane@example.com,https://accounts.google.com (repeatable)",
+    )
+    p.add_argument(
+        "--trusted-root",
+        metavar="FILE",
+        help="sigstore TrustedRoot JSON for keyless signers (default: the public-good root shipped with this package)",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="when the object differs from its manifest, ask the cluster (server-side dry-run) what it makes of the "
+        "signed manifest",
+    )
+    p.add_argument(
+        "--dry-run-namespace", metavar="NS", help="namespace for dry-run creates (default: the object's own)"
+    )
+    p.add_argument(
+        "--kubeconfig", metavar="FILE", help="kubeconfig for --dry-run (default: $KUBECONFIG or ~/.kube/config)"
+    )
     add_output_flag(p)
     p.set_defaults(run=run)
 
@@ -73,4 +105,10 @@ def run(args: argparse.Namespace) -> int:
         from ..kube.dryrun import dry_runner_for
 
         runner = dry_runner_for(args.kubeconfig)
-    return evaluate_documents("verify", args.filename, args.output, lambda review: decide(review, policy, dry_runner=runner), admission=args.admission)
+    return evaluate_documents(
+        "verify",
+        args.filename,
+        args.output,
+        lambda review: decide(review, policy, dry_runner=runner),
+        admission=args.admission,
+    )

@@ -8,21 +8,48 @@ from typing import Any
 from ..errors import PolicyError
 from ._common import add_output_flag, evaluate_documents, read_documents
 
-HELP = "verify the bootstrap-token (JWS) signatures of a cluster-info ConfigMap (exit 0: all valid, 1: some refused, 2: usage error, 3: some allowed unchecked)"
+HELP = (
+    "verify the bootstrap-token (JWS) signatures of a cluster-info ConfigMap (exit 0: all valid, 1: some refused, "
+    "2: usage error, 3: some allowed unchecked)"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("verify-cluster-info", help=HELP, description=HELP)
-    p.add_argument("-f", "--filename", required=True, metavar="FILE",
-                   help="YAML/JSON file with the ConfigMap(s) to verify (- for stdin), e.g. kubectl get cm -n kube-public cluster-info -o yaml")
-    p.add_argument("--token", action="append", default=[], metavar="ID.SECRET",
-                   help="a bootstrap token that may sign, as kubeadm token create prints it (repeatable); it never expires here")
-    p.add_argument("--token-secret", action="append", default=[], metavar="FILE",
-                   help="a bootstrap-token-<id> Secret (YAML/JSON, e.g. from kubectl get secret -n kube-system -o yaml); "
-                        "its expiration and usage-bootstrap-signing are honoured (repeatable; Lists are read whole)")
-    p.add_argument("--ca-cert-hash", action="append", default=[], metavar="sha256:HEX",
-                   help="the kubeconfig's CA must have this public-key hash, as kubeadm join --discovery-token-ca-cert-hash (repeatable)")
-    p.add_argument("--require-signature", action="store_true", help="refuse a ConfigMap that carries no signature at all")
+    p.add_argument(
+        "-f",
+        "--filename",
+        required=True,
+        metavar="FILE",
+        help="YAML/JSON file with the ConfigMap(s) to verify (- for stdin), e.g. kubectl get cm -n kube-public "
+        "cluster-info -o yaml",
+    )
+    p.add_argument(
+        "--token",
+        action="append",
+        default=[],
+        metavar="ID.SECRET",
+        help="a bootstrap token that may sign, as kubeadm token create prints it (repeatable); it never expires here",
+    )
+    p.add_argument(
+        "--token-secret",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a bootstrap-token-<id> Secret (YAML/JSON, e.g. from kubectl get secret -n kube-system -o yaml); "
+        "its expiration and usage-bootstrap-signing are honoured (repeatable; Lists are read whole)",
+    )
+    p.add_argument(
+        "--ca-cert-hash",
+        action="append",
+        default=[],
+        metavar="sha256:HEX",
+        help="the kubeconfig's CA must have this public-key hash, as kubeadm join --discovery-token-ca-cert-hash "
+        "(repeatable)",
+    )
+    p.add_argument(
+        "--require-signature", action="store_true", help="refuse a ConfigMap that carries no signature at all"
+    )
     add_output_flag(p)
     p.set_defaults(run=run)
 
@@ -38,7 +65,10 @@ def _tokens(args: argparse.Namespace) -> list[Any]:
             token_id = name.removeprefix(TOKEN_SECRET_PREFIX) if isinstance(name, str) else ""
             token = BootstrapToken.from_secret(doc, token_id)
             if token is None:
-                raise PolicyError(f"{path}: document {index + 1} is not a usable {TOKEN_SECRET_PREFIX}<id> Secret of type bootstrap.kubernetes.io/token")
+                raise PolicyError(
+                    f"{path}: document {index + 1} is not a usable {TOKEN_SECRET_PREFIX}<id> Secret of type "
+                    "bootstrap.kubernetes.io/token"
+                )
             tokens.append(token)
     return tokens
 
@@ -51,4 +81,10 @@ def run(args: argparse.Namespace) -> int:
         policy_data["caCertHashes"] = args.ca_cert_hash
     policy = ClusterInfoPolicy.from_dict(policy_data)
     source = InlineTokenSource(_tokens(args))
-    return evaluate_documents("verify-cluster-info", args.filename, args.output, lambda review: evaluate_cluster_info(review, policy, source, scoped=False), admission=args.admission)
+    return evaluate_documents(
+        "verify-cluster-info",
+        args.filename,
+        args.output,
+        lambda review: evaluate_cluster_info(review, policy, source, scoped=False),
+        admission=args.admission,
+    )

@@ -7,21 +7,51 @@ from typing import Any
 
 from ._common import add_output_flag, evaluate_documents
 
-HELP = "check kubelet-serving CertificateSigningRequests like kubelet-csr-approver (exit 0: all compliant, 1: some not, 2: usage error, 3: some allowed unchecked)"
+HELP = (
+    "check kubelet-serving CertificateSigningRequests like kubelet-csr-approver (exit 0: all compliant, 1: some "
+    "not, 2: usage error, 3: some allowed unchecked)"
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("verify-csr", help=HELP, description=HELP)
-    p.add_argument("-f", "--filename", required=True, metavar="FILE",
-                   help="YAML/JSON file with the CertificateSigningRequest(s) (- for stdin), e.g. kubectl get csr -o yaml; CSRs for other signers pass as out of scope")
-    p.add_argument("--provider-regex", metavar="RE", help="every DNS SAN must match this regular expression (searched, so anchor it: ^node-\\w*\\.example\\.com$)")
-    p.add_argument("--ip-prefixes", metavar="CIDR,...", help="every IP SAN must lie in one of these prefixes, e.g. 192.168.0.0/16,fc00::/7 (default: any)")
-    p.add_argument("--max-expiration-sec", type=int, metavar="N", help="largest spec.expirationSeconds allowed (default and maximum: 367 days)")
+    p.add_argument(
+        "-f",
+        "--filename",
+        required=True,
+        metavar="FILE",
+        help="YAML/JSON file with the CertificateSigningRequest(s) (- for stdin), e.g. kubectl get csr -o yaml; CSRs "
+        "for other signers pass as out of scope",
+    )
+    p.add_argument(
+        "--provider-regex",
+        metavar="RE",
+        help="every DNS SAN must match this regular expression (searched, so anchor it: ^node-\\w*\\.example\\.com$)",
+    )
+    p.add_argument(
+        "--ip-prefixes",
+        metavar="CIDR,...",
+        help="every IP SAN must lie in one of these prefixes, e.g. 192.168.0.0/16,fc00::/7 (default: any)",
+    )
+    p.add_argument(
+        "--max-expiration-sec",
+        type=int,
+        metavar="N",
+        help="largest spec.expirationSeconds allowed (default and maximum: 367 days)",
+    )
     p.add_argument("--allowed-dns-names", type=int, metavar="N", help="most DNS SANs allowed (default 1)")
-    p.add_argument("--bypass-hostname-check", action="store_true", help="do not require DNS SANs to be the node name or under it")
-    p.add_argument("--resolve-dns-names", action="store_true",
-                   help="also resolve every DNS SAN: it must resolve, inside --ip-prefixes, and every IP SAN must be among the answers (off by default)")
-    p.add_argument("--dns-timeout", type=float, metavar="SECONDS", help="deadline for all lookups together (default 1, at most 2)")
+    p.add_argument(
+        "--bypass-hostname-check", action="store_true", help="do not require DNS SANs to be the node name or under it"
+    )
+    p.add_argument(
+        "--resolve-dns-names",
+        action="store_true",
+        help="also resolve every DNS SAN: it must resolve, inside --ip-prefixes, and every IP SAN must be among the "
+        "answers (off by default)",
+    )
+    p.add_argument(
+        "--dns-timeout", type=float, metavar="SECONDS", help="deadline for all lookups together (default 1, at most 2)"
+    )
     add_output_flag(p)
     p.set_defaults(run=run)
 
@@ -50,4 +80,10 @@ def run(args: argparse.Namespace) -> int:
     from ..neighbours.csr import CsrPolicy, evaluate_csr
 
     policy = CsrPolicy.from_dict(build_policy(args))
-    return evaluate_documents("verify-csr", args.filename, args.output, lambda review: evaluate_csr(review, policy, scoped=False), admission=args.admission)
+    return evaluate_documents(
+        "verify-csr",
+        args.filename,
+        args.output,
+        lambda review: evaluate_csr(review, policy, scoped=False),
+        admission=args.admission,
+    )

@@ -59,7 +59,9 @@ class CertificateExpired(VerificationFailure):
     reason = "certificate-expired-at-signing"
 
 
-def read_certificates(pem: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[x509.Certificate, tuple[x509.Certificate, ...]]:
+def read_certificates(
+    pem: bytes, limits: Limits = DEFAULT_LIMITS
+) -> tuple[x509.Certificate, tuple[x509.Certificate, ...]]:
     """The leaf (first PEM block) and the certificates the signer sent after it.
 
     Those are read, within the limits, so that a malformed annotation is refused
@@ -70,11 +72,15 @@ def read_certificates(pem: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[x509
     if count == 0:
         raise CertificateUntrusted("the certificate annotation holds no PEM certificate")
     if count > limits.max_chain_certificates:
-        raise CertificateUntrusted(f"the certificate annotation holds {count} certificates; at most {limits.max_chain_certificates} are read")
+        raise CertificateUntrusted(
+            f"the certificate annotation holds {count} certificates; at most {limits.max_chain_certificates} are read"
+        )
     try:
         certs = x509.load_pem_x509_certificates(pem)
     except ValueError as exc:
-        raise CertificateUntrusted(f"the certificate annotation is not a valid PEM certificate ({str(exc)[:80]})") from exc
+        raise CertificateUntrusted(
+            f"the certificate annotation is not a valid PEM certificate ({str(exc)[:80]})"
+        ) from exc
     return certs[0], tuple(certs[1:])
 
 
@@ -124,7 +130,9 @@ def require_code_signing(leaf: x509.Certificate) -> None:
     try:
         usages = leaf.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
     except x509.ExtensionNotFound:
-        raise CertificateUntrusted("the certificate has no extended key usage; a signing certificate must allow code signing") from None
+        raise CertificateUntrusted(
+            "the certificate has no extended key usage; a signing certificate must allow code signing"
+        ) from None
     if ExtendedKeyUsageOID.CODE_SIGNING not in usages:
         raise CertificateUntrusted("the certificate is not a code-signing certificate (extended key usage)")
 
@@ -187,7 +195,9 @@ def oidc_issuer(leaf: x509.Certificate) -> str | None:
         try:
             v1 = v1_raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise IdentityMismatch("the certificate's OIDC issuer extension (1.3.6.1.4.1.57264.1.1) is not UTF-8") from None
+            raise IdentityMismatch(
+                "the certificate's OIDC issuer extension (1.3.6.1.4.1.57264.1.1) is not UTF-8"
+            ) from None
     if v1 is not None and v2 is not None and v1 != v2:
         raise IdentityMismatch(f"the certificate names two different OIDC issuers ({v2[:80]!r} and {v1[:80]!r})")
     return v2 if v2 is not None else v1

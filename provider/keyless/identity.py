@@ -55,7 +55,9 @@ class SignerSpec:
         if "issuer" in data and "issuerRegExp" in data:
             raise PolicyError(f"{where}: give issuer or issuerRegExp, not both")
         if "subject" not in data and "subjectRegExp" not in data:
-            raise PolicyError(f"{where}: subject or subjectRegExp is required; a signer without an identity would accept anyone")
+            raise PolicyError(
+                f"{where}: subject or subjectRegExp is required; a signer without an identity would accept anyone"
+            )
 
         def regexp(name: str) -> re.Pattern[str] | None:
             if name not in data:
@@ -71,8 +73,16 @@ class SignerSpec:
         return cls(subject, regexp("subjectRegExp"), issuer, regexp("issuerRegExp"), roots)
 
     def describe(self) -> str:
-        subject = self.subject if self.subject is not None else f"/{self.subject_regexp.pattern if self.subject_regexp else ''}/"
-        issuer = self.issuer if self.issuer is not None else (f"/{self.issuer_regexp.pattern}/" if self.issuer_regexp else "any issuer")
+        subject = (
+            self.subject
+            if self.subject is not None
+            else f"/{self.subject_regexp.pattern if self.subject_regexp else ''}/"
+        )
+        issuer = (
+            self.issuer
+            if self.issuer is not None
+            else (f"/{self.issuer_regexp.pattern}/" if self.issuer_regexp else "any issuer")
+        )
         return f"{subject} ({issuer})"
 
 
@@ -85,10 +95,19 @@ def match_identity(spec: SignerSpec, identity: Identity) -> dict[str, str]:
         subject = next((s for s in identity.subjects if pattern is not None and pattern.fullmatch(s)), None)
     named = ", ".join(s[:80] for s in identity.subjects[:3]) or "no email or URI"
     if subject is None:
-        wanted = spec.subject if spec.subject is not None else f"/{spec.subject_regexp.pattern if spec.subject_regexp else ''}/"
+        wanted = (
+            spec.subject
+            if spec.subject is not None
+            else f"/{spec.subject_regexp.pattern if spec.subject_regexp else ''}/"
+        )
         raise IdentityMismatch(f"the certificate names {named}, not {wanted[:80]}")
     if spec.issuer is not None and identity.issuer != spec.issuer:
-        raise IdentityMismatch(f"{subject[:80]} was certified by issuer {identity.issuer[:80]!r}, not {spec.issuer[:80]!r}")
+        raise IdentityMismatch(
+            f"{subject[:80]} was certified by issuer {identity.issuer[:80]!r}, not {spec.issuer[:80]!r}"
+        )
     if spec.issuer_regexp is not None and not spec.issuer_regexp.fullmatch(identity.issuer):
-        raise IdentityMismatch(f"{subject[:80]} was certified by issuer {identity.issuer[:80]!r}, which does not match /{spec.issuer_regexp.pattern[:80]}/")
+        raise IdentityMismatch(
+            f"{subject[:80]} was certified by issuer {identity.issuer[:80]!r}, which does not match "
+            f"/{spec.issuer_regexp.pattern[:80]}/"
+        )
     return {"subject": subject, "issuer": identity.issuer}

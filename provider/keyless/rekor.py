@@ -113,7 +113,9 @@ def check_bundle(
         raise TlogEntryInvalid(f"the bundle has fields {sorted(bundle)[:5]}, expected SignedEntryTimestamp and Payload")
     fields = read_mapping(bundle["Payload"], "the bundle's Payload", TlogEntryInvalid)
     if set(fields) != _PAYLOAD_FIELDS:
-        raise TlogEntryInvalid(f"the bundle's Payload has fields {sorted(fields)[:6]}, expected body, integratedTime, logIndex, logID")
+        raise TlogEntryInvalid(
+            f"the bundle's Payload has fields {sorted(fields)[:6]}, expected body, integratedTime, logIndex, logID"
+        )
     set_signature = _b64(bundle["SignedEntryTimestamp"], "SignedEntryTimestamp")
     body_text = fields["body"]
     body = _b64(body_text, "the logged body")
@@ -129,7 +131,10 @@ def check_bundle(
     if log is None:
         raise TlogEntryInvalid(f"the entry was logged by log {log_id[:16]}…, which is not in the trusted root")
     if not log.window.contains(when):
-        raise TlogEntryInvalid(f"the entry's integratedTime {when.isoformat()} is outside the validity of log {log.url} ({log.window.describe()})")
+        raise TlogEntryInvalid(
+            f"the entry's integratedTime {when.isoformat()} is outside the validity of log {log.url} "
+            f"({log.window.describe()})"
+        )
     if not log.key.verifies(set_signature, canonical_payload(body_text, integrated, log_id, log_index)):
         raise TlogEntryInvalid(f"the SignedEntryTimestamp does not verify with the key of log {log.url}")
 
@@ -137,7 +142,10 @@ def check_bundle(
     entry = read_mapping(_read_json(body, "the logged entry", limits), "the logged entry", TlogEntryInvalid)
     kind = entry.get("kind")
     if kind not in KINDS or entry.get("apiVersion") != ENTRY_API_VERSION:
-        raise TlogEntryInvalid(f"the logged entry is {str(kind)[:40]} {str(entry.get('apiVersion'))[:20]}, not hashedrekord/rekord {ENTRY_API_VERSION}")
+        raise TlogEntryInvalid(
+            f"the logged entry is {str(kind)[:40]} {str(entry.get('apiVersion'))[:20]}, not hashedrekord/rekord "
+            f"{ENTRY_API_VERSION}"
+        )
     spec = read_mapping(entry.get("spec"), "the logged entry's spec", TlogEntryInvalid)
     _check_data(read_mapping(spec.get("data"), "the logged entry's data", TlogEntryInvalid), payload)
     logged_sig = read_mapping(spec.get("signature"), "the logged entry's signature", TlogEntryInvalid)
@@ -145,7 +153,10 @@ def check_bundle(
         raise TlogEntryInvalid(f"the logged rekord signature has format {str(logged_sig.get('format'))[:20]}, not x509")
     if _b64(logged_sig.get("content"), "the logged signature") != signature:
         raise TlogEntryInvalid("the logged entry holds a different signature than this signature set")
-    key_pem = _b64(read_mapping(logged_sig.get("publicKey"), "the logged public key", TlogEntryInvalid).get("content"), "the logged public key")
+    key_pem = _b64(
+        read_mapping(logged_sig.get("publicKey"), "the logged public key", TlogEntryInvalid).get("content"),
+        "the logged public key",
+    )
     try:
         logged_cert = x509.load_pem_x509_certificate(key_pem)
     except ValueError:
@@ -162,9 +173,13 @@ def _check_data(data: dict[str, Any], payload: bytes) -> None:
         hashed = read_mapping(hashed, "the logged hash", TlogEntryInvalid)
         value = hashed.get("value")
         if hashed.get("algorithm") != "sha256" or not isinstance(value, str) or not _SHA256_HEX.match(value):
-            raise TlogEntryInvalid(f"the logged hash is not a sha256 digest (algorithm {str(hashed.get('algorithm'))[:20]})")
+            raise TlogEntryInvalid(
+                f"the logged hash is not a sha256 digest (algorithm {str(hashed.get('algorithm'))[:20]})"
+            )
         if value.lower() != digest:
-            raise TlogEntryInvalid(f"the logged entry names sha256:{value[:16].lower()}…, not this message (sha256:{digest[:16]}…)")
+            raise TlogEntryInvalid(
+                f"the logged entry names sha256:{value[:16].lower()}…, not this message (sha256:{digest[:16]}…)"
+            )
         return
     # rekord may log the content itself instead of its hash.
     if "content" in data and _b64(data["content"], "the logged content") == payload:

@@ -113,11 +113,15 @@ def _signature_verifies(leaf: Any, signature: bytes, payload: bytes) -> PublicKe
     except KeyLoadError as exc:  # a key type or size no signature may use
         raise CertificateUntrusted(f"the certificate's key cannot be used: {exc.message}") from exc
     if not key.verifies(signature, payload):
-        raise VerificationFailure("the signature over the message does not verify with the certificate's key", reason="signature-invalid")
+        raise VerificationFailure(
+            "the signature over the message does not verify with the certificate's key", reason="signature-invalid"
+        )
     return key
 
 
-def certify_keyless(sig_set: SignatureSet, payload: bytes, root: TrustRoot, limits: Limits = DEFAULT_LIMITS) -> Certified:
+def certify_keyless(
+    sig_set: SignatureSet, payload: bytes, root: TrustRoot, limits: Limits = DEFAULT_LIMITS
+) -> Certified:
     """Steps 1-5 for a Fulcio certificate and its Rekor bundle (see the module docstring)."""
     if sig_set.certificate is None:
         raise CertificateUntrusted("the signature carries no certificate")
@@ -154,13 +158,17 @@ def certify_keyless(sig_set: SignatureSet, payload: bytes, root: TrustRoot, limi
     require_code_signing(leaf)
     # 4. valid when logged
     if not valid_at(leaf, signed_at):
-        raise CertificateExpired(f"the certificate ({validity(leaf)}) was not valid when the signature was logged ({signed_at.isoformat()})")
+        raise CertificateExpired(
+            f"the certificate ({validity(leaf)}) was not valid when the signature was logged ({signed_at.isoformat()})"
+        )
     # 5. the signature itself
     key = _signature_verifies(leaf, sig_set.signature, payload)
     return Certified(identity_of(leaf), key.fingerprint, signed_at)
 
 
-def certify_with_roots(sig_set: SignatureSet, payload: bytes, roots: SignerRoots, now: datetime, limits: Limits = DEFAULT_LIMITS) -> Certified:
+def certify_with_roots(
+    sig_set: SignatureSet, payload: bytes, roots: SignerRoots, now: datetime, limits: Limits = DEFAULT_LIMITS
+) -> Certified:
     """Steps 3-5 for a certificate signer: chain through the given roots only, valid now, signature good."""
     if sig_set.certificate is None:
         raise CertificateUntrusted("the signature carries no certificate")
@@ -171,11 +179,15 @@ def certify_with_roots(sig_set: SignatureSet, payload: bytes, roots: SignerRoots
             if extra
             else ""
         )
-        raise CertificateUntrusted(f"the certificate (issuer {leaf.issuer.rfc4514_string()[:80]}) does not chain to the signer's roots{hint}")
+        raise CertificateUntrusted(
+            f"the certificate (issuer {leaf.issuer.rfc4514_string()[:80]}) does not chain to the signer's roots{hint}"
+        )
     require_code_signing(leaf)
     if not valid_at(leaf, now):
         # Without a transparency log nothing proves when the signature was made.
-        raise CertificateUntrusted(f"the certificate ({validity(leaf)}) is not valid now; without a transparency log it must be")
+        raise CertificateUntrusted(
+            f"the certificate ({validity(leaf)}) is not valid now; without a transparency log it must be"
+        )
     key = _signature_verifies(leaf, sig_set.signature, payload)
     return Certified(identity_of(leaf), key.fingerprint, None)
 
@@ -254,4 +266,6 @@ def check_signer(
     if worst is None:  # pragma: no cover - every set either verified or failed
         return Outcome(False, (), "signature-invalid", f"{label}: no signature verified", bindings=tuple(bindings))
     _, worst_set, worst_failure = worst
-    return Outcome(False, (), worst_failure.reason, f"{label}: {worst_set.name}: {worst_failure.message}", bindings=tuple(bindings))
+    return Outcome(
+        False, (), worst_failure.reason, f"{label}: {worst_set.name}: {worst_failure.message}", bindings=tuple(bindings)
+    )

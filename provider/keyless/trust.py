@@ -138,12 +138,16 @@ def load_trusted_root(value: Any, *, limits: Limits = DEFAULT_LIMITS) -> TrustRo
     if value is None:
         return _default_root()
     if isinstance(value, str):
-        document = load_json(_read_file(value, limits), limits=limits, error=PolicyError, what=f"trustedRoot file {value[:200]}")
+        document = load_json(
+            _read_file(value, limits), limits=limits, error=PolicyError, what=f"trustedRoot file {value[:200]}"
+        )
     elif isinstance(value, dict):
         check_shape(value, limits=limits, error=PolicyError, what="trustedRoot")
         document = value
     else:
-        raise PolicyError(f"trustedRoot: expected a TrustedRoot JSON object or the path of one, got {type(value).__name__}")
+        raise PolicyError(
+            f"trustedRoot: expected a TrustedRoot JSON object or the path of one, got {type(value).__name__}"
+        )
     return _parse_cached(document, limits)
 
 
@@ -173,7 +177,9 @@ def _parse_cached(document: Any, limits: Limits) -> TrustRoot:
     if len(text) > limits.max_trusted_root_bytes:
         raise PolicyError(f"trustedRoot: larger than {limits.max_trusted_root_bytes} bytes")
     text_digest = hashlib.sha256(text.encode()).hexdigest()
-    key = digest("trusted-root", text_digest, repr(limits))  # limits bound the parse, so they are part of what was checked
+    key = digest(
+        "trusted-root", text_digest, repr(limits)
+    )  # limits bound the parse, so they are part of what was checked
     if (root := _cache.get(key)) is not None:
         return root
     root = _parse(text, text_digest, limits)
@@ -200,7 +206,9 @@ def _parse(text: str, digest: str, limits: Limits) -> TrustRoot:
         raise _schema_error(exc) from exc
     certificates = sum(len(ca.cert_chain.certificates) for ca in model.certificate_authorities)
     if certificates > limits.max_root_certificates:
-        raise PolicyError(f"trustedRoot: {certificates} CA certificates; at most {limits.max_root_certificates} are read")
+        raise PolicyError(
+            f"trustedRoot: {certificates} CA certificates; at most {limits.max_root_certificates} are read"
+        )
     logs = tuple(entry for entry in (_log_key(tlog, i) for i, tlog in enumerate(model.tlogs)) if entry is not None)
     authorities = tuple(_authority(ca, i) for i, ca in enumerate(model.certificate_authorities))
     if not logs:
@@ -303,7 +311,8 @@ def load_signer_roots(pem: str, limits: Limits = DEFAULT_LIMITS) -> SignerRoots:
             is_ca = False
         if not is_ca:
             raise PolicyError(
-                f"signers[].roots: {cert.subject.rfc4514_string()[:80]} is not a CA certificate (basicConstraints CA:TRUE); "
+                f"signers[].roots: {cert.subject.rfc4514_string()[:80]} is not a CA certificate (basicConstraints "
+                "CA:TRUE); "
                 "list the CA that issues the signing certificates, not a signing certificate"
             )
     anchors, intermediates = _split_chain(listed)

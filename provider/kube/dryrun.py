@@ -339,7 +339,9 @@ class KubeDryRunner:
         files = path or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
         configuration = client.Configuration()
         try:
-            config.load_kube_config(config_file=files, context=context, client_configuration=configuration, persist_config=False)  # type: ignore[no-untyped-call]
+            config.load_kube_config(
+                config_file=files, context=context, client_configuration=configuration, persist_config=False
+            )  # type: ignore[no-untyped-call]
             contexts, active = config.list_kube_config_contexts(config_file=files)  # type: ignore[no-untyped-call]
         except (ConfigException, yaml.YAMLError, OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
             raise PolicyError(f"kubeconfig {files}: {str(exc)[:300] or type(exc).__name__}") from exc
@@ -364,7 +366,9 @@ class KubeDryRunner:
                 namespace = handle.read().strip() or "default"
         except OSError:
             namespace = "default"
-        return cls(api_client(configuration), source="the API server (in-cluster)", default_namespace=namespace, **options)
+        return cls(
+            api_client(configuration), source="the API server (in-cluster)", default_namespace=namespace, **options
+        )
 
     def close(self) -> None:
         self._client.close()
@@ -411,7 +415,9 @@ class KubeDryRunner:
         except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
             # NewConnectionError (refused, unreachable) subclasses urllib3's
             # TimeoutError for backwards compatibility; it is no timeout.
-            timed_out = isinstance(exc, (urllib3.exceptions.TimeoutError, TimeoutError)) and not isinstance(exc, urllib3.exceptions.NewConnectionError)
+            timed_out = isinstance(exc, (urllib3.exceptions.TimeoutError, TimeoutError)) and not isinstance(
+                exc, urllib3.exceptions.NewConnectionError
+            )
             if timed_out or deadline.left() <= 0:
                 raise self._late(what, deadline) from exc
             raise _failed(f"{self.source} could not be reached ({what}): {_why(exc)}") from exc
@@ -435,8 +441,14 @@ class KubeDryRunner:
 
     def _late(self, what: str, deadline: _Deadline, *, complete: bool = False) -> TransientError:
         # One wording for every late answer, whether it was cut off or arrived whole too late.
-        detail = "its answer was complete only after the deadline and is not used" if complete else "the answer was not complete by then"
-        return _failed(f"{self.source} did not answer within {deadline.seconds:g} s, the dry-run deadline ({what}: {detail})")
+        detail = (
+            "its answer was complete only after the deadline and is not used"
+            if complete
+            else "the answer was not complete by then"
+        )
+        return _failed(
+            f"{self.source} did not answer within {deadline.seconds:g} s, the dry-run deadline ({what}: {detail})"
+        )
 
     # -- discovery --
 
@@ -464,7 +476,10 @@ class KubeDryRunner:
         deadline = deadline or _Deadline(self.timeout)
         group, version = split_api_version(api_version)
         if not version or not isinstance(kind, str) or not kind:
-            raise VerificationFailure(f"the signed manifest has no usable apiVersion/kind ({str(api_version)[:60]!r}, {str(kind)[:60]!r})", reason="dry-run-failed")
+            raise VerificationFailure(
+                f"the signed manifest has no usable apiVersion/kind ({str(api_version)[:60]!r}, {str(kind)[:60]!r})",
+                reason="dry-run-failed",
+            )
         key = (group, version)
         with self._lock:
             entry = self._discovery.get(key)
@@ -480,7 +495,8 @@ class KubeDryRunner:
         if resource is None:
             what = api_version if entry.served else f"{api_version} at all"
             raise VerificationFailure(
-                f"the API server does not serve kind {kind} in {what} (discovery), so the signed manifest cannot be dry-run",
+                f"the API server does not serve kind {kind} in {what} (discovery), so the signed manifest cannot be "
+                "dry-run",
                 reason="dry-run-failed",
             )
         return resource
@@ -497,7 +513,11 @@ class KubeDryRunner:
         deadline = _Deadline(self.timeout)
         resource = self.resource_for(manifest.get("apiVersion"), manifest.get("kind"), deadline)
         if "create" not in resource.verbs:
-            raise VerificationFailure(f"{resource.describe()} cannot be created (the API server lists no create verb), so it cannot be dry-run", reason="dry-run-failed")
+            raise VerificationFailure(
+                f"{resource.describe()} cannot be created (the API server lists no create verb), so it cannot be "
+                "dry-run",
+                reason="dry-run-failed",
+            )
         where = (namespace or self.default_namespace) if resource.namespaced else None
         body = dict(manifest)
         if not isinstance(body.get("metadata"), dict):
@@ -512,7 +532,9 @@ class KubeDryRunner:
         response = self._exchange("POST", path, deadline, body=body, what=f"dry-run POST {path}")
         if response.status == 409 and response.status_field("reason") == "AlreadyExists":
             body = renamed_for_retry(body, "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(5)))
-            response = self._exchange("POST", path, deadline, body=body, what=f"dry-run POST {path} (renamed after a name clash)")
+            response = self._exchange(
+                "POST", path, deadline, body=body, what=f"dry-run POST {path} (renamed after a name clash)"
+            )
         if 200 <= response.status < 300 and isinstance(response.body, dict):
             # The answer must be the object this request created -- exactly the name sent
             # (the retry's, after a clash), or one with its generateName prefix -- in the
@@ -527,11 +549,17 @@ class KubeDryRunner:
             return response.body
         raise self._failure(response, resource, where, body)
 
-    def _failure(self, response: _Response, resource: Resource, namespace: str | None, body: dict[str, Any]) -> Exception:
+    def _failure(
+        self, response: _Response, resource: Resource, namespace: str | None, body: dict[str, Any]
+    ) -> Exception:
         status, message = response.status, response.message
-        target = f"{resource.kind} {namespace + '/' if namespace else ''}{(body.get('metadata') or {}).get('name', '')}".strip()
+        name = (body.get("metadata") or {}).get("name", "")
+        target = f"{resource.kind} {namespace + '/' if namespace else ''}{name}".strip()
         if status in (400, 422) and "does not support dry run" not in message:
-            return VerificationFailure(f"the API server rejects the signed manifest (dry-run create of {target}): {message}", reason="dry-run-failed")
+            return VerificationFailure(
+                f"the API server rejects the signed manifest (dry-run create of {target}): {message}",
+                reason="dry-run-failed",
+            )
         if status == 403:
             return _failed(_forbidden_message(message, resource, namespace, self.source))
         if status == 404:
@@ -539,13 +567,18 @@ class KubeDryRunner:
             if isinstance(details, dict) and details.get("kind") == "namespaces":
                 return _failed(f"the dry-run namespace {namespace!r} does not exist: {message}")
             self.forget(f"{resource.group}/{resource.version}" if resource.group else resource.version)
-            return _failed(f"the API server no longer serves {resource.describe()} (its discovery document was out of date): {message}")
+            return _failed(
+                f"the API server no longer serves {resource.describe()} (its discovery document was out of date): "
+                f"{message}"
+            )
         if status == 409:
             return _failed(f"the dry-run create of {target} clashed twice with existing objects: {message}")
         return _failed(_transport_message(response, f"the dry-run create of {target}", self.source))
 
 
-def dry_runner_for(kubeconfig: str | None, limits: Limits = DEFAULT_LIMITS, *, in_cluster: bool = False) -> KubeDryRunner:
+def dry_runner_for(
+    kubeconfig: str | None, limits: Limits = DEFAULT_LIMITS, *, in_cluster: bool = False
+) -> KubeDryRunner:
     """The one way the service and the CLI build a :class:`KubeDryRunner`.
 
     ``kubeconfig`` names the cluster when given. Without one, the two faces

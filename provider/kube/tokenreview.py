@@ -169,7 +169,9 @@ class KubeTokenReviewer:
             connection.close()
         assert response is not None
         if time.monotonic() > deadline:  # complete, but late: never used
-            raise TransientError(f"TokenReview answered after its {deadline - started:.2g} s", reason="token-review-timeout")
+            raise TransientError(
+                f"TokenReview answered after its {deadline - started:.2g} s", reason="token-review-timeout"
+            )
         if response.status not in (200, 201):
             raise _failed(f"TokenReview failed: HTTP {response.status}")
         if len(data) > MAX_ANSWER_BYTES:
@@ -187,7 +189,8 @@ def kube_configuration(kubeconfig: str | None) -> Any:
 
     configuration = client.Configuration()
     if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration, persist_config=False)  # type: ignore[no-untyped-call]
+        load = config.load_kube_config
+        load(config_file=kubeconfig, client_configuration=configuration, persist_config=False)  # type: ignore[no-untyped-call]
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     else:

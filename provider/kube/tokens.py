@@ -54,7 +54,9 @@ class KubeTokenSource:
     ``CoreV1Api.read_namespaced_secret``'s signature.
     """
 
-    description = f"no usable Secret {TOKEN_SECRET_NAMESPACE}/{TOKEN_SECRET_PREFIX}<id> of type bootstrap.kubernetes.io/token"
+    description = (
+        f"no usable Secret {TOKEN_SECRET_NAMESPACE}/{TOKEN_SECRET_PREFIX}<id> of type bootstrap.kubernetes.io/token"
+    )
 
     def __init__(self, client: Any, *, timeout: float = DEFAULT_TIMEOUT, limits: Limits = DEFAULT_LIMITS) -> None:
         self._client = client
@@ -88,7 +90,8 @@ class KubeTokenSource:
                 return None
             if exc.status in (401, 403):
                 raise TransientError(
-                    f"the API server refused to let the provider read {where} (HTTP {exc.status}); grant it get on that Secret"
+                    f"the API server refused to let the provider read {where} (HTTP {exc.status}); grant it get on "
+                    "that Secret"
                 ) from exc
             raise TransientError(f"reading {where} failed: HTTP {exc.status} {str(exc.reason)[:80]}") from exc
         except (HTTPError, OSError) as exc:
@@ -112,7 +115,10 @@ def api_client_for(kubeconfig: str | None) -> Any:
     """
     configuration = kube_configuration(kubeconfig)
     if configuration is None:
-        raise ConfigError("no cluster is configured to read bootstrap token Secrets (set MANIFEST_PROVIDER_KUBECONFIG or run in a pod)")
+        raise ConfigError(
+            "no cluster is configured to read bootstrap token Secrets (set MANIFEST_PROVIDER_KUBECONFIG or run in a "
+            "pod)"
+        )
     return api_client(configuration)
 
 
@@ -136,12 +142,13 @@ class _Unconfigured:
 
     def lookup(self, token_id: str) -> BootstrapToken | None:
         raise TransientError(
-            f"cluster-info carries a signature by token {token_id}, but the provider has no Kubernetes client to read bootstrap token Secrets"
+            f"cluster-info carries a signature by token {token_id}, but the provider has no Kubernetes client to read "
+            "bootstrap token Secrets"
         )
 
 
 def check_cluster_info(review: Review, policy: Any, context: _Context) -> Result:
-    """``"cluster-info"``: the bootstrap-token signatures of ``kube-public/cluster-info`` (:mod:`provider.neighbours.bootstrap`)."""
+    """``"cluster-info"``: the bootstrap-token signatures of ``kube-public/cluster-info`` (``neighbours.bootstrap``)."""
     parsed = ClusterInfoPolicy.from_dict(policy, context.limits)
     if context.kube_client is None:
         return evaluate_cluster_info(review, parsed, _Unconfigured(), now=context.now, limits=context.limits)

@@ -106,7 +106,9 @@ class BootstrapToken:
         """``<id>.<secret>`` as ``kubeadm token create`` prints it; usable for signing, no expiration."""
         match = TOKEN_RE.match(text.strip())
         if match is None:
-            raise PolicyError(f"{origin}: a bootstrap token is <token-id>.<token-secret>: 6, a dot, then 16 of [a-z0-9]")
+            raise PolicyError(
+                f"{origin}: a bootstrap token is <token-id>.<token-secret>: 6, a dot, then 16 of [a-z0-9]"
+            )
         return cls(match.group(1), match.group(2), origin=origin)
 
     @classmethod
@@ -232,19 +234,37 @@ def _read_detached(value: Any, token_id: str, limits: Limits) -> tuple[str, byte
         raise JWSMalformed(f"a compact JWS has three '.'-separated parts; this has {len(parts)}")
     header_b64, payload_b64, mac_b64 = parts
     if payload_b64:
-        raise JWSMalformed("the payload part is not empty; the bootstrap signer writes detached signatures (RFC 7515 Appendix F)")
-    header = load_json(b64url_decode(header_b64, "the protected header"), limits=limits, error=JWSMalformed, what="the protected header")
+        raise JWSMalformed(
+            "the payload part is not empty; the bootstrap signer writes detached signatures (RFC 7515 Appendix F)"
+        )
+    header = load_json(
+        b64url_decode(header_b64, "the protected header"),
+        limits=limits,
+        error=JWSMalformed,
+        what="the protected header",
+    )
     if not isinstance(header, dict):
         raise JWSMalformed("the protected header is not a JSON object")
     if header.get("alg") != "HS256":
-        raise VerificationFailure(f"the header's alg is {_short(header.get('alg'), limits)}, not HS256", reason="jws-header-invalid")
+        raise VerificationFailure(
+            f"the header's alg is {_short(header.get('alg'), limits)}, not HS256", reason="jws-header-invalid"
+        )
     if header.get("kid") != token_id:
-        raise VerificationFailure(f"the header's kid is {_short(header.get('kid'), limits)}, not the key's token id {token_id!r}", reason="jws-header-invalid")
+        raise VerificationFailure(
+            f"the header's kid is {_short(header.get('kid'), limits)}, not the key's token id {token_id!r}",
+            reason="jws-header-invalid",
+        )
     extra = sorted(set(header) - {"alg", "kid"})
     if extra:
-        raise VerificationFailure(f"the header carries members the bootstrap signer never writes: {', '.join(extra)[:80]}", reason="jws-header-invalid")
+        raise VerificationFailure(
+            f"the header carries members the bootstrap signer never writes: {', '.join(extra)[:80]}",
+            reason="jws-header-invalid",
+        )
     if header_b64 != protected_header(token_id):
-        raise VerificationFailure('the header is not serialised as {"alg":"HS256","kid":"<id>"}; kubeadm join compares it byte for byte', reason="jws-header-invalid")
+        raise VerificationFailure(
+            'the header is not serialised as {"alg":"HS256","kid":"<id>"}; kubeadm join compares it byte for byte',
+            reason="jws-header-invalid",
+        )
     mac = b64url_decode(mac_b64, "the signature")
     if len(mac) != _MAC_BYTES:
         raise JWSMalformed(f"an HS256 MAC is {_MAC_BYTES} bytes; this one is {len(mac)}")
@@ -282,14 +302,20 @@ class ClusterInfoPolicy:
                 # Never quote what looks like a whole token: this message reaches whoever's write
                 # was denied, and the part after the dot is the secret.
                 if "." in bad[0]:
-                    raise PolicyError("tokenIds: an entry holds a '.', as a whole token <id>.<secret> does; list only the 6-character ids, never a secret")
+                    raise PolicyError(
+                        "tokenIds: an entry holds a '.', as a whole token <id>.<secret> does; list only the "
+                        "6-character ids, never a secret"
+                    )
                 raise PolicyError(f"tokenIds: {bad[0][:20]!r} is not a token id (6 of [a-z0-9])")
             token_ids = frozenset(ids)
         pins = set()
         for pin in _string_list(data.get("caCertHashes", []), "caCertHashes", limits, allow_empty=True):
             match = _PIN_RE.match(pin)
             if match is None:
-                raise PolicyError(f"caCertHashes: {pin[:80]!r} is not sha256:<64 hex digits> (kubeadm's --discovery-token-ca-cert-hash format)")
+                raise PolicyError(
+                    f"caCertHashes: {pin[:80]!r} is not sha256:<64 hex digits> (kubeadm's "
+                    "--discovery-token-ca-cert-hash format)"
+                )
             pins.add(match.group(1).lower())
         require = data.get("requireSignature", False)
         if not isinstance(require, bool):
@@ -324,12 +350,21 @@ class SignatureFinding:
 
 
 def _check_signature(
-    key: str, value: Any, content_b64: str, *, policy: ClusterInfoPolicy, tokens: TokenSource, now: datetime, limits: Limits
+    key: str,
+    value: Any,
+    content_b64: str,
+    *,
+    policy: ClusterInfoPolicy,
+    tokens: TokenSource,
+    now: datetime,
+    limits: Limits,
 ) -> SignatureFinding:
     """Steps 1-5 of the module docstring for one key."""
     token_id = key[len(JWS_KEY_PREFIX) :]
     if not TOKEN_ID_RE.match(token_id):
-        return SignatureFinding(key[:80], token_id[:20], "jws-malformed", "the key does not end in a token id (6 of [a-z0-9])")
+        return SignatureFinding(
+            key[:80], token_id[:20], "jws-malformed", "the key does not end in a token id (6 of [a-z0-9])"
+        )
     try:
         header_b64, mac = _read_detached(value, token_id, limits)
     except VerificationFailure as failure:
@@ -338,17 +373,31 @@ def _check_signature(
         return SignatureFinding(key, token_id, "token-unknown", "the token id is not among the policy's tokenIds")
     token = tokens.lookup(token_id)
     if token is None:
-        return SignatureFinding(key, token_id, "token-unknown", f"no bootstrap token {token_id} is known ({tokens.description})")
+        return SignatureFinding(
+            key, token_id, "token-unknown", f"no bootstrap token {token_id} is known ({tokens.description})"
+        )
     if token.expired(now):
         assert token.expiration is not None
-        when = "its expiration is not an RFC 3339 time" if token.expiration == _EXPIRED else f"it expired at {token.expiration.isoformat()}"
+        when = (
+            "its expiration is not an RFC 3339 time"
+            if token.expiration == _EXPIRED
+            else f"it expired at {token.expiration.isoformat()}"
+        )
         return SignatureFinding(key, token_id, "token-expired", f"{token.origin}: {when}")
     if not token.signing:
-        return SignatureFinding(key, token_id, "token-not-for-signing", f'{token.origin} does not set usage-bootstrap-signing: "true"')
+        return SignatureFinding(
+            key, token_id, "token-not-for-signing", f'{token.origin} does not set usage-bootstrap-signing: "true"'
+        )
     signing_input = f"{header_b64}.{content_b64}".encode("ascii")
     expected = hmac.new(token.secret.encode(), signing_input, hashlib.sha256).digest()
     if not hmac.compare_digest(expected, mac):
-        return SignatureFinding(key, token_id, "signature-invalid", "the MAC does not match data.kubeconfig under this token: the kubeconfig changed after signing, or another secret signed it")
+        return SignatureFinding(
+            key,
+            token_id,
+            "signature-invalid",
+            "the MAC does not match data.kubeconfig under this token: the kubeconfig changed after signing, or another "
+            "secret signed it",
+        )
     return SignatureFinding(key, token_id, "verified")
 
 
@@ -380,7 +429,9 @@ def verify_signatures(
     if len(keys) > limits.max_jws_signatures:
         raise ClusterInfoInvalid(f"{len(keys)} {JWS_KEY_PREFIX}* keys; at most {limits.max_jws_signatures} are read")
     content_b64 = b64url(content)
-    return tuple(_check_signature(k, data[k], content_b64, policy=policy, tokens=tokens, now=now, limits=limits) for k in keys)
+    return tuple(
+        _check_signature(k, data[k], content_b64, policy=policy, tokens=tokens, now=now, limits=limits) for k in keys
+    )
 
 
 def check_ca_pins(kubeconfig: str, pins: frozenset[str], limits: Limits = DEFAULT_LIMITS) -> None:
@@ -390,7 +441,9 @@ def check_ca_pins(kubeconfig: str, pins: frozenset[str], limits: Limits = DEFAUL
         raise ClusterInfoInvalid("data.kubeconfig is not one YAML mapping")
     clusters = docs[0].get("clusters")
     if not isinstance(clusters, list) or not clusters:
-        raise VerificationFailure("data.kubeconfig names no cluster whose CA could be checked against caCertHashes", reason="ca-pin-mismatch")
+        raise VerificationFailure(
+            "data.kubeconfig names no cluster whose CA could be checked against caCertHashes", reason="ca-pin-mismatch"
+        )
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
 
@@ -398,22 +451,34 @@ def check_ca_pins(kubeconfig: str, pins: frozenset[str], limits: Limits = DEFAUL
         if not isinstance(entry, dict):
             raise ClusterInfoInvalid(f"clusters[{index}] in data.kubeconfig is not a mapping")
         cluster, name = entry.get("cluster"), entry.get("name")
-        what = f"cluster {name[:60]!r} in data.kubeconfig" if isinstance(name, str) else f"clusters[{index}] in data.kubeconfig"
+        what = (
+            f"cluster {name[:60]!r} in data.kubeconfig"
+            if isinstance(name, str)
+            else f"clusters[{index}] in data.kubeconfig"
+        )
         data = cluster.get("certificate-authority-data") if isinstance(cluster, dict) else None
         if not isinstance(data, str) or not data:
-            raise VerificationFailure(f"{what} carries no certificate-authority-data to check against caCertHashes", reason="ca-pin-mismatch")
+            raise VerificationFailure(
+                f"{what} carries no certificate-authority-data to check against caCertHashes", reason="ca-pin-mismatch"
+            )
         if len(data) > (limits.max_certificate_bytes * 4) // 3 + 4:
-            raise ClusterInfoInvalid(f"{what}: certificate-authority-data is larger than {limits.max_certificate_bytes} bytes")
+            raise ClusterInfoInvalid(
+                f"{what}: certificate-authority-data is larger than {limits.max_certificate_bytes} bytes"
+            )
         try:
             certs = x509.load_pem_x509_certificates(base64.b64decode(data, validate=True))
         except (binascii.Error, ValueError) as exc:
             raise ClusterInfoInvalid(f"{what}: certificate-authority-data is not base64 PEM certificates") from exc
         found = [
-            hashlib.sha256(c.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)).hexdigest()
+            hashlib.sha256(
+                c.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+            ).hexdigest()
             for c in certs
         ]
         if not pins.intersection(found):
-            raise VerificationFailure(f"{what}: CA sha256:{found[0]} is not among the policy's caCertHashes", reason="ca-pin-mismatch")
+            raise VerificationFailure(
+                f"{what}: CA sha256:{found[0]} is not among the policy's caCertHashes", reason="ca-pin-mismatch"
+            )
 
 
 def evaluate_cluster_info(
@@ -446,7 +511,11 @@ def evaluate_cluster_info(
     what = f"ConfigMap {namespace}/{name}" if namespace else f"ConfigMap {name}"
     is_configmap = obj.get("kind") == "ConfigMap" and obj.get("apiVersion") == "v1"
     if scoped and not (is_configmap and namespace == CLUSTER_INFO_NAMESPACE and name == CLUSTER_INFO_NAME):
-        return Result.allow("out-of-scope", f"only ConfigMap {CLUSTER_INFO_NAMESPACE}/{CLUSTER_INFO_NAME} carries bootstrap-token signatures", "policy")
+        return Result.allow(
+            "out-of-scope",
+            f"only ConfigMap {CLUSTER_INFO_NAMESPACE}/{CLUSTER_INFO_NAME} carries bootstrap-token signatures",
+            "policy",
+        )
     if not is_configmap:
         return _deny("cluster-info-invalid", f"a {str(obj.get('kind'))[:40]} is not a v1 ConfigMap")
     when = now or datetime.now(UTC)
@@ -456,18 +525,30 @@ def evaluate_cluster_info(
         if failed:
             listed = "; ".join(f"{f.key}: [{f.reason}] {f.detail}" for f in failed[:5])
             more = f"; and {len(failed) - 5} more" if len(failed) > 5 else ""
-            return _deny(failed[0].reason, f"{what}: {len(failed)} of {len(findings)} signatures refused: {listed}{more}")
+            return _deny(
+                failed[0].reason, f"{what}: {len(failed)} of {len(findings)} signatures refused: {listed}{more}"
+            )
         if not findings and policy.require_signature:
-            return _deny("unsigned", f"{what} carries no {JWS_KEY_PREFIX}<token-id> signature and the policy sets requireSignature")
+            return _deny(
+                "unsigned",
+                f"{what} carries no {JWS_KEY_PREFIX}<token-id> signature and the policy sets requireSignature",
+            )
         if policy.ca_cert_hashes:
             check_ca_pins(str(obj["data"][KUBECONFIG_KEY]), policy.ca_cert_hashes, limits)
     except VerificationFailure as failure:
         return _deny(reason_of(failure), f"{what}: {failure.message}")
     pinned = " with a pinned CA" if policy.ca_cert_hashes else ""
     if not findings:
-        return Result.allow("no-signatures", f"{what} carries no signatures{pinned}; no joining node trusts it until the bootstrap signer signs it", "policy")
+        return Result.allow(
+            "no-signatures",
+            f"{what} carries no signatures{pinned}; no joining node trusts it until the bootstrap signer signs it",
+            "policy",
+        )
     ids = ", ".join(f.token_id for f in findings)
-    return Result.proven(f"{what}: data.kubeconfig{pinned} is signed by bootstrap token(s) {ids}", tuple({"bootstrapToken": f.token_id} for f in findings))
+    return Result.proven(
+        f"{what}: data.kubeconfig{pinned} is signed by bootstrap token(s) {ids}",
+        tuple({"bootstrapToken": f.token_id} for f in findings),
+    )
 
 
 def _deny(reason: Reason, message: str) -> Result:

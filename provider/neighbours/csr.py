@@ -86,7 +86,9 @@ DEFAULT_DNS_TIMEOUT, MAX_DNS_TIMEOUT = 1.0, 2.0
 #: Concurrent lookups per process; more wait for none and fail as transient (DNS is down or slow).
 _DNS_SLOTS = threading.BoundedSemaphore(16)
 
-_PEM = re.compile(r"\s*-----BEGIN CERTIFICATE REQUEST-----\r?\n([A-Za-z0-9+/=\r\n]+)-----END CERTIFICATE REQUEST-----\s*\Z")
+_PEM = re.compile(
+    r"\s*-----BEGIN CERTIFICATE REQUEST-----\r?\n([A-Za-z0-9+/=\r\n]+)-----END CERTIFICATE REQUEST-----\s*\Z"
+)
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -138,8 +140,15 @@ class CsrPolicy:
         return cls(
             provider_regex=regex,
             ip_prefixes=prefixes,
-            max_expiration_seconds=read_int(data.get("maxExpirationSeconds", MAX_EXPIRATION_SECONDS), "maxExpirationSeconds", low=0, high=MAX_EXPIRATION_SECONDS),
-            allowed_dns_names=read_int(data.get("allowedDnsNames", DEFAULT_ALLOWED_DNS_NAMES), "allowedDnsNames", low=0, high=64),
+            max_expiration_seconds=read_int(
+                data.get("maxExpirationSeconds", MAX_EXPIRATION_SECONDS),
+                "maxExpirationSeconds",
+                low=0,
+                high=MAX_EXPIRATION_SECONDS,
+            ),
+            allowed_dns_names=read_int(
+                data.get("allowedDnsNames", DEFAULT_ALLOWED_DNS_NAMES), "allowedDnsNames", low=0, high=64
+            ),
             bypass_hostname_check=read_bool(data.get("bypassHostnameCheck", False), "bypassHostnameCheck"),
             resolve_dns_names=read_bool(data.get("resolveDnsNames", False), "resolveDnsNames"),
             dns_timeout_seconds=_seconds(data.get("dnsTimeoutSeconds", DEFAULT_DNS_TIMEOUT)),
@@ -156,7 +165,9 @@ def parse_prefixes(value: Any) -> tuple[Network, ...]:
         try:
             prefixes.append(ipaddress.ip_network(item.strip(), strict=False))
         except ValueError as exc:
-            raise PolicyError(f"providerIpPrefixes: {item.strip()[:60]!r} is not an IP prefix like 192.168.0.0/16 or fc00::/7") from exc
+            raise PolicyError(
+                f"providerIpPrefixes: {item.strip()[:60]!r} is not an IP prefix like 192.168.0.0/16 or fc00::/7"
+            ) from exc
     return tuple(prefixes)
 
 
@@ -182,7 +193,7 @@ class CertificateRequest:
 
 
 def parse_request(value: Any, limits: Limits = DEFAULT_LIMITS) -> CertificateRequest:
-    """``spec.request`` (base64 of PEM, as the API carries ``[]byte``) -> the parsed request, or :class:`CsrMalformed`."""
+    """``spec.request`` (base64 of PEM: the API carries ``[]byte``) -> the parsed request, or ``CsrMalformed``."""
     from cryptography import x509
     from cryptography.exceptions import UnsupportedAlgorithm
     from cryptography.x509.oid import NameOID
@@ -199,13 +210,21 @@ def parse_request(value: Any, limits: Limits = DEFAULT_LIMITS) -> CertificateReq
     if match is None:
         raise CsrMalformed("spec.request is not exactly one PEM 'CERTIFICATE REQUEST' block")
     try:
-        request = x509.load_der_x509_csr(base64.b64decode(match.group(1).replace("\r", "").replace("\n", ""), validate=True))
+        request = x509.load_der_x509_csr(
+            base64.b64decode(match.group(1).replace("\r", "").replace("\n", ""), validate=True)
+        )
         if not request.is_signature_valid:
             raise CsrMalformed("the request's self-signature does not verify: it was not made with the key it carries")
         names = _subject_alt_names(request)
         common = tuple(str(a.value) for a in request.subject.get_attributes_for_oid(NameOID.COMMON_NAME))
         orgs = tuple(str(a.value) for a in request.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME))
-    except (ValueError, binascii.Error, UnsupportedAlgorithm, x509.DuplicateExtension, x509.UnsupportedGeneralNameType) as exc:
+    except (
+        ValueError,
+        binascii.Error,
+        UnsupportedAlgorithm,
+        x509.DuplicateExtension,
+        x509.UnsupportedGeneralNameType,
+    ) as exc:
         raise CsrMalformed(f"spec.request is not a valid PKCS#10 request ({str(exc)[:120]})") from exc
     dns = tuple(str(n.value) for n in names if isinstance(n, x509.DNSName))
     ips = tuple(_unmap(n.value) for n in names if isinstance(n, x509.IPAddress))
@@ -254,32 +273,67 @@ def valid_host_name(name: str) -> bool:
     return all(_LABEL.match(label) for label in name.lower().split("."))
 
 
-def _spec_checks(spec: Mapping[str, Any], request: CertificateRequest, policy: CsrPolicy, requester: str | None) -> list[Violation]:
+def _spec_checks(
+    spec: Mapping[str, Any], request: CertificateRequest, policy: CsrPolicy, requester: str | None
+) -> list[Violation]:
     """Who asks, for what subject, usages and lifetime."""
     found: list[Violation] = []
     username = spec.get("username")
     username = username if isinstance(username, str) else ""
     if requester is not None and username != requester:
-        found.append(Violation("csr-requester-mismatch", f"spec.username {username[:80]!r} is not the requesting user {requester[:80]!r}"))
+        found.append(
+            Violation(
+                "csr-requester-mismatch",
+                f"spec.username {username[:80]!r} is not the requesting user {requester[:80]!r}",
+            )
+        )
     node = username.removeprefix(NODE_USER_PREFIX)
     if not username.startswith(NODE_USER_PREFIX) or not node:
-        found.append(Violation("csr-username-not-node", f"spec.username {username[:80]!r} is not {NODE_USER_PREFIX}<node-name>: only nodes ask for kubelet serving certificates"))
+        found.append(
+            Violation(
+                "csr-username-not-node",
+                f"spec.username {username[:80]!r} is not {NODE_USER_PREFIX}<node-name>: only nodes ask for kubelet "
+                "serving certificates",
+            )
+        )
     if request.common_names != (username,):
         cns = ", ".join(repr(c[:80]) for c in request.common_names) or "none"
-        found.append(Violation("csr-common-name-mismatch", f"the subject's CN ({cns}) must be exactly spec.username {username[:80]!r}"))
+        found.append(
+            Violation(
+                "csr-common-name-mismatch", f"the subject's CN ({cns}) must be exactly spec.username {username[:80]!r}"
+            )
+        )
     if request.organizations != (NODES_ORGANIZATION,):
-        found.append(Violation("csr-organization-invalid", f"the subject's O is {list(request.organizations)[:4]!r}, not ['{NODES_ORGANIZATION}'] (the signer refuses anything else)"))
+        found.append(
+            Violation(
+                "csr-organization-invalid",
+                f"the subject's O is {list(request.organizations)[:4]!r}, not ['{NODES_ORGANIZATION}'] (the signer "
+                "refuses anything else)",
+            )
+        )
     usages = spec.get("usages")
     usage_set = frozenset(usages) if isinstance(usages, list) and all(isinstance(u, str) for u in usages) else None
     if usage_set not in (USAGES_RSA, USAGES_NO_RSA):
         shown = sorted(usage_set)[:6] if usage_set is not None else usages
-        found.append(Violation("csr-usages-invalid", f"spec.usages {str(shown)[:120]} are not digital signature, server auth (and, for RSA keys, key encipherment)"))
+        found.append(
+            Violation(
+                "csr-usages-invalid",
+                f"spec.usages {str(shown)[:120]} are not digital signature, server auth (and, for RSA keys, key "
+                "encipherment)",
+            )
+        )
     expiration = spec.get("expirationSeconds")
     if expiration is not None:
         if isinstance(expiration, bool) or not isinstance(expiration, int):
             found.append(Violation("csr-malformed", "spec.expirationSeconds is not a whole number"))
         elif expiration > policy.max_expiration_seconds:
-            found.append(Violation("csr-expiration-too-long", f"spec.expirationSeconds {expiration} is above the policy's maxExpirationSeconds {policy.max_expiration_seconds}"))
+            found.append(
+                Violation(
+                    "csr-expiration-too-long",
+                    f"spec.expirationSeconds {expiration} is above the policy's maxExpirationSeconds "
+                    f"{policy.max_expiration_seconds}",
+                )
+            )
     return found
 
 
@@ -287,26 +341,49 @@ def _san_checks(request: CertificateRequest, node: str, policy: CsrPolicy) -> li
     """Which names and addresses the certificate would vouch for."""
     found: list[Violation] = []
     if request.other_names:
-        found.append(Violation("csr-san-forbidden", f"only DNS and IP SANs are allowed; found {', '.join(request.other_names[:3])}"))
+        found.append(
+            Violation(
+                "csr-san-forbidden", f"only DNS and IP SANs are allowed; found {', '.join(request.other_names[:3])}"
+            )
+        )
     if not request.dns_names and not request.ip_addresses:
         found.append(Violation("csr-san-missing", "the request names neither a DNS name nor an IP address"))
     if len(request.dns_names) > policy.allowed_dns_names:
-        found.append(Violation("csr-too-many-dns-names", f"{len(request.dns_names)} DNS SANs; the policy allows {policy.allowed_dns_names} (allowedDnsNames)"))
+        found.append(
+            Violation(
+                "csr-too-many-dns-names",
+                f"{len(request.dns_names)} DNS SANs; the policy allows {policy.allowed_dns_names} (allowedDnsNames)",
+            )
+        )
     node = node.lower()
     for name in request.dns_names[:64]:
         shown = repr(name[:80])
         if not valid_host_name(name):
-            found.append(Violation("csr-dns-name-invalid", f"DNS SAN {shown} is not a host name (RFC 1123 labels, no wildcard, at most 253 characters)"))
+            found.append(
+                Violation(
+                    "csr-dns-name-invalid",
+                    f"DNS SAN {shown} is not a host name (RFC 1123 labels, no wildcard, at most 253 characters)",
+                )
+            )
             continue
         lowered = name.lower()
         if not policy.bypass_hostname_check and not (node and (lowered == node or lowered.startswith(node + "."))):
-            found.append(Violation("csr-dns-name-not-prefixed", f"DNS SAN {shown} is neither the node name {node[:80]!r} nor under it ({node[:80]}.<domain>)"))
+            found.append(
+                Violation(
+                    "csr-dns-name-not-prefixed",
+                    f"DNS SAN {shown} is neither the node name {node[:80]!r} nor under it ({node[:80]}.<domain>)",
+                )
+            )
         if policy.provider_regex is not None and not policy.provider_regex.search(name):
-            found.append(Violation("csr-dns-name-not-allowed", f"DNS SAN {shown} does not match the policy's providerRegex"))
+            found.append(
+                Violation("csr-dns-name-not-allowed", f"DNS SAN {shown} does not match the policy's providerRegex")
+            )
     if policy.ip_prefixes is not None:
         for address in request.ip_addresses:
             if not any(address in prefix for prefix in policy.ip_prefixes):
-                found.append(Violation("csr-ip-not-allowed", f"IP SAN {address} is outside the policy's providerIpPrefixes"))
+                found.append(
+                    Violation("csr-ip-not-allowed", f"IP SAN {address} is outside the policy's providerIpPrefixes")
+                )
     return found
 
 
@@ -334,11 +411,21 @@ def _dns_checks(request: CertificateRequest, policy: CsrPolicy, resolver: Resolv
         if policy.ip_prefixes is not None:
             outside = [str(a) for a in addresses if not any(a in p for p in policy.ip_prefixes)]
             if outside:
-                found.append(Violation("csr-resolved-ip-not-allowed", f"DNS SAN {name[:80]!r} resolves to {', '.join(outside[:3])}, outside the policy's providerIpPrefixes"))
+                found.append(
+                    Violation(
+                        "csr-resolved-ip-not-allowed",
+                        f"DNS SAN {name[:80]!r} resolves to {', '.join(outside[:3])}, outside the policy's "
+                        "providerIpPrefixes",
+                    )
+                )
     if resolved:
         for address in request.ip_addresses:
             if address not in resolved:
-                found.append(Violation("csr-ip-not-resolved", f"IP SAN {address} is not an address any of the DNS SANs resolve to"))
+                found.append(
+                    Violation(
+                        "csr-ip-not-resolved", f"IP SAN {address} is not an address any of the DNS SANs resolve to"
+                    )
+                )
     return found
 
 
@@ -388,7 +475,11 @@ def check_request(
         return [Violation("csr-malformed", failure.message)]
     found = _spec_checks(spec, request, policy, requester)
     username = spec.get("username")
-    node = username.removeprefix(NODE_USER_PREFIX) if isinstance(username, str) and username.startswith(NODE_USER_PREFIX) else ""
+    node = (
+        username.removeprefix(NODE_USER_PREFIX)
+        if isinstance(username, str) and username.startswith(NODE_USER_PREFIX)
+        else ""
+    )
     found += _san_checks(request, node, policy)
     if policy.resolve_dns_names and request.dns_names:
         found += _dns_checks(request, policy, resolver or system_resolver)
@@ -419,14 +510,24 @@ def evaluate_csr(
     name = meta.get("name") if isinstance(meta, dict) else None
     what = f"CertificateSigningRequest {str(name)[:253]}"
     api_version = obj.get("apiVersion")
-    if obj.get("kind") != "CertificateSigningRequest" or not isinstance(api_version, str) or not api_version.startswith("certificates.k8s.io/"):
+    if (
+        obj.get("kind") != "CertificateSigningRequest"
+        or not isinstance(api_version, str)
+        or not api_version.startswith("certificates.k8s.io/")
+    ):
         if scoped:
-            return Result.allow("out-of-scope", "only CertificateSigningRequests are checked by kubelet-serving-csr", "policy")
-        return Result.deny("csr-malformed", f"a {str(obj.get('kind'))[:40]} is not a certificates.k8s.io CertificateSigningRequest")
+            return Result.allow(
+                "out-of-scope", "only CertificateSigningRequests are checked by kubelet-serving-csr", "policy"
+            )
+        return Result.deny(
+            "csr-malformed", f"a {str(obj.get('kind'))[:40]} is not a certificates.k8s.io CertificateSigningRequest"
+        )
     spec = obj.get("spec")
     signer = spec.get("signerName") if isinstance(spec, dict) else None
     if signer != KUBELET_SERVING_SIGNER:
-        return Result.allow("out-of-scope", f"{what} is for signer {str(signer)[:80]!r}, not {KUBELET_SERVING_SIGNER}", "policy")
+        return Result.allow(
+            "out-of-scope", f"{what} is for signer {str(signer)[:80]!r}, not {KUBELET_SERVING_SIGNER}", "policy"
+        )
     requester = review.username if review.operation == "CREATE" else None
     found = check_request(obj, policy, requester=requester, resolver=resolver, limits=limits)
     resolved = policy.resolve_dns_names
@@ -435,7 +536,9 @@ def evaluate_csr(
         more = f"; and {len(found) - 6} more" if len(found) > 6 else ""
         count = "1 rule" if len(found) == 1 else f"{len(found)} rules"
         return Result.deny(found[0].reason, f"{what} breaks {count}: {listed}{more}", used_cluster=resolved)
-    return Result.proven(f"{what} passes every kubelet-serving check{' (names resolved)' if resolved else ''}", used_cluster=resolved)
+    return Result.proven(
+        f"{what} passes every kubelet-serving check{' (names resolved)' if resolved else ''}", used_cluster=resolved
+    )
 
 
 class _Context(Protocol):

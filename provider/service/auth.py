@@ -52,7 +52,16 @@ from ..errors import TransientError
 from ..kube.tokenreview import TokenReviewer, TokenStatus
 from .clientcerts import ClientCertificates
 
-__all__ = ["Authenticator", "Callers", "Decision", "RateLimit", "TokenReviewer", "TokenStatus", "parse_callers", "token_expiry"]
+__all__ = [
+    "Authenticator",
+    "Callers",
+    "Decision",
+    "RateLimit",
+    "TokenReviewer",
+    "TokenStatus",
+    "parse_callers",
+    "token_expiry",
+]
 
 #: Seconds a refused token stays refused without asking the API server again.
 REFUSED_TTL = 10.0
@@ -87,7 +96,7 @@ class Callers:
         if status.username not in self.tokens:
             return False
         if status.username.startswith(SERVICE_ACCOUNT_PREFIX):
-            namespace = status.username[len(SERVICE_ACCOUNT_PREFIX):].split(":")[0]
+            namespace = status.username[len(SERVICE_ACCOUNT_PREFIX) :].split(":")[0]
             return {SERVICE_ACCOUNTS_GROUP, f"{SERVICE_ACCOUNTS_GROUP}:{namespace}"} <= set(status.groups)
         return True
 
@@ -98,7 +107,7 @@ def _check_name(kind: str, name: str) -> None:
     if "*" in name or "," in name:
         raise ValueError(f"{kind}:{name}: callers are exact names; patterns and lists are not supported")
     if kind == "token" and name.startswith(SERVICE_ACCOUNT_PREFIX):
-        parts = name[len(SERVICE_ACCOUNT_PREFIX):].split(":")
+        parts = name[len(SERVICE_ACCOUNT_PREFIX) :].split(":")
         if len(parts) != 2 or not all(parts):
             raise ValueError(f"token:{name}: a service account is system:serviceaccount:<namespace>:<name>")
 
@@ -114,7 +123,9 @@ def parse_callers(items: Iterable[str]) -> Callers:
         _check_name(kind, name)
         (certificates if kind == "cert" else tokens).add(name)
     if not certificates and not tokens:
-        raise ValueError("name at least one caller; an empty list would refuse everyone (or, read wrongly, admit everyone)")
+        raise ValueError(
+            "name at least one caller; an empty list would refuse everyone (or, read wrongly, admit everyone)"
+        )
     return Callers(frozenset(certificates), frozenset(tokens))
 
 
@@ -235,7 +246,9 @@ class Authenticator:
         if known is not None:
             return known
         if not self.reviews.take():
-            raise TransientError("too many TokenReviews in this process; try again shortly", reason="token-review-rate-limited")
+            raise TransientError(
+                "too many TokenReviews in this process; try again shortly", reason="token-review-rate-limited"
+            )
         status = self._reviewer_now().review(token, self.audience, deadline)
         if status.authenticated:
             life = self._cache_seconds

@@ -156,7 +156,11 @@ class Subject:
         def text(value: Any) -> str:
             return value[:253] if isinstance(value, str) else ""
 
-        return cls(text(obj.get("kind")), text(meta.get("namespace")) or text(review.namespace), text(meta.get("name")) or text(review.name))
+        return cls(
+            text(obj.get("kind")),
+            text(meta.get("namespace")) or text(review.namespace),
+            text(meta.get("name")) or text(review.name),
+        )
 
 
 @dataclass(frozen=True)
@@ -255,7 +259,8 @@ class Dispatcher:
                     future.cancel()
                 finished = sum(len(futures[f]) for f in done) + sum(a is not None for a in answers)
                 raise DeadlineExceeded(
-                    f"deadline passed: {finished} of {len(jobs)} keys answered in time; the rest are still being verified, ask again"
+                    f"deadline passed: {finished} of {len(jobs)} keys answered in time; the rest are still being "
+                    "verified, ask again"
                 )
             for future in done:
                 answer = future.result()

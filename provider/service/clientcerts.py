@@ -122,8 +122,10 @@ class ClientCertificates:
                     self._paths.clear()
                 except (OSError, ValueError) as exc:
                     if not self._cas:
-                        log.error("the client CA file does not load: no client certificate is accepted",
-                                  extra={"reason": "certificate-untrusted", "error": type(exc).__name__})
+                        log.error(
+                            "the client CA file does not load: no client certificate is accepted",
+                            extra={"reason": "certificate-untrusted", "error": type(exc).__name__},
+                        )
             return self._cas, self._stamp
 
     def _path(self, leaf: x509.Certificate, cas: tuple[x509.Certificate, ...]) -> _Path:

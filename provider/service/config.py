@@ -168,8 +168,14 @@ def env_name(name: str) -> str:
 
 
 _KINDS: dict[str, tuple[type, ...]] = {
-    "int": (int,), "float": (int, float), "float | None": (int, float), "bool": (bool,), "str": (str,), "str | None": (str,),
-    "tuple[str, ...]": (tuple, list), "tuple[str, ...] | None": (tuple, list),
+    "int": (int,),
+    "float": (int, float),
+    "float | None": (int, float),
+    "bool": (bool,),
+    "str": (str,),
+    "str | None": (str,),
+    "tuple[str, ...]": (tuple, list),
+    "tuple[str, ...] | None": (tuple, list),
 }
 _LISTS = ("tuple[str, ...]", "tuple[str, ...] | None")
 
@@ -181,7 +187,9 @@ def _parse_list(where: str, items: Any) -> tuple[str, ...]:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected text elements, got {type(value).__name__}")
         if not value.strip():
-            raise ConfigError(f"{where}: an empty element (a stray comma?) would match nothing or everything; remove it")
+            raise ConfigError(
+                f"{where}: an empty element (a stray comma?) would match nothing or everything; remove it"
+            )
     return tuple(v.strip() for v in values)
 
 
@@ -218,7 +226,9 @@ def _parse(name: str, value: Any, kind: str) -> Any:
     try:
         return int(text) if kind == "int" else float(text)  # "float" and "float | None"
     except ValueError as exc:
-        raise ConfigError(f"{where}: expected a {'whole number' if kind == 'int' else 'number'}, got {text[:40]!r}") from exc
+        raise ConfigError(
+            f"{where}: expected a {'whole number' if kind == 'int' else 'number'}, got {text[:40]!r}"
+        ) from exc
 
 
 def _check(config: Config) -> Config:
@@ -226,12 +236,26 @@ def _check(config: Config) -> Config:
         if not getattr(config, name) > 0:
             raise ConfigError(f"{env_name(name)}: must be greater than 0, got {getattr(config, name)}")
 
-    for name in ("deadline_seconds", "max_body_bytes", "max_keys", "verify_threads", "workers", "threads",
-                 "keepalive_seconds", "token_cache_seconds", "policy_cache_entries", "token_reviews_per_second",
-                 "head_timeout_seconds", "max_connections"):
+    for name in (
+        "deadline_seconds",
+        "max_body_bytes",
+        "max_keys",
+        "verify_threads",
+        "workers",
+        "threads",
+        "keepalive_seconds",
+        "token_cache_seconds",
+        "policy_cache_entries",
+        "token_reviews_per_second",
+        "head_timeout_seconds",
+        "max_connections",
+    ):
         positive(name)
     if config.max_connections <= config.threads:
-        raise ConfigError(f"{env_name('max_connections')} ({config.max_connections}) must exceed {env_name('threads')} ({config.threads})")
+        raise ConfigError(
+            f"{env_name('max_connections')} ({config.max_connections}) must exceed {env_name('threads')} "
+            f"({config.threads})"
+        )
     from .auth import parse_callers  # the caller syntax lives with the rule that reads it
 
     for name in ("callers", "metrics_callers"):
@@ -242,7 +266,9 @@ def _check(config: Config) -> Config:
             except ValueError as exc:
                 raise ConfigError(f"{env_name(name)}: {exc}") from exc
     if not config.dry_run_timeout > 0:
-        raise ConfigError(f"{env_name('dry_run_timeout_seconds')}: must be greater than 0, got {config.dry_run_timeout}")
+        raise ConfigError(
+            f"{env_name('dry_run_timeout_seconds')}: must be greater than 0, got {config.dry_run_timeout}"
+        )
     if config.dry_run_timeout >= config.deadline_seconds:
         raise ConfigError(
             f"{env_name('dry_run_timeout_seconds')} ({config.dry_run_timeout_seconds}) must be under "
@@ -329,16 +355,24 @@ class RepeatLimiter(logging.Filter):
     messages is bounded (least recently seen forgotten first).
     """
 
-    def __init__(self, burst: int = 5, window: float = 60.0, keys: int = 1024, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, burst: int = 5, window: float = 60.0, keys: int = 1024, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         super().__init__()
         self.burst, self.window, self.keys, self._clock = burst, window, keys, clock
-        self._seen: OrderedDict[tuple[Any, ...], list[float]] = OrderedDict()  # key -> [window start, count, suppressed]
+        self._seen: OrderedDict[tuple[Any, ...], list[float]] = (
+            OrderedDict()
+        )  # key -> [window start, count, suppressed]
         self._lock = threading.Lock()
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno != logging.WARNING:
             return True
-        fields = tuple(sorted((k, str(v)[:200]) for k, v in vars(record).items() if k not in _RECORD_FIELDS and not k.startswith("_")))
+        fields = tuple(
+            sorted(
+                (k, str(v)[:200]) for k, v in vars(record).items() if k not in _RECORD_FIELDS and not k.startswith("_")
+            )
+        )
         key = (record.name, record.levelno, record.getMessage()[:200], fields)
         now = self._clock()
         with self._lock:

@@ -62,14 +62,28 @@ def write_samples(directory: Path) -> dict[str, Path]:
     paths["signed sample"].write_text(dump_yaml([signed]))
     paths["kyverno"].write_text(json.dumps({"request": review, "policy": policy}, indent=2) + "\n")
     key_text = json.dumps({"review": review, "policy": policy})
-    request = {"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": [key_text]}}
+    request = {
+        "apiVersion": "externaldata.gatekeeper.sh/v1beta1",
+        "kind": "ProviderRequest",
+        "request": {"keys": [key_text]},
+    }
     paths["gatekeeper"].write_text(json.dumps(request, indent=2) + "\n")
     return paths
 
 
 def curl_command(pki: DevPki, body: Path, path: str, port: int = PORT) -> str:
-    words = ["curl", "--cacert", str(pki.ca_cert), "--cert", str(pki.client_cert), "--key", str(pki.client_key),
-             "--data-binary", f"@{body}", f"https://{HOST}:{port}{path}"]
+    words = [
+        "curl",
+        "--cacert",
+        str(pki.ca_cert),
+        "--cert",
+        str(pki.client_cert),
+        "--key",
+        str(pki.client_key),
+        "--data-binary",
+        f"@{body}",
+        f"https://{HOST}:{port}{path}",
+    ]
     return " ".join(shlex.quote(w) for w in words)
 
 
@@ -85,15 +99,17 @@ def main() -> int:
     print("\nthe same through the Gatekeeper route:\n")
     print("  " + curl_command(pki, paths["gatekeeper"], "/v1/gatekeeper/verify", port))
     print(f"\nserving https://{HOST}:{port} (client certificates required; Ctrl-C stops)\n", flush=True)
-    return serve({
-        "BIND": HOST,
-        "PORT": port,
-        "CERT": str(pki.server_cert),
-        "KEY": str(pki.server_key),
-        "CLIENT_CA": str(pki.ca_cert),
-        # The throw-away client certificate is the one caller (the default list names the cluster's engines).
-        "CALLERS": f"cert:{CLIENT_NAME}",
-    })
+    return serve(
+        {
+            "BIND": HOST,
+            "PORT": port,
+            "CERT": str(pki.server_cert),
+            "KEY": str(pki.server_key),
+            "CLIENT_CA": str(pki.ca_cert),
+            # The throw-away client certificate is the one caller (the default list names the cluster's engines).
+            "CALLERS": f"cert:{CLIENT_NAME}",
+        }
+    )
 
 
 if __name__ == "__main__":

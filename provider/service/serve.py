@@ -138,13 +138,18 @@ def bind_address(config: Config) -> str:
 
 
 def repeat_limiter() -> RepeatLimiter:
-    """The process's :class:`~provider.service.config.RepeatLimiter`, for gunicorn's log handler (``logconfig_dict``)."""
+    """The process's ``config.RepeatLimiter``, for gunicorn's log handler (``logconfig_dict``)."""
     return REPEATS
 
 
 def _log_config(level: str) -> dict[str, Any]:
     # gunicorn's "Invalid request from ip=..." lines are warnings a stranger can repeat at will.
-    handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr", "filters": ["repeats"]}
+    handler = {
+        "class": "logging.StreamHandler",
+        "formatter": "json",
+        "stream": "ext://sys.stderr",
+        "filters": ["repeats"],
+    }
     return {
         "version": 1,
         "disable_existing_loggers": False,
@@ -190,7 +195,11 @@ def gunicorn_options(config: Config) -> dict[str, Any]:
     }
     if not config.unsafe_http:
         assert config.cert is not None and config.key is not None
-        options.update(certfile=config.cert, keyfile=config.key, ssl_context=_RotatingContext(config.cert, config.key, config.client_ca).hook)
+        options.update(
+            certfile=config.cert,
+            keyfile=config.key,
+            ssl_context=_RotatingContext(config.cert, config.key, config.client_ca).hook,
+        )
         if config.client_ca:
             options.update(ca_certs=config.client_ca, cert_reqs=ssl.CERT_OPTIONAL)
     return options

@@ -166,8 +166,12 @@ class GuardedThreadWorker(ThreadWorker):  # type: ignore[misc]
         client.setblocking(False)
         if self.cfg.is_ssl:
             context = gunicorn_sock.ssl_context(self.cfg)
-            wrapped: socket.socket = context.wrap_socket(client, server_side=True, do_handshake_on_connect=False,
-                                                          suppress_ragged_eofs=self.cfg.suppress_ragged_eofs)  # fmt: skip
+            wrapped: socket.socket = context.wrap_socket(
+                client,
+                server_side=True,
+                do_handshake_on_connect=False,
+                suppress_ragged_eofs=self.cfg.suppress_ragged_eofs,
+            )
         else:
             wrapped = DeadlineSocket.adopt(client)
             wrapped.setblocking(False)

@@ -71,21 +71,38 @@ def fuzz(target: str, seconds: float, artifacts: Path) -> Outcome:
             f"-max_len={MAX_LEN}", f"-artifact_prefix={artifacts}{os.sep}", "-print_final_stats=1",
             str(work), str(seed_dir), *([str(committed)] if committed.is_dir() else []),
         ]  # fmt: skip
-        result = subprocess.run(cmd, capture_output=True, text=True, errors="replace", cwd=REPO, check=False, timeout=seconds + 120)
-        found = sorted(p for p in set(artifacts.iterdir()) - before if p.name.startswith(("crash-", "timeout-", "oom-", "leak-", "slow-unit-")))
+        result = subprocess.run(
+            cmd, capture_output=True, text=True, errors="replace", cwd=REPO, check=False, timeout=seconds + 120
+        )
+        found = sorted(
+            p
+            for p in set(artifacts.iterdir()) - before
+            if p.name.startswith(("crash-", "timeout-", "oom-", "leak-", "slow-unit-"))
+        )
         return Outcome(target, result.returncode, found, result.stdout + result.stderr)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=float(os.environ.get("FUZZ_SECONDS", "300")), help="fuzzing time per target")
+    parser.add_argument(
+        "--seconds", type=float, default=float(os.environ.get("FUZZ_SECONDS", "300")), help="fuzzing time per target"
+    )
     parser.add_argument("--target", choices=sorted(TARGETS), action="append", help="only this target (repeatable)")
-    parser.add_argument("--artifacts", type=Path, default=Path(tempfile.gettempdir()) / "manifest-provider-fuzz", help="where crashing inputs go")
+    parser.add_argument(
+        "--artifacts",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "manifest-provider-fuzz",
+        help="where crashing inputs go",
+    )
     args = parser.parse_args()
     failed = 0
     for target in args.target or sorted(TARGETS):
         outcome = fuzz(target, args.seconds, args.artifacts)
-        stats = [line for line in outcome.output.splitlines() if line.startswith(("stat::number_of_executed_units", "stat::new_units_added")) or " DONE " in line]
+        stats = [
+            line
+            for line in outcome.output.splitlines()
+            if line.startswith(("stat::number_of_executed_units", "stat::new_units_added")) or " DONE " in line
+        ]
         print(f"{target}: {'ok' if outcome.ok else 'FAILED'} ({'; '.join(stats) or 'no statistics'})")
         for path in outcome.artifacts:
             print(f"  {path}: copy it into {CORPUS / target}/ once the bug is fixed")

@@ -70,11 +70,15 @@ def envelope(data: bytes) -> None:
     mode, rest = data[0] % 4, data[1:]
     try:
         if mode == 0:
-            read_envelope({f"{D}/message": base64.b64encode(rest).decode(), f"{D}/signature": "AA=="}, limits=LIMITS).payload.documents(LIMITS)
+            read_envelope(
+                {f"{D}/message": base64.b64encode(rest).decode(), f"{D}/signature": "AA=="}, limits=LIMITS
+            ).payload.documents(LIMITS)
         elif mode == 1:
             text = _text(rest)
             head, _, tail = text.partition("\n")
-            read_envelope({f"{D}/message": head, f"{D}/signature": tail, f"{D}/certificate": tail[:40]}, limits=LIMITS).payload.documents(LIMITS)
+            read_envelope(
+                {f"{D}/message": head, f"{D}/signature": tail, f"{D}/certificate": tail[:40]}, limits=LIMITS
+            ).payload.documents(LIMITS)
         elif mode == 2:
             Payload(gzip.compress(rest, mtime=0), "tarball").documents(LIMITS)
         else:
@@ -131,7 +135,9 @@ def seeds(target: str) -> Iterator[bytes]:
         data = item.data()
         if target == "envelope" and item.kind == "object":
             try:
-                message = base64.b64decode(corpus.object_of(item)["metadata"]["annotations"][f"{D}/message"], validate=True)
+                message = base64.b64decode(
+                    corpus.object_of(item)["metadata"]["annotations"][f"{D}/message"], validate=True
+                )
             except (TypeError, KeyError, binascii.Error, DataError):
                 continue
             yield b"\x00" + message

@@ -47,11 +47,15 @@ ENV = {"MANIFEST_PROVIDER_CALLERS": GATEKEEPER_CALLER, "MANIFEST_PROVIDER_METRIC
 SHORT_LIFE = 3
 
 
-def issue(own: OwnPki, directory: Path, stem: str, *, cn: str | None, dns: list[str], life: float = 86400.0) -> tuple[Path, Path]:
+def issue(
+    own: OwnPki, directory: Path, stem: str, *, cn: str | None, dns: list[str], life: float = 86400.0
+) -> tuple[Path, Path]:
     """A client certificate from ``own``'s CA with this CN and these DNS SANs, valid ``life`` seconds from now."""
     key = ec.generate_private_key(ec.SECP256R1())
     now = datetime.datetime.now(datetime.UTC).replace(microsecond=0)
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)] if cn else [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "test")])
+    subject = x509.Name(
+        [x509.NameAttribute(NameOID.COMMON_NAME, cn)] if cn else [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "test")]
+    )
     builder = (
         x509.CertificateBuilder().subject_name(subject).issuer_name(own.ca.subject).public_key(key.public_key())
         .serial_number(x509.random_serial_number())
@@ -64,7 +68,9 @@ def issue(own: OwnPki, directory: Path, stem: str, *, cn: str | None, dns: list[
     cert = builder.sign(own.ca_key, hashes.SHA256())
     cert_path, key_path = directory / f"{stem}.crt", directory / f"{stem}.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_path, key_path
 
 
@@ -91,7 +97,10 @@ def client_context(server: Server, cert: Path, key: Path, *, tls: ssl.TLSVersion
 def call(tls: ssl.SSLSocket, path: str = "/v1/gatekeeper/verify") -> int:
     """One request on an open TLS connection (kept alive): POST to the verify routes, GET elsewhere; the status."""
     if path.startswith("/v1/"):
-        tls.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(EMPTY_REQUEST)}\r\n\r\n".encode() + EMPTY_REQUEST)
+        tls.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(EMPTY_REQUEST)}\r\n\r\n".encode()
+            + EMPTY_REQUEST
+        )
     else:
         tls.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
     head = b""
@@ -101,7 +110,9 @@ def call(tls: ssl.SSLSocket, path: str = "/v1/gatekeeper/verify") -> int:
             raise ConnectionError("closed before an answer")
         head += chunk
     status_line, _, rest = head.partition(b"\r\n")
-    length = int(next(line.split(b":")[1] for line in rest.split(b"\r\n") if line.lower().startswith(b"content-length")))
+    length = int(
+        next(line.split(b":")[1] for line in rest.split(b"\r\n") if line.lower().startswith(b"content-length"))
+    )
     body = head.split(b"\r\n\r\n", 1)[1]
     while len(body) < length:
         body += tls.recv(4096)
@@ -121,7 +132,10 @@ def status_or_refused(server: Server, context: ssl.SSLContext, session: ssl.SSLS
         return "refused", False
     try:
         return str(call(tls)), tls.session_reused
-    except (ssl.SSLError, OSError):  # TLS 1.3: the server's verdict on the certificate arrives after the client's handshake
+    except (
+        ssl.SSLError,
+        OSError,
+    ):  # TLS 1.3: the server's verdict on the certificate arrives after the client's handshake
         return "refused", tls.session_reused
     finally:
         tls.close()
@@ -172,7 +186,9 @@ def test_only_a_configured_name_from_the_client_ca_may_call(own_ca_server: tuple
 # --- expiry -----------------------------------------------------------------------------
 
 
-def test_an_expired_certificate_stops_working_on_a_kept_alive_connection(own_ca_server: tuple[Server, OwnPki], tmp_path: Path) -> None:
+def test_an_expired_certificate_stops_working_on_a_kept_alive_connection(
+    own_ca_server: tuple[Server, OwnPki], tmp_path: Path
+) -> None:
     server, own = own_ca_server
     cert, key = issue(own, tmp_path, "short", cn=GATEKEEPER_NAME, dns=[GATEKEEPER_NAME], life=SHORT_LIFE)
     before = refusals(server, "certificate-expired")

@@ -26,7 +26,14 @@ from tests.support.manifests import configmap, sign
 
 pytestmark = pytest.mark.integration
 
-TABLE = {"out-of-scope": 655, "common-profile": 459, "app-profile": 0, "valid-signature": 0, "invalid-signature": 1, "unprocessed": 22}
+TABLE = {
+    "out-of-scope": 655,
+    "common-profile": 459,
+    "app-profile": 0,
+    "valid-signature": 0,
+    "invalid-signature": 1,
+    "unprocessed": 22,
+}
 PERSON = "kubernetes-admin"
 
 
@@ -55,7 +62,11 @@ def test_json_table_of_the_real_log(policy_file: Path) -> None:
     assert report["total"] == 1137 and report["classes"] == TABLE
     users = report["by"]["user"]
     # kubectl scale goes through the scale subresource: denied (class 5), the rest unsigned (class 6)
-    assert (users[PERSON]["classes"]["unprocessed"], users[PERSON]["classes"]["invalid-signature"], users[PERSON]["total"]) == (22, 1, 23)
+    assert (
+        users[PERSON]["classes"]["unprocessed"],
+        users[PERSON]["classes"]["invalid-signature"],
+        users[PERSON]["total"],
+    ) == (22, 1, 23)
     for user, row in users.items():
         if user != PERSON:
             assert row["classes"]["out-of-scope"] + row["classes"]["common-profile"] == row["total"], user
@@ -75,8 +86,13 @@ def test_events_lines_classify_every_write(policy_file: Path) -> None:
     assert by_user.pop(PERSON) == {"unprocessed": 22, "invalid-signature": 1}
     assert all(set(classes) <= {"out-of-scope", "common-profile"} for classes in by_user.values())
     deletion = next(line for line in lines if line["user"] == PERSON and line["verb"] == "delete")
-    assert (deletion["resource"], deletion["name"], deletion["class"], deletion["reason"]) == ("namespaces", "batch", "unprocessed", "unverifiable-operation")
-    assert json.loads(proc.stderr[proc.stderr.index("{"):])["classes"] == TABLE  # the table went to stderr
+    assert (deletion["resource"], deletion["name"], deletion["class"], deletion["reason"]) == (
+        "namespaces",
+        "batch",
+        "unprocessed",
+        "unverifiable-operation",
+    )
+    assert json.loads(proc.stderr[proc.stderr.index("{") :])["classes"] == TABLE  # the table went to stderr
 
 
 def test_table_output_with_percentages(policy_file: Path) -> None:
@@ -90,7 +106,7 @@ def test_table_output_with_percentages(policy_file: Path) -> None:
     assert "6 unprocessed              22    1.9 %" in out
     assert "total                    1137  100.0 %" in out
     assert "By namespace:" in out and "(cluster-scoped)" in out
-    top = out[out.index("Most frequent unprocessed"):].splitlines()
+    top = out[out.index("Most frequent unprocessed") :].splitlines()
     assert len(top) == 5 and "kubernetes-admin  Namespace" in top[2]
 
 
@@ -137,7 +153,12 @@ def test_signed_traffic_from_standard_input(policy_file: Path) -> None:
     tampered["data"]["mode"] = "debug"
     lines = [
         event(body=signed, namespace="shop", name="app-config"),
-        event("patch", body={"metadata": {"annotations": signed["metadata"]["annotations"]}, "data": {"mode": "prod"}}, namespace="shop", name="app-config"),
+        event(
+            "patch",
+            body={"metadata": {"annotations": signed["metadata"]["annotations"]}, "data": {"mode": "prod"}},
+            namespace="shop",
+            name="app-config",
+        ),
         event("update", body=tampered, namespace="shop", name="app-config"),
     ]
     stdin = b"not json\n" + b"".join(json.dumps(e).encode() + b"\n" for e in lines)
@@ -192,7 +213,6 @@ def test_configuration_errors(tmp_path: Path) -> None:
 
 LIVE_OBJECT = UPSTREAM / "manifests" / "deploy-live-object-needs-dryrun.yaml"
 UPSTREAM_KEY = UPSTREAM / "keys" / "testpub.pem"
-
 
 
 def test_dry_run_turns_a_defaulted_object_into_a_valid_signature(fake: FakeApiServer, tmp_path: Path) -> None:

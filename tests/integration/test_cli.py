@@ -21,14 +21,21 @@ from tests.support.manifests import configmap
 pytestmark = pytest.mark.integration
 
 
-def cli(*args: str | Path, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str | Path, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "COLUMNS": "100", **(env or {})}
     for name in ("MANIFEST_PROVIDER_PASSWORD", "COSIGN_PASSWORD"):  # a developer's own must not leak in
         if name not in (env or {}):
             full_env.pop(name, None)
     return subprocess.run(
         [sys.executable, "-m", "provider.cli", *map(str, args)],
-        capture_output=True, text=True, env=full_env, input=stdin, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        env=full_env,
+        input=stdin,
+        timeout=60,
+        check=False,
     )
 
 
@@ -72,7 +79,9 @@ def test_tampered_unsigned_and_text_output(tmp_path: Path) -> None:
     tampered.write_text((tmp_path / "signed.yaml").read_text().replace("key: good", "key: evil"))
     proc = cli("verify", "-f", tampered, "-k", tmp_path / "k.pub")
     assert proc.returncode == 1
-    assert "FAIL [content-mismatch]" in proc.stdout and "data.key differs: signed 'good', admitted 'evil'" in proc.stdout
+    assert (
+        "FAIL [content-mismatch]" in proc.stdout and "data.key differs: signed 'good', admitted 'evil'" in proc.stdout
+    )
     proc = cli("verify", "-f", manifest, "-k", tmp_path / "k.pub", "-o", "json")
     assert proc.returncode == 1 and results(proc)[0]["reason"] == "unsigned"
 
@@ -86,8 +95,32 @@ def test_sign_directory_tarball_and_append(tmp_path: Path) -> None:
     (app / "sub" / "more.yml").write_text(yaml.safe_dump(configmap("two")))
     (app / "notes.txt").write_text("ignored")
     assert cli("sign", "-f", app, "-k", tmp_path / "a.key", "--tarball", "-o", tmp_path / "app.yaml").returncode == 0
-    assert cli("sign", "-f", tmp_path / "app.yaml", "-k", tmp_path / "b.key", "--append-signature", "-o", tmp_path / "both.yaml").returncode == 0
-    proc = cli("verify", "-f", tmp_path / "both.yaml", "-k", tmp_path / "a.pub", "-k", tmp_path / "b.pub", "--key-operation", "MustAll", "-o", "json")
+    assert (
+        cli(
+            "sign",
+            "-f",
+            tmp_path / "app.yaml",
+            "-k",
+            tmp_path / "b.key",
+            "--append-signature",
+            "-o",
+            tmp_path / "both.yaml",
+        ).returncode
+        == 0
+    )
+    proc = cli(
+        "verify",
+        "-f",
+        tmp_path / "both.yaml",
+        "-k",
+        tmp_path / "a.pub",
+        "-k",
+        tmp_path / "b.pub",
+        "--key-operation",
+        "MustAll",
+        "-o",
+        "json",
+    )
     assert proc.returncode == 0, proc.stdout
     assert all(len(r["signers"]) == 2 for r in results(proc))
 
@@ -98,7 +131,9 @@ def test_threshold_counts_distinct_signers_through_the_cli(tmp_path: Path) -> No
     manifest = tmp_path / "cm.yaml"
     manifest.write_text(yaml.safe_dump(configmap()))
     cli("sign", "-f", manifest, "-k", tmp_path / "a.key", "-o", tmp_path / "one.yaml")
-    cli("sign", "-f", tmp_path / "one.yaml", "-k", tmp_path / "b.key", "--append-signature", "-o", tmp_path / "two.yaml")
+    cli(
+        "sign", "-f", tmp_path / "one.yaml", "-k", tmp_path / "b.key", "--append-signature", "-o", tmp_path / "two.yaml"
+    )
     keys = ["-k", tmp_path / "a.pub", "-k", tmp_path / "b.pub", "-k", tmp_path / "c.pub"]
     two = cli("verify", "-f", tmp_path / "two.yaml", *keys, "--threshold", "2", "-o", "json")
     assert two.returncode == 0 and len(results(two)[0]["signers"]) == 2, two.stdout
@@ -115,10 +150,17 @@ def test_a_custom_annotation_domain_signs_and_verifies_only_under_that_domain(tm
     manifest = tmp_path / "cm.yaml"
     manifest.write_text(yaml.safe_dump(configmap()))
     domain = "integrity.example.com"
-    assert cli("sign", "-f", manifest, "-k", tmp_path / "k.key", "--annotation-domain", domain, "-o", tmp_path / "s.yaml").returncode == 0
+    assert (
+        cli(
+            "sign", "-f", manifest, "-k", tmp_path / "k.key", "--annotation-domain", domain, "-o", tmp_path / "s.yaml"
+        ).returncode
+        == 0
+    )
     (signed,) = yaml.safe_load_all((tmp_path / "s.yaml").read_text())
     assert {k.split("/")[0] for k in signed["metadata"]["annotations"]} == {domain}
-    ours = cli("verify", "-f", tmp_path / "s.yaml", "-k", tmp_path / "k.pub", "--annotation-domain", domain, "-o", "json")
+    ours = cli(
+        "verify", "-f", tmp_path / "s.yaml", "-k", tmp_path / "k.pub", "--annotation-domain", domain, "-o", "json"
+    )
     assert ours.returncode == 0 and results(ours)[0]["reason"] == "verified"
     default = cli("verify", "-f", tmp_path / "s.yaml", "-k", tmp_path / "k.pub", "-o", "json")
     assert default.returncode == 1 and results(default)[0]["reason"] == "unsigned"
@@ -140,7 +182,19 @@ def test_encrypted_key_and_stdout(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("key_type", ["ecdsa-p256", "ed25519"])
 def test_cosign_key_files_from_keygen_sign_and_cosign_password_opens_them(key_type: str, tmp_path: Path) -> None:
-    assert cli("keygen", "--type", key_type, "--format", "cosign", "-o", tmp_path / "k", env={"MANIFEST_PROVIDER_PASSWORD": "pw"}).returncode == 0
+    assert (
+        cli(
+            "keygen",
+            "--type",
+            key_type,
+            "--format",
+            "cosign",
+            "-o",
+            tmp_path / "k",
+            env={"MANIFEST_PROVIDER_PASSWORD": "pw"},
+        ).returncode
+        == 0
+    )
     assert (tmp_path / "k.key").read_text().startswith("-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n")
     manifest = tmp_path / "cm.yaml"
     manifest.write_text(yaml.safe_dump(configmap()))
@@ -170,7 +224,9 @@ def test_upstream_config_file_with_skip_objects(tmp_path: Path) -> None:
     unsigned.write_text(yaml.safe_dump(configmap("kube-root-ca.crt")))
     proc = cli("verify", "-f", unsigned, "--config", config, "-k", UPSTREAM / "keys" / "testpub.pem", "-o", "json")
     assert proc.returncode == 3 and results(proc)[0]["reason"] == "skipped-object"  # allowed, not verified
-    admission = cli("verify", "-f", unsigned, "--config", config, "-k", UPSTREAM / "keys" / "testpub.pem", "--admission")
+    admission = cli(
+        "verify", "-f", unsigned, "--config", config, "-k", UPSTREAM / "keys" / "testpub.pem", "--admission"
+    )
     assert admission.returncode == 0 and admission.stdout.startswith("ALLOW [skipped-object]")
 
 
@@ -185,12 +241,32 @@ def test_admission_review_input(tmp_path: Path) -> None:
 USAGE = [
     ("no-keys", ["verify", "-f", UPSTREAM / "manifests" / "cm-unsigned.yaml"], "no keys or signers"),
     ("missing-file", ["verify", "-f", "/nonexistent.yaml", "-k", UPSTREAM / "keys" / "testpub.pem"], "No such file"),
-    ("bad-key-file", ["verify", "-f", UPSTREAM / "manifests" / "cm-unsigned.yaml", "-k", UPSTREAM / "README.md"], "no PEM block"),
-    ("bad-config", ["verify", "-f", UPSTREAM / "manifests" / "cm-unsigned.yaml", "-k", UPSTREAM / "keys" / "testpub.pem", "--config", UPSTREAM / "expected.json"], "unknown field"),
+    (
+        "bad-key-file",
+        ["verify", "-f", UPSTREAM / "manifests" / "cm-unsigned.yaml", "-k", UPSTREAM / "README.md"],
+        "no PEM block",
+    ),
+    (
+        "bad-config",
+        [
+            "verify",
+            "-f",
+            UPSTREAM / "manifests" / "cm-unsigned.yaml",
+            "-k",
+            UPSTREAM / "keys" / "testpub.pem",
+            "--config",
+            UPSTREAM / "expected.json",
+        ],
+        "unknown field",
+    ),
     ("bad-yaml-input", ["verify", "-f", UPSTREAM / "README.md", "-k", UPSTREAM / "keys" / "testpub.pem"], ""),
     ("bad-flag", ["verify", "-f", "x.yaml", "--frobnicate"], "unrecognized arguments"),
     ("no-command", [], "required"),
-    ("sign-public-key", ["sign", "-f", UPSTREAM / "manifests" / "cm-unsigned.yaml", "-k", UPSTREAM / "keys" / "testpub.pem"], "could not be read"),
+    (
+        "sign-public-key",
+        ["sign", "-f", UPSTREAM / "manifests" / "cm-unsigned.yaml", "-k", UPSTREAM / "keys" / "testpub.pem"],
+        "could not be read",
+    ),
 ]
 
 
@@ -213,22 +289,47 @@ def test_keygen_refuses_to_overwrite(tmp_path: Path) -> None:
 
 
 def _admission_review(obj: dict[str, Any], **request: Any) -> dict[str, Any]:
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", "object": obj, **request}}
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {"uid": "u", "object": obj, **request},
+    }
 
 
 @pytest.mark.parametrize(
     ("request_fields", "reason"),
     [
         ({"dryRun": True, "operation": "CREATE"}, "dry-run-request"),
-        ({"operation": "DELETE", "oldObject": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ns"}}}, "unverifiable-operation"),
-        ({"operation": "CREATE", "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller",
-                                              "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system"]}}, "skipped-user"),
+        (
+            {
+                "operation": "DELETE",
+                "oldObject": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ns"}},
+            },
+            "unverifiable-operation",
+        ),
+        (
+            {
+                "operation": "CREATE",
+                "userInfo": {
+                    "username": "system:serviceaccount:kube-system:replicaset-controller",
+                    "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system"],
+                },
+            },
+            "skipped-user",
+        ),
     ],
     ids=["dry-run", "delete", "skipped-user"],
 )
-def test_a_document_allowed_without_verification_never_exits_0(tmp_path: Path, request_fields: dict[str, Any], reason: str) -> None:
+def test_a_document_allowed_without_verification_never_exits_0(
+    tmp_path: Path, request_fields: dict[str, Any], reason: str
+) -> None:
     """A CI gate over untrusted files must not pass on an AdmissionReview that says dryRun: true."""
-    unsigned = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}, "spec": {"containers": [{"name": "c", "image": "evil"}]}}
+    unsigned = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"containers": [{"name": "c", "image": "evil"}]},
+    }
     path = tmp_path / "review.json"
     path.write_text(json.dumps(_admission_review(unsigned, **request_fields)))
     proc = cli("verify", "-f", path, "-k", UPSTREAM / "keys" / "testpub.pem", "-o", "json")

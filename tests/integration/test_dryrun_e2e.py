@@ -36,7 +36,6 @@ LIVE_OBJECT = UPSTREAM / "manifests" / "deploy-live-object-needs-dryrun.yaml"
 UPSTREAM_KEY = UPSTREAM / "keys" / "testpub.pem"
 
 
-
 @pytest.fixture
 def runner(fake: FakeApiServer, tmp_path: Path) -> Iterator[KubeDryRunner]:
     with runner_for(fake, tmp_path) as r:
@@ -44,7 +43,9 @@ def runner(fake: FakeApiServer, tmp_path: Path) -> Iterator[KubeDryRunner]:
 
 
 def policy(dry_run: bool = True, namespace: str = "", key: str | None = None, **fields: Any) -> Policy:
-    return Policy.from_dict({"keys": [key or public_key_pem(KEY)], "dryRun": {"enabled": dry_run, "namespace": namespace}, **fields})
+    return Policy.from_dict(
+        {"keys": [key or public_key_pem(KEY)], "dryRun": {"enabled": dry_run, "namespace": namespace}, **fields}
+    )
 
 
 def admitted_as_recorded(stem: str, change: Any = None) -> dict[str, Any]:
@@ -89,7 +90,10 @@ def test_the_live_object_with_a_changed_default_is_denied(runner: KubeDryRunner)
     result = decide(Review.for_object(obj), policy(key=UPSTREAM_KEY.read_text()), dry_runner=runner)
     assert (result.allowed, result.reason) == (False, "content-mismatch")
     assert [d.to_dict() for d in result.diff] == [
-        {"key": "spec.template.spec.containers.0.imagePullPolicy", "values": {"before": "IfNotPresent", "after": "Always"}}
+        {
+            "key": "spec.template.spec.containers.0.imagePullPolicy",
+            "values": {"before": "IfNotPresent", "after": "Always"},
+        }
     ]
     assert "compared with the API server's dry-run of the signed manifest" in result.message
     assert result.used_cluster  # a deny that rests on the cluster's defaults is not cached either
@@ -124,16 +128,34 @@ def _diff(key: str, before: Any, after: Any) -> dict[str, Any]:
 
 #: (what, change to the admitted object, the one difference expected).
 TAMPERED = [
-    ("imagePullPolicy-Always", _container("imagePullPolicy", "Always"), _diff("spec.template.spec.containers.0.imagePullPolicy", "IfNotPresent", "Always")),
+    (
+        "imagePullPolicy-Always",
+        _container("imagePullPolicy", "Always"),
+        _diff("spec.template.spec.containers.0.imagePullPolicy", "IfNotPresent", "Always"),
+    ),
     ("hostNetwork", _pod("hostNetwork", True), _diff("spec.template.spec.hostNetwork", None, True)),
-    ("privileged", _container("securityContext", {"privileged": True}), _diff("spec.template.spec.containers.0.securityContext.privileged", None, True)),
-    ("runAsUser-0", _pod("securityContext", {"runAsUser": 0}), _diff("spec.template.spec.securityContext.runAsUser", None, 0)),
-    ("image", _container("image", "evil:latest"), _diff("spec.template.spec.containers.0.image", "test-image:0.0.1", "evil:latest")),
+    (
+        "privileged",
+        _container("securityContext", {"privileged": True}),
+        _diff("spec.template.spec.containers.0.securityContext.privileged", None, True),
+    ),
+    (
+        "runAsUser-0",
+        _pod("securityContext", {"runAsUser": 0}),
+        _diff("spec.template.spec.securityContext.runAsUser", None, 0),
+    ),
+    (
+        "image",
+        _container("image", "evil:latest"),
+        _diff("spec.template.spec.containers.0.image", "test-image:0.0.1", "evil:latest"),
+    ),
 ]
 
 
 @pytest.mark.parametrize(("change", "expected"), [t[1:] for t in TAMPERED], ids=[t[0] for t in TAMPERED])
-def test_figure1_with_a_changed_or_added_field_is_denied(runner: KubeDryRunner, change: Any, expected: dict[str, Any]) -> None:
+def test_figure1_with_a_changed_or_added_field_is_denied(
+    runner: KubeDryRunner, change: Any, expected: dict[str, Any]
+) -> None:
     result = decide(review(admitted_as_recorded(FIGURE1, change)), policy(), dry_runner=runner)
     assert (result.allowed, result.reason) == (False, "content-mismatch")
     assert [d.to_dict() for d in result.diff] == [expected]
@@ -156,7 +178,9 @@ CREATES = sorted(r.stem.removeprefix("create/") for r in recordings() if r.stem.
 
 @pytest.mark.parametrize("profiles", [None, []], ids=["default-profiles", "no-profiles"])
 @pytest.mark.parametrize("stem", CREATES)
-def test_every_recorded_kind_verifies_as_the_cluster_made_it(fake: FakeApiServer, runner: KubeDryRunner, stem: str, profiles: list[str] | None) -> None:
+def test_every_recorded_kind_verifies_as_the_cluster_made_it(
+    fake: FakeApiServer, runner: KubeDryRunner, stem: str, profiles: list[str] | None
+) -> None:
     """Fresh uids, names, allocated IPs and ports, token volume names: what differs by construction is not a difference.
 
     Also with no built-in profile at all: the masking of the comparison, not
@@ -203,7 +227,9 @@ def test_the_configured_dry_run_namespace_is_used(fake: FakeApiServer, runner: K
 
 
 @pytest.mark.parametrize("stem", [FIGURE1, "pod", "namespace", "customresourcedefinition"])
-def test_the_dry_run_request_is_allowed_by_the_policy_it_serves(fake: FakeApiServer, runner: KubeDryRunner, stem: str) -> None:
+def test_the_dry_run_request_is_allowed_by_the_policy_it_serves(
+    fake: FakeApiServer, runner: KubeDryRunner, stem: str
+) -> None:
     assert decide(review(admitted_as_recorded(stem)), policy(), dry_runner=runner).verified
     (post,) = fake.creates()
     request = fake.admission_request(post)
@@ -237,7 +263,9 @@ def timed_decide(runner: KubeDryRunner, obj: dict[str, Any]) -> tuple[Result | T
         ("403", 'may not create deployments (API group "apps") in namespace "default"'),
     ],
 )
-def test_a_cluster_that_cannot_answer_is_transient_within_the_deadline(fake: FakeApiServer, runner: KubeDryRunner, fault: str, message: str) -> None:
+def test_a_cluster_that_cannot_answer_is_transient_within_the_deadline(
+    fake: FakeApiServer, runner: KubeDryRunner, fault: str, message: str
+) -> None:
     if fault == "down":
         fake.stop()
     else:
@@ -248,7 +276,9 @@ def test_a_cluster_that_cannot_answer_is_transient_within_the_deadline(fake: Fak
     assert elapsed < 1.5 + 0.5
 
 
-def test_a_manifest_the_api_server_rejects_is_denied_within_the_deadline(fake: FakeApiServer, runner: KubeDryRunner) -> None:
+def test_a_manifest_the_api_server_rejects_is_denied_within_the_deadline(
+    fake: FakeApiServer, runner: KubeDryRunner
+) -> None:
     fake.fault = "422"
     outcome, elapsed = timed_decide(runner, admitted_as_recorded(FIGURE1))
     assert isinstance(outcome, Result)
@@ -269,7 +299,14 @@ def test_without_a_runner_the_policy_says_why(fake: FakeApiServer) -> None:
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    return subprocess.run([sys.executable, "-m", "provider.cli", *map(str, args)], capture_output=True, text=True, env=env, timeout=60, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "provider.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_cli_verify_with_dry_run_and_kubeconfig(fake: FakeApiServer, tmp_path: Path) -> None:
@@ -296,7 +333,19 @@ def test_cli_verify_with_dry_run_and_kubeconfig(fake: FakeApiServer, tmp_path: P
     only_good.write_text(yaml.safe_dump(obj))
     assert cli("verify", "-f", only_good, "-k", UPSTREAM_KEY, "--dry-run", "--kubeconfig", kubeconfig).returncode == 0
 
-    missing_ns = cli("verify", "-f", only_good, "-k", UPSTREAM_KEY, "--dry-run-namespace", "nowhere", "--kubeconfig", kubeconfig, "-o", "json")
+    missing_ns = cli(
+        "verify",
+        "-f",
+        only_good,
+        "-k",
+        UPSTREAM_KEY,
+        "--dry-run-namespace",
+        "nowhere",
+        "--kubeconfig",
+        kubeconfig,
+        "-o",
+        "json",
+    )
     assert missing_ns.returncode == 1
     (result,) = json.loads(missing_ns.stdout)["results"]
     assert result["reason"] == "dry-run-failed" and "'nowhere' does not exist" in result["message"]

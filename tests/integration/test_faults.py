@@ -161,7 +161,9 @@ def request_body(kind: str, route: str) -> bytes:
     if route == KYVERNO:
         return json.dumps({"request": review, "policy": policy}).encode()
     key = json.dumps({"review": review, "policy": policy})
-    return json.dumps({"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": [key]}}).encode()
+    return json.dumps(
+        {"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": [key]}}
+    ).encode()
 
 
 @dataclass(frozen=True)
@@ -254,7 +256,9 @@ def proxy(fake: FakeApiServer) -> Iterator[Proxy]:
 def server(fake: FakeApiServer, proxy: Proxy, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     path = fake.kubeconfig(Path(tmp_path_factory.mktemp("kube")) / "kubeconfig")
     config = yaml.safe_load(path.read_text())
-    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"  # the fake's certificate names 127.0.0.1
+    config["clusters"][0]["cluster"]["server"] = (
+        f"https://127.0.0.1:{proxy.port}"  # the fake's certificate names 127.0.0.1
+    )
     path.write_text(yaml.safe_dump(config))
     with running_server(env={"MANIFEST_PROVIDER_KUBECONFIG": str(path)}, args=("--workers", "2")) as started:
         deadline = time.monotonic() + 30
@@ -286,16 +290,24 @@ def check_fault(load: Load, fault_start: float, fault_end: float) -> dict[str, A
     for a in answers:
         assert a.outcome in ("allowed:verified", *(f"{k}:{r}" for k in ("error", "denied") for r in FAIL_CLOSED)), a
     before = [a for a in answers if a.sent + a.seconds < fault_start]  # answered before the fault began
-    assert before and all(a.outcome == "allowed:verified" for a in before), [a for a in before if a.outcome != "allowed:verified"][:5]
+    assert before and all(a.outcome == "allowed:verified" for a in before), [
+        a for a in before if a.outcome != "allowed:verified"
+    ][:5]
     # Sent once the fault had taken hold and well before it ended: a request sent just before the
     # end can reach the API server after it is back, and verifying it then is right.
     during = load.between(fault_start + 0.2, fault_end - 0.5, "cluster")
-    assert during and all(a.outcome != "allowed:verified" for a in during), [a for a in during if a.outcome == "allowed:verified"][:5]
+    assert during and all(a.outcome != "allowed:verified" for a in during), [
+        a for a in during if a.outcome == "allowed:verified"
+    ][:5]
     # Recovery: once the fault ends, every cluster request verifies again, by itself.
     recovered = load.between(fault_end + RECOVERY_WITHIN, float("inf"))
     assert len(recovered) >= 4 and all(a.outcome == "allowed:verified" for a in recovered), recovered[:5]
     local_during = load.between(fault_start, fault_end, "local")
-    return {"during": len(during), "local_verified_during": sum(a.outcome == "allowed:verified" for a in local_during), "local_during": len(local_during)}
+    return {
+        "during": len(during),
+        "local_verified_during": sum(a.outcome == "allowed:verified" for a in local_during),
+        "local_during": len(local_during),
+    }
 
 
 def run_fault(server: Server, start_fault: Any, end_fault: Any) -> tuple[Load, float, float]:
@@ -310,19 +322,25 @@ def run_fault(server: Server, start_fault: Any, end_fault: Any) -> tuple[Load, f
     return load, fault_start, fault_end
 
 
-def test_the_api_server_killed_during_load_fails_closed_and_the_service_recovers_when_it_is_back(server: Server, proxy: Proxy) -> None:
+def test_the_api_server_killed_during_load_fails_closed_and_the_service_recovers_when_it_is_back(
+    server: Server, proxy: Proxy
+) -> None:
     load, start, end = run_fault(server, proxy.kill, proxy.revive)
     summary = check_fault(load, start, end)
     # A refused connection fails fast: the service keeps verifying what needs no cluster.
     assert summary["local_verified_during"] == summary["local_during"] > 0, summary
 
 
-def test_a_slow_api_server_during_load_fails_closed_within_the_deadline_and_the_service_recovers(server: Server, fake: FakeApiServer) -> None:
+def test_a_slow_api_server_during_load_fails_closed_within_the_deadline_and_the_service_recovers(
+    server: Server, fake: FakeApiServer
+) -> None:
     load, start, end = run_fault(server, lambda: setattr(fake, "fault", "slow"), lambda: setattr(fake, "fault", None))
     check_fault(load, start, end)
 
 
-def test_an_api_server_answering_500_during_load_fails_closed_and_the_service_recovers(server: Server, fake: FakeApiServer) -> None:
+def test_an_api_server_answering_500_during_load_fails_closed_and_the_service_recovers(
+    server: Server, fake: FakeApiServer
+) -> None:
     load, start, end = run_fault(server, lambda: setattr(fake, "fault", "500"), lambda: setattr(fake, "fault", None))
     summary = check_fault(load, start, end)
     assert summary["local_verified_during"] == summary["local_during"] > 0, summary

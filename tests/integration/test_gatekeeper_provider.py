@@ -106,9 +106,14 @@ def test_signed_sample_is_allowed(gatekeeper: Gatekeeper) -> None:
     assert gatekeeper.violations(review(sample("allowed"))) == []
 
 
-@pytest.mark.parametrize(("name", "reason"), [("disallowed_tampered", "content-mismatch"), ("disallowed_unsigned", "unsigned")],
-                         ids=["tampered", "unsigned"])
-def test_disallowed_samples_are_denied_with_the_providers_reason(gatekeeper: Gatekeeper, name: str, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [("disallowed_tampered", "content-mismatch"), ("disallowed_unsigned", "unsigned")],
+    ids=["tampered", "unsigned"],
+)
+def test_disallowed_samples_are_denied_with_the_providers_reason(
+    gatekeeper: Gatekeeper, name: str, reason: str
+) -> None:
     violations = gatekeeper.violations(review(sample(name)))
     assert only_reason(violations) == reason
     assert f"(reason: {reason})" in violations[0]["msg"]
@@ -160,7 +165,11 @@ def test_kubectl_scale_of_a_deployment_is_a_violation(gatekeeper: Gatekeeper) ->
     (sent,) = gatekeeper.external_data.sent
     (key,) = sent["request"]["keys"]
     review_sent = json.loads(key)["review"]
-    assert (review_sent["subResource"], review_sent["resource"]["resource"], review_sent["kind"]["kind"]) == ("scale", "deployments", "Scale")
+    assert (review_sent["subResource"], review_sent["resource"]["resource"], review_sent["kind"]["kind"]) == (
+        "scale",
+        "deployments",
+        "Scale",
+    )
 
 
 # --- Gatekeeper's cache: status_code 0 ----------------------------------------------------------
@@ -172,7 +181,9 @@ def test_cache_hits_answer_without_a_call_and_status_code_zero(gatekeeper: Gatek
     assert only_reason(gatekeeper.violations(unsigned)) == "unsigned"
     calls = len(gatekeeper.external_data.sent)
     # Again: every key from the cache, no request, status_code 0.
-    response = gatekeeper.external_data({"provider": PROVIDER_NAME, "keys": [next(iter(gatekeeper.external_data.cache))[1]]})
+    response = gatekeeper.external_data(
+        {"provider": PROVIDER_NAME, "keys": [next(iter(gatekeeper.external_data.cache))[1]]}
+    )
     assert response["status_code"] == 0
     assert gatekeeper.violations(allowed) == []
     assert only_reason(gatekeeper.violations(unsigned)) == "unsigned"

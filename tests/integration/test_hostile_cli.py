@@ -68,7 +68,13 @@ def run_cli(args: list[str], directory: Path) -> Run:
         seconds = time.perf_counter() - start
         out.seek(0)
         err.seek(0)
-        return Run(process.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"), seconds, usage.ru_maxrss * 1024)
+        return Run(
+            process.returncode,
+            out.read().decode(errors="replace"),
+            err.read().decode(errors="replace"),
+            seconds,
+            usage.ru_maxrss * 1024,
+        )
 
 
 def arguments(item: corpus.CorpusFile, directory: Path) -> list[str]:
@@ -91,7 +97,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
 
 
 @pytest.mark.parametrize("item", FILES, ids=[f.name for f in FILES])
-def test_the_cli_answers_every_hostile_file_clearly_within_bounds(item: corpus.CorpusFile, runs: dict[str, Run]) -> None:
+def test_the_cli_answers_every_hostile_file_clearly_within_bounds(
+    item: corpus.CorpusFile, runs: dict[str, Run]
+) -> None:
     run = runs[item.name]
     output = run.stdout + run.stderr
     assert not corpus.has_traceback(output), output[-2000:]
@@ -100,7 +108,9 @@ def test_the_cli_answers_every_hostile_file_clearly_within_bounds(item: corpus.C
     expected = item.cli_expected
     if expected == "usage":
         assert run.code == 2, (run.code, output[-2000:])
-        assert run.stderr.startswith("manifest-provider verify: ") and len(run.stderr.strip()) > len("manifest-provider verify: ")
+        assert run.stderr.startswith("manifest-provider verify: ") and len(run.stderr.strip()) > len(
+            "manifest-provider verify: "
+        )
         if item.cli is None:  # the CLI reads the file as the library does
             assert item.says in run.stderr, run.stderr
         return

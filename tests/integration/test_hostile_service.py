@@ -72,12 +72,17 @@ def post_oversized(server: Server, path: str, body: bytes) -> tuple[int, bytes]:
     raw = socket.create_connection(("127.0.0.1", server.port), timeout=30)
     received = bytearray()
     with server.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1") as conn:
-        conn.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        conn.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
         while chunk := conn.recv(65536):
             received.extend(chunk)
     head, _, payload = bytes(received).partition(b"\r\n\r\n")
     status = int(head.split(b" ", 2)[1])
-    length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+    length = next(
+        int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
+    )
     return status, payload[:length]
 
 
@@ -148,11 +153,17 @@ def test_both_routes_answer_every_hostile_file_clearly_within_the_deadline(
         check_gatekeeper_item(item, key, answer)
 
 
-def test_after_the_corpus_the_same_workers_serve_within_bounds_and_logged_no_internal_error(server: Server, initial_workers: list[int]) -> None:
+def test_after_the_corpus_the_same_workers_serve_within_bounds_and_logged_no_internal_error(
+    server: Server, initial_workers: list[int]
+) -> None:
     current = workers(server)
-    assert sorted(p.pid for p in current) == initial_workers, "a worker crashed or was replaced while reading the corpus"
+    assert sorted(p.pid for p in current) == initial_workers, (
+        "a worker crashed or was replaced while reading the corpus"
+    )
     for process in current:
-        assert process.memory_info().rss < MAX_WORKER_RSS, f"worker {process.pid}: {process.memory_info().rss / 2**20:.0f} MiB"
+        assert process.memory_info().rss < MAX_WORKER_RSS, (
+            f"worker {process.pid}: {process.memory_info().rss / 2**20:.0f} MiB"
+        )
     log = server.log_text()
     assert not corpus.has_traceback(log)
     records = server.log_records()
@@ -161,4 +172,8 @@ def test_after_the_corpus_the_same_workers_serve_within_bounds_and_logged_no_int
     status, _, metrics = server.get("/metrics")
     assert status == 200
     assert b'reason="internal-error"' not in metrics
-    assert not [line for line in metrics.decode().splitlines() if line.startswith("manifest_provider_requests_total") and 'code="5' in line]
+    assert not [
+        line
+        for line in metrics.decode().splitlines()
+        if line.startswith("manifest_provider_requests_total") and 'code="5' in line
+    ]

@@ -198,7 +198,9 @@ def test_a_connection_without_a_complete_head_is_closed_at_the_head_deadline() -
 
 def test_a_full_worker_closes_strangers_to_make_room_but_keeps_a_verified_caller() -> None:
     args = ("--workers", "1", "--threads", "2")
-    with running_server(args=args, env={"MANIFEST_PROVIDER_MAX_CONNECTIONS": "16", "MANIFEST_PROVIDER_HEAD_TIMEOUT_SECONDS": "30"}) as server:
+    with running_server(
+        args=args, env={"MANIFEST_PROVIDER_MAX_CONNECTIONS": "16", "MANIFEST_PROVIDER_HEAD_TIMEOUT_SECONDS": "30"}
+    ) as server:
         caller = server.connection(timeout=ANSWER_WITHIN)
         try:
             caller.request("GET", "/readyz")
@@ -272,7 +274,9 @@ def test_strangers_who_never_close_their_side_stall_nobody(shipped: Server) -> N
 def test_pipelined_requests_are_both_answered(shipped: Server) -> None:
     raw = socket.create_connection(("127.0.0.1", shipped.port), timeout=ANSWER_WITHIN)
     with shipped.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1") as tls:
-        tls.sendall(b"GET /readyz HTTP/1.1\r\nHost: a\r\n\r\nGET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        tls.sendall(
+            b"GET /readyz HTTP/1.1\r\nHost: a\r\n\r\nGET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"
+        )
         data = b""
         with contextlib.suppress(OSError):
             while chunk := tls.recv(4096):
@@ -295,7 +299,12 @@ def _figures(server: Server, idle: int, calls: int) -> Figures:
     with idle_connections(server, idle):
         fresh = sorted(seconds for _, seconds in (fresh_call(server) for _ in range(calls)))
         kept = sorted(seconds for _, seconds in kept_alive_calls(server, calls))
-    return Figures(idle, 1000 * statistics.median(fresh), 1000 * fresh[int(0.99 * (len(fresh) - 1))], 1000 * statistics.median(kept))
+    return Figures(
+        idle,
+        1000 * statistics.median(fresh),
+        1000 * fresh[int(0.99 * (len(fresh) - 1))],
+        1000 * statistics.median(kept),
+    )
 
 
 def measure(calls: int = 300) -> list[Figures]:

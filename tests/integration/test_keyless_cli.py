@@ -72,11 +72,17 @@ def test_shipped_root_is_the_default() -> None:
 
 def test_policy_file_with_regexp_and_root_path(tmp_path: Path) -> None:
     config = tmp_path / "policy.yaml"
-    config.write_text(yaml.safe_dump({"signers": [{"subjectRegExp": r"hirokuni\.kitahara1@(gmail|ibm)\.com"}], "trustedRoot": TRUST}))
+    config.write_text(
+        yaml.safe_dump({"signers": [{"subjectRegExp": r"hirokuni\.kitahara1@(gmail|ibm)\.com"}], "trustedRoot": TRUST})
+    )
     proc = cli("verify", "-f", MULTI, "--config", str(config), "-o", "json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (signer,) = results(proc)[0]["signers"]
-    assert signer == {"subject": "hirokuni.kitahara1@ibm.com", "issuer": "https://github.com/login/oauth", "key": signer["key"]}
+    assert signer == {
+        "subject": "hirokuni.kitahara1@ibm.com",
+        "issuer": "https://github.com/login/oauth",
+        "key": signer["key"],
+    }
     assert signer["key"].startswith("sha256:")  # the certificate's key: who signed, as a threshold counts it
 
 
@@ -89,7 +95,18 @@ def test_own_world_honest_and_forged(tmp_path: Path) -> None:
     forged = world.sign(configmap("forged"), key=key, cert=cert)
     manifests = tmp_path / "objects.yaml"
     manifests.write_text(yaml.safe_dump_all([honest, forged]))
-    proc = cli("verify", "-f", str(manifests), "--signer", f"jane@example.com,{GOOGLE}", "--trusted-root", str(root), "-o", "json", air_gapped=True)
+    proc = cli(
+        "verify",
+        "-f",
+        str(manifests),
+        "--signer",
+        f"jane@example.com,{GOOGLE}",
+        "--trusted-root",
+        str(root),
+        "-o",
+        "json",
+        air_gapped=True,
+    )
     assert proc.returncode == 1, proc.stderr
     assert [r["reason"] for r in results(proc)] == ["verified", "certificate-untrusted"]
 

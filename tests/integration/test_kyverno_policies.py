@@ -72,7 +72,9 @@ def kyverno_verdict(server: Server, obj: dict[str, Any], headers: dict[str, str]
     doc = policy_doc(APICALL)
     call = api_call(doc)
     try:
-        answer = service_call(server, call["service"]["url"], request_body(doc, admission_request(obj)), headers, client_cert=client_cert)
+        answer = service_call(
+            server, call["service"]["url"], request_body(doc, admission_request(obj)), headers, client_cert=client_cert
+        )
     except (ConnectionError, OSError):
         return call["default"]
     assert "statusCode" not in answer
@@ -86,7 +88,9 @@ HEADERS: list[tuple[str, dict[str, str] | None]] = [("no-content-type", {}), ("p
 
 
 @pytest.mark.parametrize(("case", "headers"), HEADERS, ids=[h[0] for h in HEADERS])
-def test_cluster_policy_results_against_the_service(provider_server: Server, case: str, headers: dict[str, str] | None) -> None:
+def test_cluster_policy_results_against_the_service(
+    provider_server: Server, case: str, headers: dict[str, str] | None
+) -> None:
     doc = policy_doc(APICALL)
     if headers is None:
         headers = {h["key"]: h["value"] for h in api_call(doc)["service"]["headers"]}
@@ -180,7 +184,10 @@ def test_the_cel_policy_sends_the_subresource_and_denies_a_scale(provider_server
     (call,) = calls
     sent = call["body"]["request"]
     assert (sent["subResource"], sent["resource"], sent["requestSubResource"]) == (
-        "scale", {"group": "apps", "version": "v1", "resource": "deployments"}, "scale")
+        "scale",
+        {"group": "apps", "version": "v1", "resource": "deployments"},
+        "scale",
+    )
     assert sent["kind"] == {"group": "autoscaling", "version": "v1", "kind": "Scale"}
 
 

@@ -88,7 +88,9 @@ def review(obj: dict[str, Any]) -> dict[str, Any]:
 
 def gatekeeper_body(*reviews: dict[str, Any], policy: dict[str, Any] = POLICY) -> bytes:
     keys = [json.dumps({"review": r, "policy": policy}) for r in reviews]
-    return json.dumps({"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": keys}}).encode()
+    return json.dumps(
+        {"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": keys}}
+    ).encode()
 
 
 HEADERS = {
@@ -108,7 +110,11 @@ INLINE_ID, INLINE_SECRET = "1nl1ne", secrets.token_hex(8)
 
 def token_secret(token_id: str, secret: str, *, inline: bool = False) -> dict[str, Any]:
     values = {"token-id": token_id, "token-secret": secret, "usage-bootstrap-signing": "true"}
-    data = {"stringData": values} if inline else {"data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()}}
+    data = (
+        {"stringData": values}
+        if inline
+        else {"data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()}}
+    )
     return {"apiVersion": "v1", "kind": "Secret", "type": "bootstrap.kubernetes.io/token",
             "metadata": {"name": f"bootstrap-token-{token_id}", "namespace": "kube-system"}, **data}  # fmt: skip
 
@@ -168,9 +174,22 @@ def test_a_full_run_logs_decisions_but_no_secret_and_no_object_content(server: S
         (GATEKEEPER, json.dumps({"request": {"keys": [f"{{not json {MARKERS['garbage body']}"]}}).encode()),
         (GATEKEEPER, f"{{garbage {MARKERS['garbage body']}".encode()),
         (KYVERNO, f"{{garbage {MARKERS['garbage body']}".encode()),
-        (KYVERNO, json.dumps({"request": review(obj), "policy": {"keys": [f"-----BEGIN PUBLIC KEY-----\n{MARKERS['garbage body']}\n-----END PUBLIC KEY-----\n"]}}).encode()),
+        (
+            KYVERNO,
+            json.dumps(
+                {
+                    "request": review(obj),
+                    "policy": {
+                        "keys": [f"-----BEGIN PUBLIC KEY-----\n{MARKERS['garbage body']}\n-----END PUBLIC KEY-----\n"]
+                    },
+                }
+            ).encode(),
+        ),
         # Dry-run: a verdict through the cluster, a change the dry-run cannot explain.
-        (GATEKEEPER, gatekeeper_body(review(figure1()), review(figure1(MARKERS["dry-run change"])), policy=DRY_RUN_POLICY)),
+        (
+            GATEKEEPER,
+            gatekeeper_body(review(figure1()), review(figure1(MARKERS["dry-run change"])), policy=DRY_RUN_POLICY),
+        ),
     ):
         status, data = post(server, path, body)
         assert status == 200, data[:300]
@@ -183,7 +202,9 @@ def test_a_full_run_logs_decisions_but_no_secret_and_no_object_content(server: S
         fake.fault = None
     assert status == 200 and b"dry-run-failed" in data
     # A caller without a certificate, with a bearer token the cluster cannot review (503, no detail).
-    status, data = post(server, KYVERNO, json.dumps({"request": review(obj), "policy": POLICY}).encode(), client_cert=False)
+    status, data = post(
+        server, KYVERNO, json.dumps({"request": review(obj), "policy": POLICY}).encode(), client_cert=False
+    )
     assert status == 503 and MARK.encode() not in data
 
     # The markers reached the service: the tampered value and the dry-run change come back in diffs.
@@ -217,7 +238,9 @@ def neighbour_review(obj: dict[str, Any], operation: str = "UPDATE", username: s
 
 def neighbour_keys(*keys: tuple[str, dict[str, Any], dict[str, Any]]) -> bytes:
     request = {"keys": [json.dumps({"check": check, "review": rv, "policy": policy}) for check, rv, policy in keys]}
-    return json.dumps({"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": request}).encode()
+    return json.dumps(
+        {"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": request}
+    ).encode()
 
 
 def test_cluster_info_and_csr_traffic_logs_decisions_but_no_token_jws_kubeconfig_or_csr(server: Server) -> None:
@@ -251,7 +274,14 @@ def test_cluster_info_and_csr_traffic_logs_decisions_but_no_token_jws_kubeconfig
 
     # The service read both tokens and judged everything as the library does.
     items = json.loads(answers[0])["response"]["items"]
-    assert [i.get("value", {}).get("reason") for i in items] == ["verified", "verified", "signature-invalid", None, "verified", "csr-organization-invalid"]
+    assert [i.get("value", {}).get("reason") for i in items] == [
+        "verified",
+        "verified",
+        "signature-invalid",
+        None,
+        "verified",
+        "csr-organization-invalid",
+    ]
     assert items[3]["error"].startswith("policy-invalid: tokenIds:")
     assert f"{TOKEN_ID}." not in items[3]["error"] and TOKEN_SECRET[:4] not in items[3]["error"]
     assert TOKEN_SECRET[:4] not in json.loads(answers[2])["message"]
@@ -266,7 +296,9 @@ def test_cluster_info_and_csr_traffic_logs_decisions_but_no_token_jws_kubeconfig
         ("kubelet-serving-csr", "csr-organization-invalid", "CertificateSigningRequest"),
         ("cluster-info", "signature-invalid", "ConfigMap"), ("kubelet-serving-csr", "verified", "CertificateSigningRequest"),
     ]), log[-3000:]  # fmt: skip
-    assert {"kind": "ConfigMap", "namespace": "kube-public", "name": "cluster-info"} in [r["object"] for r in records if "object" in r]
+    assert {"kind": "ConfigMap", "namespace": "kube-public", "name": "cluster-info"} in [
+        r["object"] for r in records if "object" in r
+    ]
     never = {
         "token secret": TOKEN_SECRET,
         "inline token secret": INLINE_SECRET,

@@ -53,7 +53,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, 
         api.stop()
 
 
-def admission(obj: dict[str, Any], operation: str = "UPDATE", username: str = "system:serviceaccount:kube-system:bootstrap-signer") -> dict[str, Any]:
+def admission(
+    obj: dict[str, Any], operation: str = "UPDATE", username: str = "system:serviceaccount:kube-system:bootstrap-signer"
+) -> dict[str, Any]:
     meta = obj.get("metadata", {})
     group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
     return {
@@ -89,9 +91,15 @@ def value(item: dict[str, Any]) -> dict[str, Any]:
 
 def test_cluster_info_batch(cluster: tuple[Server, TokenApi]) -> None:
     server, api = cluster
-    tampered = cluster_info({"kubeconfig": KUBECONFIG.replace("10.138.0.2", "10.66.6.6"), SIG_KEY: jws(KUBECONFIG, TOKEN_ID, TOKEN_SECRET)})
-    by_expired = cluster_info({"kubeconfig": KUBECONFIG, f"jws-kubeconfig-{OTHER_ID}": jws(KUBECONFIG, OTHER_ID, OTHER_SECRET)})
-    by_unknown = cluster_info({"kubeconfig": KUBECONFIG, "jws-kubeconfig-zzzzzz": jws(KUBECONFIG, "zzzzzz", TOKEN_SECRET)})
+    tampered = cluster_info(
+        {"kubeconfig": KUBECONFIG.replace("10.138.0.2", "10.66.6.6"), SIG_KEY: jws(KUBECONFIG, TOKEN_ID, TOKEN_SECRET)}
+    )
+    by_expired = cluster_info(
+        {"kubeconfig": KUBECONFIG, f"jws-kubeconfig-{OTHER_ID}": jws(KUBECONFIG, OTHER_ID, OTHER_SECRET)}
+    )
+    by_unknown = cluster_info(
+        {"kubeconfig": KUBECONFIG, "jws-kubeconfig-zzzzzz": jws(KUBECONFIG, "zzzzzz", TOKEN_SECRET)}
+    )
     keys = [
         key("cluster-info", admission(cluster_info())),
         key("cluster-info", admission(tampered)),
@@ -115,7 +123,9 @@ def test_cluster_info_batch(cluster: tuple[Server, TokenApi]) -> None:
     assert (value(unknown)["allowed"], value(unknown)["reason"]) == (False, "token-unknown")
     assert (value(unsigned)["allowed"], value(unsigned)["reason"]) == (True, "no-signatures")
     assert (value(not_allowed)["allowed"], value(not_allowed)["reason"]) == (False, "token-unknown")
-    assert "value" not in typo and typo["error"].startswith("policy-invalid: the cluster-info policy: unknown field 'tokenIDs'; did you mean 'tokenIds'?")
+    assert "value" not in typo and typo["error"].startswith(
+        "policy-invalid: the cluster-info policy: unknown field 'tokenIDs'; did you mean 'tokenIds'?"
+    )
     assert value(audited)["reason"] == "verified"
     read = [r.path.rsplit("/", 1)[-1] for r in api.requests if r.method == "GET" and "/secrets/" in r.path]
     assert {f"bootstrap-token-{TOKEN_ID}", f"bootstrap-token-{OTHER_ID}", "bootstrap-token-zzzzzz"} <= set(read)
@@ -205,7 +215,9 @@ def test_csr_policy_and_check_errors_are_per_key(cluster: tuple[Server, TokenApi
     ]
     items = ask_gatekeeper(server, keys)["items"]
     assert items[0]["error"].startswith("policy-invalid: providerRegex: not a valid regular expression")
-    assert items[1]["error"].startswith("policy-invalid: the kubelet-serving-csr policy: unknown field 'bypassDnsResolution'")
+    assert items[1]["error"].startswith(
+        "policy-invalid: the kubelet-serving-csr policy: unknown field 'bypassDnsResolution'"
+    )
     assert items[2]["error"].startswith("request-invalid: unknown check 'kubelet-serving-csrs'")
     assert value(items[3])["reason"] == "verified"
 
@@ -213,9 +225,13 @@ def test_csr_policy_and_check_errors_are_per_key(cluster: tuple[Server, TokenApi
 def test_csr_requester_and_scope_through_kyverno(cluster: tuple[Server, TokenApi]) -> None:
     server, _ = cluster
     forged = admission(csrs.csr(), operation="CREATE", username="system:node:worker-2")
-    other_signer = csr_review(csrs.csr(usages=["digital signature", "client auth"], signer="kubernetes.io/kube-apiserver-client-kubelet"))
+    other_signer = csr_review(
+        csrs.csr(usages=["digital signature", "client auth"], signer="kubernetes.io/kube-apiserver-client-kubelet")
+    )
     for review, allowed, reason in ((forged, False, "csr-requester-mismatch"), (other_signer, True, "out-of-scope")):
-        status, _, data = server.post(KYVERNO, json.dumps({"request": review, "policy": {}, "check": "kubelet-serving-csr"}).encode())
+        status, _, data = server.post(
+            KYVERNO, json.dumps({"request": review, "policy": {}, "check": "kubelet-serving-csr"}).encode()
+        )
         assert status == 200
         answer = json.loads(data)
         assert (answer["allowed"], answer["reason"]) == (allowed, reason), answer["message"]

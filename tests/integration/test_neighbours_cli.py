@@ -56,7 +56,9 @@ def results(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
 
 # --- verify-cluster-info ---------------------------------------------------------------------
 
-TAMPERED = cluster_info({"kubeconfig": KUBECONFIG.replace("6443", "7443"), SIG_KEY: jws(KUBECONFIG, TOKEN_ID, TOKEN_SECRET)})
+TAMPERED = cluster_info(
+    {"kubeconfig": KUBECONFIG.replace("6443", "7443"), SIG_KEY: jws(KUBECONFIG, TOKEN_ID, TOKEN_SECRET)}
+)
 
 
 @pytest.mark.parametrize(
@@ -71,7 +73,16 @@ TAMPERED = cluster_info({"kubeconfig": KUBECONFIG.replace("6443", "7443"), SIG_K
         (cluster_info(name="backup", namespace="default"), [], 0, "verified"),
         ({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}, [], 1, "cluster-info-invalid"),
     ],
-    ids=["valid", "tampered", "unsigned", "unsigned-required", "pinned", "pin-mismatch", "any-configmap", "not-a-configmap"],
+    ids=[
+        "valid",
+        "tampered",
+        "unsigned",
+        "unsigned-required",
+        "pinned",
+        "pin-mismatch",
+        "any-configmap",
+        "not-a-configmap",
+    ],
 )
 def test_verify_cluster_info(tmp_path: Path, doc: dict[str, Any], extra: list[str], code: int, reason: str) -> None:
     proc = cli("verify-cluster-info", "-f", write(tmp_path / "cm.yaml", doc), "--token", TOKEN, *extra, "-o", "json")
@@ -79,11 +90,15 @@ def test_verify_cluster_info(tmp_path: Path, doc: dict[str, Any], extra: list[st
     assert [r["reason"] for r in results(proc)] == [reason]
 
 
-def each_case_denied(proc: subprocess.CompletedProcess[str], cases: Sequence[tuple[str, Any, str]], prefix: Callable[[str], str]) -> None:
+def each_case_denied(
+    proc: subprocess.CompletedProcess[str], cases: Sequence[tuple[str, Any, str]], prefix: Callable[[str], str]
+) -> None:
     """Exit 1, and one denial per (case, input, reason) in order, with its reason and a message naming the case."""
     assert proc.returncode == 1, proc.stderr
     got = results(proc)
-    assert {case: r["reason"] for (case, _, _), r in zip(cases, got, strict=True)} == {case: reason for case, _, reason in cases}
+    assert {case: r["reason"] for (case, _, _), r in zip(cases, got, strict=True)} == {
+        case: reason for case, _, reason in cases
+    }
     for (case, _, _), r in zip(cases, got, strict=True):
         assert (r["allowed"], r["verified"]) == (False, False), case
         assert r["message"].startswith(prefix(case)), r["message"]
@@ -105,24 +120,41 @@ def test_every_broken_signature_through_the_cli(tmp_path: Path) -> None:
 def test_cluster_info_without_the_token_is_unknown(tmp_path: Path) -> None:
     proc = cli("verify-cluster-info", "-f", write(tmp_path / "cm.yaml", cluster_info()))
     assert proc.returncode == 1
-    assert proc.stdout.startswith(f"FAIL [token-unknown] ConfigMap kube-public/cluster-info: 1 of 1 signatures refused: {SIG_KEY}: [token-unknown]")
+    assert proc.stdout.startswith(
+        f"FAIL [token-unknown] ConfigMap kube-public/cluster-info: 1 of 1 signatures refused: {SIG_KEY}: [token-unknown]"
+    )
     assert "--token" in proc.stdout
 
 
 def test_text_output_and_stdin(tmp_path: Path) -> None:
     proc = cli("verify-cluster-info", "-f", "-", "--token", TOKEN, stdin=yaml.safe_dump(cluster_info()))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == f"PASS [verified] ConfigMap kube-public/cluster-info: data.kubeconfig is signed by bootstrap token(s) {TOKEN_ID}\n"
+    assert (
+        proc.stdout
+        == f"PASS [verified] ConfigMap kube-public/cluster-info: data.kubeconfig is signed by bootstrap token(s) {TOKEN_ID}\n"
+    )
 
 
 @pytest.mark.parametrize(
     ("fields", "code", "reason"),
-    [({}, 0, "verified"), ({"expiration": "2020-01-01T00:00:00Z"}, 1, "token-expired"), ({"usage-bootstrap-signing": "false"}, 1, "token-not-for-signing")],
+    [
+        ({}, 0, "verified"),
+        ({"expiration": "2020-01-01T00:00:00Z"}, 1, "token-expired"),
+        ({"usage-bootstrap-signing": "false"}, 1, "token-not-for-signing"),
+    ],
     ids=["valid", "expired", "not-for-signing"],
 )
 def test_token_from_a_secret_file(tmp_path: Path, fields: dict[str, str], code: int, reason: str) -> None:
     token_file = write(tmp_path / "token.yaml", {"apiVersion": "v1", "kind": "List", "items": [secret(**fields)]})
-    proc = cli("verify-cluster-info", "-f", write(tmp_path / "cm.yaml", cluster_info()), "--token-secret", token_file, "-o", "json")
+    proc = cli(
+        "verify-cluster-info",
+        "-f",
+        write(tmp_path / "cm.yaml", cluster_info()),
+        "--token-secret",
+        token_file,
+        "-o",
+        "json",
+    )
     assert proc.returncode == code, proc.stderr
     assert [r["reason"] for r in results(proc)] == [reason]
 
@@ -137,7 +169,12 @@ def test_token_from_a_secret_file(tmp_path: Path, fields: dict[str, str], code: 
     ids=["bad-token", "bad-pin", "missing-secret-file"],
 )
 def test_cluster_info_usage_errors(tmp_path: Path, args: list[str], says: str) -> None:
-    proc = cli("verify-cluster-info", "-f", write(tmp_path / "cm.yaml", cluster_info()), *[str(tmp_path / a) if a == "MISSING" else a for a in args])
+    proc = cli(
+        "verify-cluster-info",
+        "-f",
+        write(tmp_path / "cm.yaml", cluster_info()),
+        *[str(tmp_path / a) if a == "MISSING" else a for a in args],
+    )
     assert proc.returncode == 2
     assert says in proc.stderr
     assert TOKEN_SECRET not in proc.stderr
@@ -177,7 +214,11 @@ def test_verify_csr(tmp_path: Path, obj: dict[str, Any], flags: list[str], code:
 
 
 #: verify-csr's flag for each library policy field (the inverse of provider.cli.verify_csr.build_policy).
-CSR_FLAGS = {"providerRegex": "--provider-regex", "maxExpirationSeconds": "--max-expiration-sec", "allowedDnsNames": "--allowed-dns-names"}
+CSR_FLAGS = {
+    "providerRegex": "--provider-regex",
+    "maxExpirationSeconds": "--max-expiration-sec",
+    "allowedDnsNames": "--allowed-dns-names",
+}
 
 
 def csr_flags(policy: dict[str, Any]) -> tuple[str, ...]:
@@ -206,8 +247,12 @@ def broken_csrs_by_flags() -> dict[tuple[str, ...], list[tuple[str, dict[str, An
 CSR_GROUPS = broken_csrs_by_flags()
 
 
-@pytest.mark.parametrize(("flags", "cases"), list(CSR_GROUPS.items()), ids=[" ".join(f) or "no-flags" for f in CSR_GROUPS])
-def test_every_broken_csr_rule_through_the_cli(tmp_path: Path, flags: tuple[str, ...], cases: list[tuple[str, Any, str]]) -> None:
+@pytest.mark.parametrize(
+    ("flags", "cases"), list(CSR_GROUPS.items()), ids=[" ".join(f) or "no-flags" for f in CSR_GROUPS]
+)
+def test_every_broken_csr_rule_through_the_cli(
+    tmp_path: Path, flags: tuple[str, ...], cases: list[tuple[str, Any, str]]
+) -> None:
     # One process per flag combination, not per case (~0.35 s each: 38 would add ~13 s): the CSRs go in one
     # multi-document file, each named after its case, and verify-csr answers one result per document,
     # in order. The compliant control (exit 0) is test_verify_csr[compliant].
@@ -228,7 +273,9 @@ def test_verify_csr_reads_a_list_as_kubectl_prints_it(tmp_path: Path) -> None:
     lines = proc.stdout.splitlines()
     assert lines[0] == "PASS [verified] CertificateSigningRequest good passes every kubelet-serving check"
     assert lines[1].startswith("FAIL [csr-organization-invalid] CertificateSigningRequest bad breaks 1 rule")
-    assert lines[2].startswith("ALLOW [out-of-scope] CertificateSigningRequest client is for signer 'kubernetes.io/kube-apiserver-client-kubelet'")
+    assert lines[2].startswith(
+        "ALLOW [out-of-scope] CertificateSigningRequest client is for signer 'kubernetes.io/kube-apiserver-client-kubelet'"
+    )
 
 
 @pytest.mark.parametrize(

@@ -99,7 +99,11 @@ def review(obj: dict[str, Any]) -> dict[str, Any]:
     """input.review as Gatekeeper builds it: the node creates its CSR; the bootstrap signer updates cluster-info."""
     group, _, version = str(obj["apiVersion"]).rpartition("/")
     meta = obj["metadata"]
-    username = obj["spec"]["username"] if obj["kind"] == "CertificateSigningRequest" else "system:serviceaccount:kube-system:bootstrap-signer"
+    username = (
+        obj["spec"]["username"]
+        if obj["kind"] == "CertificateSigningRequest"
+        else "system:serviceaccount:kube-system:bootstrap-signer"
+    )
     return {
         "uid": str(uuid.uuid4()),
         "kind": {"group": group, "version": version, "kind": obj["kind"]},
@@ -148,7 +152,9 @@ def rego_cases() -> list[tuple[str, str]]:
     cases = []
     for name in NAMES:
         directory = GATEKEEPER / name
-        engine = ConstraintTemplateEngine((directory / "src.rego").read_text(), tests=(directory / "src_test.rego").read_text())
+        engine = ConstraintTemplateEngine(
+            (directory / "src.rego").read_text(), tests=(directory / "src_test.rego").read_text()
+        )
         cases += [(name, test) for test in engine.test_names]
         engine.close()
     return cases
@@ -157,7 +163,9 @@ def rego_cases() -> list[tuple[str, str]]:
 @pytest.mark.parametrize(("name", "test"), rego_cases(), ids=lambda v: v)
 def test_rego_unit_tests_pass(name: str, test: str) -> None:
     directory = GATEKEEPER / name
-    engine = ConstraintTemplateEngine((directory / "src.rego").read_text(), tests=(directory / "src_test.rego").read_text())
+    engine = ConstraintTemplateEngine(
+        (directory / "src.rego").read_text(), tests=(directory / "src_test.rego").read_text()
+    )
     try:
         assert engine.passes(test)
     finally:
@@ -167,7 +175,7 @@ def test_rego_unit_tests_pass(name: str, test: str) -> None:
 @pytest.mark.parametrize("name", NAMES)
 def test_rego_tests_catch_a_policy_that_fails_open(name: str) -> None:
     directory = GATEKEEPER / name
-    broken = (directory / "src.rego").read_text().replace("error != \"\"", "error == \"never\"")
+    broken = (directory / "src.rego").read_text().replace('error != ""', 'error == "never"')
     engine = ConstraintTemplateEngine(broken, tests=(directory / "src_test.rego").read_text())
     try:
         assert not all(engine.passes(test) for test in engine.test_names)
@@ -178,7 +186,9 @@ def test_rego_tests_catch_a_policy_that_fails_open(name: str) -> None:
 def test_cluster_info_samples_are_signed_as_their_names_say() -> None:
     found = samples("verify-cluster-info")
     allowed = found["allowed"]["data"]
-    assert allowed[f"jws-kubeconfig-{SAMPLE_TOKEN_ID}"] == jws(allowed["kubeconfig"], SAMPLE_TOKEN_ID, SAMPLE_TOKEN_SECRET)
+    assert allowed[f"jws-kubeconfig-{SAMPLE_TOKEN_ID}"] == jws(
+        allowed["kubeconfig"], SAMPLE_TOKEN_ID, SAMPLE_TOKEN_SECRET
+    )
     tampered = found["disallowed_tampered"]["data"]
     assert tampered[f"jws-kubeconfig-{SAMPLE_TOKEN_ID}"] == allowed[f"jws-kubeconfig-{SAMPLE_TOKEN_ID}"]
     assert tampered["kubeconfig"] != allowed["kubeconfig"]
@@ -225,7 +235,10 @@ def admission_request(obj: dict[str, Any]) -> dict[str, Any]:
     request = review(obj)
     plural = "certificatesigningrequests" if obj["kind"] == "CertificateSigningRequest" else "configmaps"
     request["resource"] = {**{k: request["kind"][k] for k in ("group", "version")}, "resource": plural}
-    request["options"] = {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions" if request["operation"] == "CREATE" else "UpdateOptions"}
+    request["options"] = {
+        "apiVersion": "meta.k8s.io/v1",
+        "kind": "CreateOptions" if request["operation"] == "CREATE" else "UpdateOptions",
+    }
     return request
 
 
@@ -280,11 +293,15 @@ def test_kyverno_through_the_service(server: Server, name: str) -> None:
         objects = load_yaml(test.parent / "resource.yaml")
         assert objects, test.parent
         for obj in objects:
-            status, _, body = server.post("/v1/kyverno/verify", request_body(doc, admission_request(obj)))  # no Content-Type
+            status, _, body = server.post(
+                "/v1/kyverno/verify", request_body(doc, admission_request(obj))
+            )  # no Content-Type
             assert status == 200
             answer = json.loads(body)
             verdict = stored_verdict(doc, answer)
-            (mocked,) = [r["values"] for p in values["policies"] for r in p["resources"] if r["name"] == obj["metadata"]["name"]]
+            (mocked,) = [
+                r["values"] for p in values["policies"] for r in p["resources"] if r["name"] == obj["metadata"]["name"]
+            ]
             assert (verdict["allowed"], verdict["reason"], verdict["message"]) == (
                 mocked["verdict.allowed"], mocked["verdict.reason"], mocked["verdict.message"]), obj["metadata"]["name"]  # fmt: skip
             assert denied(doc, verdict) == (outcome[obj["metadata"]["name"]] == "fail")

@@ -37,8 +37,18 @@ TAMPERED["data"]["mode"] = "debug"
 UNSIGNED = configmap("app", "shop", mode="prod")
 GAP = copy.deepcopy(SIGNED)
 GAP["metadata"]["annotations"]["cosign.sigstore.dev/signature_3"] = "smuggled"
-SCALE = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": 5}}
-POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1", "namespace": "shop"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+SCALE = {
+    "apiVersion": "autoscaling/v1",
+    "kind": "Scale",
+    "metadata": {"name": "web", "namespace": "shop"},
+    "spec": {"replicas": 5},
+}
+POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "web-1", "namespace": "shop"},
+    "spec": {"containers": [{"name": "c", "image": "x"}]},
+}
 
 
 def policy(key: Any = KEY, **extra: Any) -> dict[str, Any]:
@@ -96,7 +106,12 @@ def _audit_event(admission: dict[str, Any]) -> dict[str, Any]:
     """The audit event the API server writes for this request (level Request)."""
     verb = {"CREATE": "create", "UPDATE": "update", "DELETE": "delete"}[admission["operation"]]
     resource = admission["resource"]
-    ref = {"resource": resource["resource"], "apiVersion": resource["version"], "namespace": admission["namespace"], "name": admission["name"]}
+    ref = {
+        "resource": resource["resource"],
+        "apiVersion": resource["version"],
+        "namespace": admission["namespace"],
+        "name": admission["name"],
+    }
     if resource["group"]:
         ref["apiGroup"] = resource["group"]
     if admission.get("subResource"):
@@ -118,7 +133,9 @@ def test_classify(case: str, admission: dict[str, Any], raw_policy: dict[str, An
 @pytest.mark.parametrize(("case", "admission", "raw_policy", "reason"), CASES, ids=IDS)
 def test_the_cli(case: str, admission: dict[str, Any], raw_policy: dict[str, Any], reason: str, tmp_path: Path) -> None:
     review = tmp_path / "review.json"
-    review.write_text(json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": admission}))
+    review.write_text(
+        json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": admission})
+    )
     config = tmp_path / "policy.yaml"
     config.write_text(yaml.safe_dump(raw_policy))
     proc = subprocess.run([sys.executable, "-m", "provider.cli", "verify", "-f", str(review), "--config", str(config), "-o", "json"],
@@ -129,7 +146,9 @@ def test_the_cli(case: str, admission: dict[str, Any], raw_policy: dict[str, Any
 
 
 @pytest.mark.parametrize(("case", "admission", "raw_policy", "reason"), CASES, ids=IDS)
-def test_both_routes(case: str, admission: dict[str, Any], raw_policy: dict[str, Any], reason: str, provider_server: Server) -> None:
+def test_both_routes(
+    case: str, admission: dict[str, Any], raw_policy: dict[str, Any], reason: str, provider_server: Server
+) -> None:
     kyverno = provider_server.post_json("/v1/kyverno/verify", {"request": admission, "policy": raw_policy})
     assert kyverno["reason"] == reason
     key = json.dumps({"review": admission, "policy": raw_policy})

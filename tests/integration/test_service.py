@@ -124,7 +124,12 @@ def make_key_fingerprint() -> str:
 
 def test_gatekeeper_audit_review_without_user_or_operation_is_verified(provider_server: Server) -> None:
     obj = signed_configmap("audited")
-    review = {"object": obj, "kind": {"group": "", "version": "v1", "kind": "ConfigMap"}, "name": "audited", "namespace": "team-a"}
+    review = {
+        "object": obj,
+        "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+        "name": "audited",
+        "namespace": "team-a",
+    }
     answer = provider_server.post_json(GATEKEEPER, json.loads(provider_request([gatekeeper_key(review, policy())])))
     (item,) = answer["response"]["items"]
     assert item["value"]["reason"] == "verified"
@@ -141,7 +146,9 @@ def test_gatekeeper_audit_review_without_user_or_operation_is_verified(provider_
     ],
     ids=["not-an-object", "wrong-api-version", "wrong-kind", "key-not-a-string", "not-utf8"],
 )
-def test_unusable_provider_request_is_a_system_error_with_http_200(provider_server: Server, body: bytes, expected: str) -> None:
+def test_unusable_provider_request_is_a_system_error_with_http_200(
+    provider_server: Server, body: bytes, expected: str
+) -> None:
     status, _, data = provider_server.post(GATEKEEPER, body)
     assert status == 200
     answer = json.loads(data)
@@ -234,7 +241,9 @@ def test_dry_run_requests_are_allowed_on_both_routes(provider_server: Server) ->
 def test_dry_run_policy_without_a_cluster_is_denied_as_dry_run_failed(provider_server: Server) -> None:
     obj = copy.deepcopy(signed_configmap("needs-dry-run"))
     obj["data"]["key"] = "defaulted by the cluster?"
-    answer = provider_server.post_json(KYVERNO_ROUTE, {"request": admission(obj), "policy": policy(dryRun={"enabled": True})})
+    answer = provider_server.post_json(
+        KYVERNO_ROUTE, {"request": admission(obj), "policy": policy(dryRun={"enabled": True})}
+    )
     assert answer["allowed"] is False and answer["reason"] == "dry-run-failed"
     assert "no cluster is configured" in answer["message"]
 
@@ -368,7 +377,13 @@ def test_metrics_count_decisions_by_reason_and_class_and_cache_hits(provider_ser
         sample = (name, tuple(sorted(labels.items())))
         return after.get(sample, 0.0) - before.get(sample, 0.0)
 
-    decided = delta("manifest_provider_decisions_total", route="gatekeeper", check="manifest", reason="verified", **{"class": "valid-signature"})
+    decided = delta(
+        "manifest_provider_decisions_total",
+        route="gatekeeper",
+        check="manifest",
+        reason="verified",
+        **{"class": "valid-signature"},
+    )
     hits = delta("manifest_provider_cache_lookups_total", result="hit")
     misses = delta("manifest_provider_cache_lookups_total", result="miss")
     assert decided == 3
@@ -382,7 +397,9 @@ def test_logs_are_json_lines_with_the_decision_and_never_tokens_or_objects(provi
     token = f"token-{uuid.uuid4().hex}"
     obj = signed_configmap(f"logged-{uuid.uuid4().hex[:8]}", key=secret_value)
     status, _, _ = provider_server.post(
-        KYVERNO_ROUTE, json.dumps({"request": admission(obj), "policy": policy()}).encode(), {"Authorization": f"Bearer {token}"}
+        KYVERNO_ROUTE,
+        json.dumps({"request": admission(obj), "policy": policy()}).encode(),
+        {"Authorization": f"Bearer {token}"},
     )
     assert status == 200
     name = obj["metadata"]["name"]
@@ -435,7 +452,11 @@ def test_unsafe_http_serves_plain_http_and_warns_on_every_request(tmp_path: Any)
             assert conn.getresponse().status == 200
             conn.close()
         time.sleep(0.2)
-        warnings = [line for line in log_path.read_text().splitlines() if "plain HTTP (--unsafe-http)" in line and '"provider.app"' in line]
+        warnings = [
+            line
+            for line in log_path.read_text().splitlines()
+            if "plain HTTP (--unsafe-http)" in line and '"provider.app"' in line
+        ]
         assert len(warnings) >= 4  # the first probe and three requests
     finally:
         process.terminate()
@@ -479,8 +500,18 @@ def test_a_body_that_cannot_be_read_whole_is_a_400_request_invalid_logged_withou
     head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n".encode()
     part = b'{"request": {"keys": ["' + BODY_MARKER
     bodies = {
-        "bad-chunk-size": b"Transfer-Encoding: chunked\r\n\r\n" + b"zz" + BODY_MARKER + b"\r\n" + part + b"\r\n0\r\n\r\n",
-        "chunk-without-terminator": b"Transfer-Encoding: chunked\r\n\r\n" + f"{len(part):x}".encode() + b"\r\n" + part + b"XX" + b"0\r\n\r\n",
+        "bad-chunk-size": b"Transfer-Encoding: chunked\r\n\r\n"
+        + b"zz"
+        + BODY_MARKER
+        + b"\r\n"
+        + part
+        + b"\r\n0\r\n\r\n",
+        "chunk-without-terminator": b"Transfer-Encoding: chunked\r\n\r\n"
+        + f"{len(part):x}".encode()
+        + b"\r\n"
+        + part
+        + b"XX"
+        + b"0\r\n\r\n",
         "truncated-chunked": b"Transfer-Encoding: chunked\r\n\r\n" + b"1000\r\n" + part,
         "truncated-content-length": b"Content-Length: 4096\r\n\r\n" + part,
     }
@@ -490,13 +521,21 @@ def test_a_body_that_cannot_be_read_whole_is_a_400_request_invalid_logged_withou
     assert status_line.startswith(b"HTTP/1.1 400"), answer[:300]
     body = json.loads(rest.split(b"\r\n\r\n", 1)[1])
     if path == GATEKEEPER:
-        assert body["response"]["items"] == [] and body["response"]["systemError"].startswith("request-invalid: the request body")
+        assert body["response"]["items"] == [] and body["response"]["systemError"].startswith(
+            "request-invalid: the request body"
+        )
     else:
-        assert body["allowed"] is False and body["reason"] == "request-invalid" and body["message"].startswith("the request body")
+        assert (
+            body["allowed"] is False
+            and body["reason"] == "request-invalid"
+            and body["message"].startswith("the request body")
+        )
     assert b"connection: close" in rest.lower()
     time.sleep(0.2)  # the worker's log line lands after the answer
     log = provider_server.log_text()[offset:]
     assert BODY_MARKER.decode() not in log
     records = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
-    assert any(r.get("message") == "request body unreadable" and r.get("reason") == "request-invalid" for r in records), log[-2000:]
+    assert any(
+        r.get("message") == "request body unreadable" and r.get("reason") == "request-invalid" for r in records
+    ), log[-2000:]
     assert not [r for r in records if r.get("level") == "error"], log[-2000:]

@@ -57,7 +57,9 @@ def healthy(fake: FakeApiServer) -> Iterator[None]:
     fake.fault = None
 
 
-def test_a_live_object_verifies_after_a_dry_run_and_is_never_cached(cluster_server: Server, fake: FakeApiServer) -> None:
+def test_a_live_object_verifies_after_a_dry_run_and_is_never_cached(
+    cluster_server: Server, fake: FakeApiServer
+) -> None:
     before = len(fake.creates())
     without = cluster_server.post_json(KYVERNO_ROUTE, {"request": live_review(), "policy": policy(dry_run=False)})
     assert (without["allowed"], without["reason"]) == (False, "content-mismatch")
@@ -72,7 +74,10 @@ def test_a_live_object_verifies_after_a_dry_run_and_is_never_cached(cluster_serv
 def test_a_slow_api_server_is_a_dry_run_failure_inside_the_deadline(fake: FakeApiServer, tmp_path: Path) -> None:
     """The dry-run timeout follows a short deadline (60% of it: 0.6 s of 1 s), so the answer names the cause."""
     fake.fault, fake.slow_seconds = "slow", 5.0
-    env = {"MANIFEST_PROVIDER_KUBECONFIG": str(fake.kubeconfig(tmp_path / "kubeconfig")), "MANIFEST_PROVIDER_DEADLINE_SECONDS": "1.0"}
+    env = {
+        "MANIFEST_PROVIDER_KUBECONFIG": str(fake.kubeconfig(tmp_path / "kubeconfig")),
+        "MANIFEST_PROVIDER_DEADLINE_SECONDS": "1.0",
+    }
     with running_server(env=env) as server:
         start = time.monotonic()
         answer = server.post_json(GATEKEEPER, gatekeeper_body(live_review(), policy()))

@@ -106,8 +106,14 @@ def test_kyverno_verifies_through_the_clusters_dry_run(service: Server, fake: Fa
     assert len(fake.creates()) == 1 and elapsed < ANSWER_WITHIN
 
 
-@pytest.mark.parametrize(("fault", "scope"), [("slow", "post"), ("slow", "all"), ("500", "post"), ("403", "post")], ids=["slow-create", "slow-discovery", "500", "403"])
-def test_a_cluster_that_cannot_answer_is_a_gatekeeper_system_error_within_the_deadline(service: Server, fake: FakeApiServer, fault: str, scope: str) -> None:
+@pytest.mark.parametrize(
+    ("fault", "scope"),
+    [("slow", "post"), ("slow", "all"), ("500", "post"), ("403", "post")],
+    ids=["slow-create", "slow-discovery", "500", "403"],
+)
+def test_a_cluster_that_cannot_answer_is_a_gatekeeper_system_error_within_the_deadline(
+    service: Server, fake: FakeApiServer, fault: str, scope: str
+) -> None:
     fake.fault, fake.fault_scope = fault, scope
     response, elapsed = gatekeeper(service, admission(figure1()))
     assert elapsed < ANSWER_WITHIN

@@ -68,15 +68,23 @@ def test_tls_older_than_1_2_is_refused_with_a_protocol_version_alert(server: Ser
         raw.sendall(client_hello(version))
         answer = raw.recv(64)
     assert len(answer) >= 7, answer
-    assert answer[0] == ALERT_RECORD and answer[5] == 2 and answer[6] == PROTOCOL_VERSION_ALERT, answer.hex()  # fatal, protocol_version
+    assert answer[0] == ALERT_RECORD and answer[5] == 2 and answer[6] == PROTOCOL_VERSION_ALERT, (
+        answer.hex()
+    )  # fatal, protocol_version
 
 
 def test_tls_1_2_is_accepted_and_a_client_offering_1_3_gets_1_3(server: Server) -> None:
     only_12 = server.ssl_context()
     only_12.maximum_version = ssl.TLSVersion.TLSv1_2
-    with socket.create_connection(("127.0.0.1", server.port)) as raw, only_12.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+    with (
+        socket.create_connection(("127.0.0.1", server.port)) as raw,
+        only_12.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
         assert tls.version() == "TLSv1.2"
-    with socket.create_connection(("127.0.0.1", server.port)) as raw, server.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+    with (
+        socket.create_connection(("127.0.0.1", server.port)) as raw,
+        server.ssl_context().wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
         assert tls.version() == "TLSv1.3"
 
 
@@ -88,7 +96,9 @@ def own_ca_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Se
     own = OwnPki.make(tmp_path_factory.mktemp("own-ca"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(server_module, "make_dev_pki", lambda _directory: own.pki)
-        with running_server(args=("--workers", "1"), env={"MANIFEST_PROVIDER_CALLERS": "cert:intruder,cert:client"}) as started:
+        with running_server(
+            args=("--workers", "1"), env={"MANIFEST_PROVIDER_CALLERS": "cert:intruder,cert:client"}
+        ) as started:
             yield started, own
 
 
@@ -96,7 +106,10 @@ def handshake_with(server: Server, cert: Path, key: Path) -> int:
     """Status of GET /metrics with this client certificate; raises when the handshake fails."""
     context = server.ssl_context(client_cert=False)
     context.load_cert_chain(str(cert), str(key))
-    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw, context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+    with (
+        socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
         tls.sendall(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         head = tls.recv(64)
     return int(head.split(b" ", 2)[1])
@@ -117,7 +130,13 @@ def test_only_a_valid_client_certificate_of_the_client_ca_gets_through_the_hands
 
 
 def test_without_a_client_certificate_only_the_probes_answer(server: Server) -> None:
-    for path, expected in (("/healthz", 200), ("/readyz", 200), ("/metrics", 401), ("/v1/gatekeeper/verify", 401), ("/v1/kyverno/verify", 401)):
+    for path, expected in (
+        ("/healthz", 200),
+        ("/readyz", 200),
+        ("/metrics", 401),
+        ("/v1/gatekeeper/verify", 401),
+        ("/v1/kyverno/verify", 401),
+    ):
         method = "POST" if path.startswith("/v1/") else "GET"
         status, _, _ = server.request(method, path, b"{}" if method == "POST" else None, client_cert=False)
         assert status == expected, path
@@ -130,7 +149,10 @@ def presented_certificate(port: int, ca: Path, client: tuple[Path, Path]) -> str
     """SHA-256 of the certificate the server presents, connecting with ``client``'s certificate (trusting ``ca``)."""
     context = ssl.create_default_context(cafile=str(ca))
     context.load_cert_chain(str(client[0]), str(client[1]))
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
         tls.sendall(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         assert tls.recv(64).startswith(b"HTTP/1.1 200")
         der = tls.getpeercert(binary_form=True)
@@ -139,7 +161,9 @@ def presented_certificate(port: int, ca: Path, client: tuple[Path, Path]) -> str
 
 
 def fingerprint(path: Path) -> str:
-    return hashlib.sha256(x509.load_pem_x509_certificate(path.read_bytes()).public_bytes(serialization.Encoding.DER)).hexdigest()
+    return hashlib.sha256(
+        x509.load_pem_x509_certificate(path.read_bytes()).public_bytes(serialization.Encoding.DER)
+    ).hexdigest()
 
 
 def replace(target: Path, data: bytes) -> None:
@@ -168,15 +192,21 @@ def test_rotated_certificates_are_used_by_the_next_connection_without_a_restart(
         old_ca = tmp_path / "old-ca.crt"
         old_ca.write_bytes(kept[0])
         for _ in range(4):  # every connection, on whichever worker accepts it
-            assert presented_certificate(server.port, new.ca_cert, (new.client_cert, new.client_key)) == fingerprint(new.server_cert)
+            assert presented_certificate(server.port, new.ca_cert, (new.client_cert, new.client_key)) == fingerprint(
+                new.server_cert
+            )
         with pytest.raises((ssl.SSLError, ConnectionResetError, BrokenPipeError)):
-            presented_certificate(server.port, new.ca_cert, (kept[1], kept[2]))  # the old client CA is no longer trusted
+            presented_certificate(
+                server.port, new.ca_cert, (kept[1], kept[2])
+            )  # the old client CA is no longer trusted
         # Every worker looks at the files once a second, connection or not: after that, each
         # one holds the new certificate, whichever served the connections above.
         time.sleep(2.5)
 
         # A rotation that writes something unusable changes nothing.
         replace(old.server_cert, b"-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END CERTIFICATE-----\n")
-        assert presented_certificate(server.port, new.ca_cert, (new.client_cert, new.client_key)) == fingerprint(new.server_cert)
+        assert presented_certificate(server.port, new.ca_cert, (new.client_cert, new.client_key)) == fingerprint(
+            new.server_cert
+        )
         assert server.pid == master.pid and sorted(p.pid for p in master.children()) == workers
         assert "new certificate files do not load; serving with the previous ones" in server.log_text()

@@ -75,7 +75,9 @@ def kubeconfig(ca: bytes = CA_PEM, server: str = "https://10.138.0.2:6443") -> s
 KUBECONFIG = kubeconfig()
 
 
-def cluster_info(data: dict[str, Any] | None = None, *, name: str = "cluster-info", namespace: str = "kube-public") -> dict[str, Any]:
+def cluster_info(
+    data: dict[str, Any] | None = None, *, name: str = "cluster-info", namespace: str = "kube-public"
+) -> dict[str, Any]:
     if data is None:
         data = {"kubeconfig": KUBECONFIG, f"jws-kubeconfig-{TOKEN_ID}": jws(KUBECONFIG, TOKEN_ID, TOKEN_SECRET)}
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace}, "data": data}
@@ -113,7 +115,11 @@ def _noncanonical_mac() -> str:
     mac = GOOD.split("..")[1]
     alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
     last = alphabet.index(mac[-1])
-    return f"{HEADER}..{mac[:-1]}{alphabet[last | 0b11]}" if last & 0b11 != 0b11 else f"{HEADER}..{mac[:-1]}{alphabet[last & ~0b11]}"
+    return (
+        f"{HEADER}..{mac[:-1]}{alphabet[last | 0b11]}"
+        if last & 0b11 != 0b11
+        else f"{HEADER}..{mac[:-1]}{alphabet[last & ~0b11]}"
+    )
 
 
 STD_CONTENT, STD_VALUE = _std_b64_variant()

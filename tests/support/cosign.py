@@ -22,7 +22,9 @@ from nacl.secret import SecretBox
 from provider.cosign_keys import PEM_LABELS
 
 
-def seal(der: bytes, password: bytes, *, label: str = PEM_LABELS[0], n: int = 32768, r: int = 8, p: int = 1, **override: Any) -> bytes:
+def seal(
+    der: bytes, password: bytes, *, label: str = PEM_LABELS[0], n: int = 32768, r: int = 8, p: int = 1, **override: Any
+) -> bytes:
     """A cosign key file, written independently of provider.cosign_keys."""
     salt, nonce = os.urandom(32), os.urandom(24)
     sane = n & (n - 1) == 0 and 128 * n * r <= 2**25  # otherwise the reader must refuse before deriving anything
@@ -38,7 +40,9 @@ def seal(der: bytes, password: bytes, *, label: str = PEM_LABELS[0], n: int = 32
 
 
 def pkcs8_der(key: Any) -> bytes:
-    return key.private_bytes(serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())  # type: ignore[no-any-return]
+    return key.private_bytes(
+        serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )  # type: ignore[no-any-return]
 
 
 def unseal(pem: bytes, password: bytes) -> bytes:
@@ -48,8 +52,18 @@ def unseal(pem: bytes, password: bytes) -> bytes:
     assert all(len(line) <= 64 for line in lines[1:-1])  # Go's pem.Encode line length
     body = json.loads(base64.b64decode("".join(lines[1:-1])))
     params = body["kdf"]["params"]
-    key = hashlib.scrypt(password, salt=base64.b64decode(body["kdf"]["salt"]), n=params["N"], r=params["r"], p=params["p"], maxmem=2**26, dklen=32)
-    return bytes(SecretBox(key).decrypt(base64.b64decode(body["ciphertext"]), base64.b64decode(body["cipher"]["nonce"])))
+    key = hashlib.scrypt(
+        password,
+        salt=base64.b64decode(body["kdf"]["salt"]),
+        n=params["N"],
+        r=params["r"],
+        p=params["p"],
+        maxmem=2**26,
+        dklen=32,
+    )
+    return bytes(
+        SecretBox(key).decrypt(base64.b64decode(body["ciphertext"]), base64.b64decode(body["cipher"]["nonce"]))
+    )
 
 
 def ed25519ph_sign(key: ed25519.Ed25519PrivateKey, data: bytes) -> bytes:

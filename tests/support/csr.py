@@ -43,7 +43,9 @@ def pem_request(
     attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in orgs]
     attrs += [x509.NameAttribute(NameOID.COMMON_NAME, c) for c in ([cn] if isinstance(cn, str) else cn)]
     builder = x509.CertificateSigningRequestBuilder().subject_name(x509.Name(attrs))
-    names: list[x509.GeneralName] = [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips] + list(others)
+    names: list[x509.GeneralName] = (
+        [x509.DNSName(d) for d in dns] + [x509.IPAddress(ipaddress.ip_address(i)) for i in ips] + list(others)
+    )
     if names:
         builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
     return builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM)
@@ -74,7 +76,12 @@ def csr(
     }
     if expiration is not None:
         spec["expirationSeconds"] = expiration
-    return {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest", "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": "certificates.k8s.io/v1",
+        "kind": "CertificateSigningRequest",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def localhost_csr(ips: tuple[str, ...] = ("127.0.0.1",)) -> dict[str, Any]:

@@ -112,10 +112,18 @@ PACES = ("late-headers", "late-body", "late-headers-and-body", "trickle-headers"
 #: The names of the server's threads begin with this.
 THREAD_PREFIX = "fakeapi-"
 #: Recordings that depend on who asks or on cluster state, served only by fault modes.
-_STATEFUL = ("rbac-", "create-already-exists-409", "pod-serviceaccount-missing", "create-in-missing-namespace", "create-deployment-in-missing-namespace")
+_STATEFUL = (
+    "rbac-",
+    "create-already-exists-409",
+    "pod-serviceaccount-missing",
+    "create-in-missing-namespace",
+    "create-deployment-in-missing-namespace",
+)
 _RETRY_NAME = re.compile(re.escape(DRY_RUN_SUFFIX) + r"(?:-[a-z0-9]{5})?\Z")
 _CRD_GROUP = re.compile(re.escape(CRD_GROUP_PREFIX.rstrip(".")) + r"(?:-[a-z0-9]{5})?\.")
-_COLLECTION = re.compile(r"/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))(?:/namespaces/(?P<ns>[^/]+))?/(?P<res>[^/]+)\Z")
+_COLLECTION = re.compile(
+    r"/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))(?:/namespaces/(?P<ns>[^/]+))?/(?P<res>[^/]+)\Z"
+)
 _NOT_FOUND = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
               "message": "the server could not find the requested resource", "reason": "NotFound", "details": {}, "code": 404}  # fmt: skip
 
@@ -263,7 +271,11 @@ class FakeApiServer:
             key = r.collection_key if r.method == "POST" and "dryRun=All" in r.query else None
             if key and not r.stem.removeprefix("edge/").startswith(_STATEFUL):
                 self._creates.setdefault(key, []).append(r)
-        self._served = {p for p in self._gets if p.startswith(("/api/", "/apis/")) and p.count("/") == (2 if p.startswith("/api/") else 3)}
+        self._served = {
+            p
+            for p in self._gets
+            if p.startswith(("/api/", "/apis/")) and p.count("/") == (2 if p.startswith("/api/") else 3)
+        }
         self._conflicted: set[str] = set()
         self._closing = threading.Event()
         self._lock = threading.Lock()
@@ -299,10 +311,14 @@ class FakeApiServer:
             def process_request(self, request: Any, client_address: Any) -> None:
                 # As ThreadingMixIn's (daemon threads are not tracked), with a name.
                 name = f"{THREAD_PREFIX}handler"
-                threading.Thread(target=self.process_request_thread, args=(request, client_address), name=name, daemon=True).start()
+                threading.Thread(
+                    target=self.process_request_thread, args=(request, client_address), name=name, daemon=True
+                ).start()
 
         self._server = Server(("127.0.0.1", 0), _handler(self))
-        serve = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"{THREAD_PREFIX}serve", daemon=True)
+        serve = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"{THREAD_PREFIX}serve", daemon=True
+        )
         serve.start()
         self.ca_pem = ca
         return self
@@ -419,7 +435,15 @@ class FakeApiServer:
             return 404, recording("edge/unknown-resource-post-404").body, {}
         namespace = match["ns"]
         if namespace and namespace not in self.namespaces:
-            return 404, _reword(recording("edge/create-in-missing-namespace").body, {'"does-not-exist"': f'"{namespace}"'}, name=namespace), {}
+            return (
+                404,
+                _reword(
+                    recording("edge/create-in-missing-namespace").body,
+                    {'"does-not-exist"': f'"{namespace}"'},
+                    name=namespace,
+                ),
+                {},
+            )
         if logged.query.get("dryRun") != ["All"]:
             return self._not_found(logged.path, "not a dry-run: this fake never persists objects")
         name = meta.get("name") or meta.get("generateName") or ""
@@ -431,10 +455,21 @@ class FakeApiServer:
         for recorded in self._creates.get(key, []):
             if recorded.request_body == wanted:
                 return recorded.status, _replay(recorded, body, namespace), {}
-        why = "no recording for this collection, kind and name" if key not in self._creates else "recorded, but with another body"
+        why = (
+            "no recording for this collection, kind and name"
+            if key not in self._creates
+            else "recorded, but with another body"
+        )
         return self._not_found(logged.path, why)
 
-    def _fault_answer(self, logged: Logged, resource: dict[str, Any], match: re.Match[str], body: dict[str, Any], key: tuple[str, str, str]) -> tuple[int, Any, dict[str, str]] | None:
+    def _fault_answer(
+        self,
+        logged: Logged,
+        resource: dict[str, Any],
+        match: re.Match[str],
+        body: dict[str, Any],
+        key: tuple[str, str, str],
+    ) -> tuple[int, Any, dict[str, str]] | None:
         group = match["g"] or ""
         name = (body.get("metadata") or {}).get("name", "")
         if self.fault == "500":
@@ -445,7 +480,9 @@ class FakeApiServer:
         if self.fault == "422":
             recorded = recording("edge/create-invalid-deployment-422").body
             kind = f"{body.get('kind')}.{group}" if group else str(body.get("kind"))
-            answer = _reword(recorded, {'Deployment.apps "Bad_Name"': f'{kind} "{name}"', '"Bad_Name"': f'"{name}"'}, name=name)
+            answer = _reword(
+                recorded, {'Deployment.apps "Bad_Name"': f'{kind} "{name}"', '"Bad_Name"': f'"{name}"'}, name=name
+            )
             answer["details"].update({"group": group, "kind": body.get("kind")})
             return 422, answer, {}
         if self.fault == "conflict-once" and key[2] not in self._conflicted:
@@ -576,7 +613,13 @@ def _handler(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = raw.decode("utf-8", "replace")
             wanted = ("Accept", "Content-Type", "User-Agent", "Authorization")
-            logged = Logged(self.command, parts.path, parse_qs(parts.query), {h: self.headers[h] for h in wanted if self.headers[h]}, body)
+            logged = Logged(
+                self.command,
+                parts.path,
+                parse_qs(parts.query),
+                {h: self.headers[h] for h in wanted if self.headers[h]},
+                body,
+            )
             fake.requests.append(logged)
             faulty = fake.fault is not None and (fake.fault_scope == "all" or self.command == "POST")
             if faulty and fake.fault == "slow" and fake._closing.wait(fake.slow_seconds):
@@ -613,7 +656,11 @@ def _handler(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
         def _send_paced(self, pace: str, status: int, content_type: str, data: bytes, extra: dict[str, str]) -> None:
             phrase = self.responses.get(status, ("",))[0]
             fields = {"Content-Type": content_type, "Content-Length": str(len(data)), **extra}
-            head = f"HTTP/1.1 {status} {phrase}\r\n".encode() + b"".join(f"{k}: {v}\r\n".encode() for k, v in fields.items()) + b"\r\n"
+            head = (
+                f"HTTP/1.1 {status} {phrase}\r\n".encode()
+                + b"".join(f"{k}: {v}\r\n".encode() for k, v in fields.items())
+                + b"\r\n"
+            )
             steps: list[tuple[float, bytes]] = {
                 "late-headers": [(fake.pace_seconds, head + data)],
                 "late-body": [(0.0, head), (fake.pace_seconds, data)],

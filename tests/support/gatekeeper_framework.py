@@ -95,7 +95,11 @@ EXTERNS = (("data", "inventory"),)
 FUTURE_KEYWORDS = ("contains", "every", "if", "in")
 #: gatekeeper ``pkg/webhook/policy.go`` ``validateGatekeeperResources``.
 MAX_NAME_LENGTH = 63
-TEMPLATE_API_VERSIONS = ("templates.gatekeeper.sh/v1", "templates.gatekeeper.sh/v1beta1", "templates.gatekeeper.sh/v1alpha1")
+TEMPLATE_API_VERSIONS = (
+    "templates.gatekeeper.sh/v1",
+    "templates.gatekeeper.sh/v1beta1",
+    "templates.gatekeeper.sh/v1alpha1",
+)
 
 #: Parses one Rego module (v1 syntax) into OPA's JSON AST, raising on a parse error.
 RegoParser = Callable[[str], dict[str, Any]]
@@ -149,7 +153,9 @@ def rego_source(target: dict[str, Any]) -> RegoSource:
         raise TemplateRefused("conversion", "code must be a list")
     entries = [c for c in code if isinstance(c, dict) and c.get("engine") == REGO_ENGINE]
     if not entries:
-        raise TemplateRefused("compilers.parseConstraintTemplateTarget", "Could not extract Rego from the constraint template")
+        raise TemplateRefused(
+            "compilers.parseConstraintTemplateTarget", "Could not extract Rego from the constraint template"
+        )
     source = entries[0].get("source")  # the first Rego entry, as the driver's loop takes it
     if source is None:
         raise TemplateRefused("schema.GetSource", "rego source missing required field: source")
@@ -260,7 +266,9 @@ def check_imports(module: dict[str, Any], path: str) -> None:
         ref = imp["path"].get("value", [])
         dotted = ".".join(_ref_path(imp["path"]))
         if _is_sub_ref(("input",), ref):
-            raise TemplateRefused("regorewriter.checkImport", f"{path}: invalid import: cannot import input: {dotted!r}")
+            raise TemplateRefused(
+                "regorewriter.checkImport", f"{path}: invalid import: cannot import input: {dotted!r}"
+            )
         if _is_sub_ref(LIB_ROOT, ref):
             continue
         if ref and ref[0].get("type") == "var" and ref[0].get("value") == "future":  # isFutureRef
@@ -288,7 +296,9 @@ def check_lib_package(module: dict[str, Any], path: str) -> None:
     package = module["package"]["path"]
     names = tuple(str(p.get("value")) for p in package)
     if not _is_sub_ref(LIB_ROOT, package) or names == LIB_ROOT:
-        raise TemplateRefused("regorewriter.checkLibPackages", f"{path}: path {'.'.join(names)} not found in lib prefixes")
+        raise TemplateRefused(
+            "regorewriter.checkLibPackages", f"{path}: path {'.'.join(names)} not found in lib prefixes"
+        )
 
 
 # --- 11: the parameter schema --------------------------------------------------------------------
@@ -301,7 +311,9 @@ def structural_problems(schema: Any, where: str = "openAPIV3Schema") -> list[str
     problems = []
     if "$ref" in schema:
         problems.append(f"{where}: $ref is not allowed")
-    free = schema.get("x-kubernetes-preserve-unknown-fields") is True or schema.get("x-kubernetes-int-or-string") is True
+    free = (
+        schema.get("x-kubernetes-preserve-unknown-fields") is True or schema.get("x-kubernetes-int-or-string") is True
+    )
     kind = schema.get("type")
     if kind is None and not free:
         problems.append(f"{where}: type is required")
@@ -332,7 +344,9 @@ def structural_problems(schema: Any, where: str = "openAPIV3Schema") -> list[str
 def ingest(template: dict[str, Any], parser: RegoParser) -> IngestedTemplate:
     """Apply the framework's rules, in its order, raising :class:`TemplateRefused` at the first it breaks."""
     if template.get("apiVersion") not in TEMPLATE_API_VERSIONS or template.get("kind") != "ConstraintTemplate":
-        raise TemplateRefused("scheme", f"not a ConstraintTemplate: {template.get('apiVersion')}/{template.get('kind')}")
+        raise TemplateRefused(
+            "scheme", f"not a ConstraintTemplate: {template.get('apiVersion')}/{template.get('kind')}"
+        )
     name = str((template.get("metadata") or {}).get("name") or "")
     spec = template.get("spec") or {}
     crd_spec = (spec.get("crd") or {}).get("spec") or {}
@@ -341,7 +355,9 @@ def ingest(template: dict[str, Any], parser: RegoParser) -> IngestedTemplate:
     if len(name) > MAX_NAME_LENGTH:
         raise TemplateRefused("webhook.validateGatekeeperResources", f"metadata.name longer than {MAX_NAME_LENGTH}")
     if kind == "":
-        raise TemplateRefused("client.validateTemplateMetadata", f"ConstraintTemplate {name!r} does not specify CRD Kind")
+        raise TemplateRefused(
+            "client.validateTemplateMetadata", f"ConstraintTemplate {name!r} does not specify CRD Kind"
+        )
     if name.lower() != kind.lower():
         raise TemplateRefused(
             "client.validateTemplateMetadata",
@@ -356,11 +372,17 @@ def ingest(template: dict[str, Any], parser: RegoParser) -> IngestedTemplate:
     if target_name == "":
         raise TemplateRefused("client.getTargetName", "target name must not be empty")
     if target_name != ADMISSION_TARGET:
-        raise TemplateRefused("client.getTargetHandler", f"target {target_name!r} not recognized, known targets [{ADMISSION_TARGET}]")
+        raise TemplateRefused(
+            "client.getTargetHandler", f"target {target_name!r} not recognized, known targets [{ADMISSION_TARGET}]"
+        )
     # 11. the parameter schema (the CRD is built before the Rego is compiled)
     validation = crd_spec.get("validation") or {}
     schema = validation.get("openAPIV3Schema")
-    if schema is not None and template["apiVersion"] == "templates.gatekeeper.sh/v1" and not validation.get("legacySchema"):
+    if (
+        schema is not None
+        and template["apiVersion"] == "templates.gatekeeper.sh/v1"
+        and not validation.get("legacySchema")
+    ):
         problems = structural_problems(schema)
         if problems:
             raise TemplateRefused("crds.ValidateCRD", "; ".join(problems))
@@ -369,7 +391,9 @@ def ingest(template: dict[str, Any], parser: RegoParser) -> IngestedTemplate:
     module = parse("template", source.rego, source.version, parser)
     # 7. the violation rule
     if REQUIRED_RULE not in rule_names(module):
-        raise TemplateRefused("compilers.requireModuleRules", f"invalid rego: missing required rules: [{REQUIRED_RULE}]")
+        raise TemplateRefused(
+            "compilers.requireModuleRules", f"invalid rego: missing required rules: [{REQUIRED_RULE}]"
+        )
     # 8. libraries
     libs = []
     for i, lib in enumerate(source.libs):

@@ -83,10 +83,18 @@ def upstream_cases() -> list[Case]:
         path = UPSTREAM / entry["file"]
         stem = Path(entry["file"]).stem
         for label, outcome in entry.items():
-            if not isinstance(outcome, dict) or not (label.startswith("verify_resource") or label.startswith("must_all")):
+            if not isinstance(outcome, dict) or not (
+                label.startswith("verify_resource") or label.startswith("must_all")
+            ):
                 continue
             keys = outcome.get("keys")
-            if keys is None and "config" not in outcome and "ignoreFields" not in outcome and "error" in outcome and "MessageNotFound" in outcome["error"]:
+            if (
+                keys is None
+                and "config" not in outcome
+                and "ignoreFields" not in outcome
+                and "error" in outcome
+                and "MessageNotFound" in outcome["error"]
+            ):
                 keys = ["keys/testpub.pem"]  # an unsigned object: any key
             if not keys and label == "verify_resource_with_config":
                 keys = [k for k in entry.get("verify_resource", {}).get("keys", [])]
@@ -112,7 +120,9 @@ def upstream_cases() -> list[Case]:
                     config=config,
                 )
             )
-    assert all(key in {c.id for c in cases} for key in UPSTREAM_DEVIATIONS), "a deviation names a case that no longer exists"
+    assert all(key in {c.id for c in cases} for key in UPSTREAM_DEVIATIONS), (
+        "a deviation names a case that no longer exists"
+    )
     return [_deviate(case) for case in cases]
 
 

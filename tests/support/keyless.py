@@ -87,13 +87,9 @@ def make_ca(
         .not_valid_before(not_before)
         .not_valid_after(not_after)
         .add_extension(x509.BasicConstraints(ca=True, path_length=path_length), critical=True)
-        .add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
-        )
+        .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(signer_key.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signer_key.public_key()), critical=False)
     )
     return CA(key, builder.sign(signer_key, hashes.SHA256()))
 
@@ -196,7 +192,9 @@ class World:
                 {
                     "subject": {"organization": "test.example", "commonName": "test-fulcio"},
                     "uri": "https://fulcio.test.example",
-                    "certChain": {"certificates": [{"rawBytes": _b64(c.public_bytes(serialization.Encoding.DER))} for c in chain]},
+                    "certChain": {
+                        "certificates": [{"rawBytes": _b64(c.public_bytes(serialization.Encoding.DER))} for c in chain]
+                    },
                     "validFor": ca_valid_for or {"start": "2020-01-01T00:00:00Z"},
                 }
             ],

@@ -27,21 +27,65 @@ from collections.abc import Iterator
 from typing import Any
 
 #: Keywords this validator implements. A schema using another one is refused (:func:`unsupported_keywords`).
-SUPPORTED = frozenset({
-    "type", "properties", "additionalProperties", "items", "required", "enum", "description", "default",
-    "nullable", "format", "pattern", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum", "minItems", "maxItems", "uniqueItems", "minProperties", "maxProperties",
-    "oneOf", "anyOf", "allOf", "not", "title", "example",
-    "x-kubernetes-preserve-unknown-fields", "x-kubernetes-int-or-string", "x-kubernetes-embedded-resource",
-    "x-kubernetes-list-type", "x-kubernetes-list-map-keys", "x-kubernetes-map-type",
-})
+SUPPORTED = frozenset(
+    {
+        "type",
+        "properties",
+        "additionalProperties",
+        "items",
+        "required",
+        "enum",
+        "description",
+        "default",
+        "nullable",
+        "format",
+        "pattern",
+        "minLength",
+        "maxLength",
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minItems",
+        "maxItems",
+        "uniqueItems",
+        "minProperties",
+        "maxProperties",
+        "oneOf",
+        "anyOf",
+        "allOf",
+        "not",
+        "title",
+        "example",
+        "x-kubernetes-preserve-unknown-fields",
+        "x-kubernetes-int-or-string",
+        "x-kubernetes-embedded-resource",
+        "x-kubernetes-list-type",
+        "x-kubernetes-list-map-keys",
+        "x-kubernetes-map-type",
+    }
+)
 
 #: ``metadata`` fields a client may set (``ObjectMeta``; the server owns the rest but accepts them back).
-OBJECT_META_FIELDS = frozenset({
-    "name", "generateName", "namespace", "labels", "annotations", "finalizers", "ownerReferences",
-    "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
-    "deletionGracePeriodSeconds", "managedFields", "selfLink",
-})
+OBJECT_META_FIELDS = frozenset(
+    {
+        "name",
+        "generateName",
+        "namespace",
+        "labels",
+        "annotations",
+        "finalizers",
+        "ownerReferences",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "managedFields",
+        "selfLink",
+    }
+)
 #: ``IsDNS1123Subdomain`` (k8s.io/apimachinery/pkg/util/validation).
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 #: ``IsQualifiedName``: an optional DNS-subdomain prefix and a name of at most 63 characters.
@@ -93,7 +137,10 @@ def _format_ok(value: Any, fmt: str) -> bool:
         limit = 2**31 if fmt == "int32" else 2**63
         return not isinstance(value, int) or -limit <= value < limit
     if fmt == "date-time":
-        return isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)", value) is not None
+        return (
+            isinstance(value, str)
+            and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)", value) is not None
+        )
     return True  # byte, duration, uri, ...: not used by the schemas this validates
 
 
@@ -121,9 +168,13 @@ def validate(value: Any, schema: dict[str, Any], path: str = "", *, strict: bool
         if "maxLength" in schema and len(value) > schema["maxLength"]:
             errors.append(f"{where}: longer than {schema['maxLength']}")
     if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and (value < schema["minimum"] or (schema.get("exclusiveMinimum") and value == schema["minimum"])):
+        if "minimum" in schema and (
+            value < schema["minimum"] or (schema.get("exclusiveMinimum") and value == schema["minimum"])
+        ):
             errors.append(f"{where}: below the minimum {schema['minimum']}")
-        if "maximum" in schema and (value > schema["maximum"] or (schema.get("exclusiveMaximum") and value == schema["maximum"])):
+        if "maximum" in schema and (
+            value > schema["maximum"] or (schema.get("exclusiveMaximum") and value == schema["maximum"])
+        ):
             errors.append(f"{where}: above the maximum {schema['maximum']}")
     if isinstance(value, list):
         errors.extend(_validate_list(value, schema, path, strict=strict))
@@ -150,7 +201,11 @@ def _validate_list(value: list[Any], schema: dict[str, Any], path: str, *, stric
         if len(set(seen)) != len(seen):
             errors.append(f"{where}: duplicate items in a set")
     if list_type == "map":
-        keys = [tuple(repr(item.get(k)) for k in schema.get("x-kubernetes-list-map-keys", [])) for item in value if isinstance(item, dict)]
+        keys = [
+            tuple(repr(item.get(k)) for k in schema.get("x-kubernetes-list-map-keys", []))
+            for item in value
+            if isinstance(item, dict)
+        ]
         if len(set(keys)) != len(keys):
             errors.append(f"{where}: duplicate map keys {schema.get('x-kubernetes-list-map-keys')}")
     return errors
@@ -185,6 +240,7 @@ def _validate_object(value: dict[str, Any], schema: dict[str, Any], path: str, *
 
 def _value_validations(value: Any, schema: dict[str, Any], where: str) -> list[str]:
     """``oneOf``/``anyOf``/``allOf``/``not``: in a structural schema these only constrain values, never add fields."""
+
     def ok(sub: dict[str, Any]) -> bool:
         return validate(value, sub, where, strict=False) == []
 
@@ -217,7 +273,11 @@ def metadata_problems(metadata: Any) -> list[str]:
             continue
         for key, val in entries.items():
             prefix, _, name_part = str(key).rpartition("/")
-            if (prefix and not DNS1123_SUBDOMAIN.fullmatch(prefix)) or len(name_part) > 63 or not QUALIFIED_NAME.fullmatch(name_part):
+            if (
+                (prefix and not DNS1123_SUBDOMAIN.fullmatch(prefix))
+                or len(name_part) > 63
+                or not QUALIFIED_NAME.fullmatch(name_part)
+            ):
                 errors.append(f"metadata.{field}: {key!r} is not a qualified name")
             if not isinstance(val, str):
                 errors.append(f"metadata.{field}[{key!r}]: expected a string, got {type(val).__name__}")
@@ -250,5 +310,6 @@ def validate_object(obj: dict[str, Any], crd: dict[str, Any]) -> list[str]:
     if unsupported:
         raise NotImplementedError(f"schema keywords this validator does not implement: {sorted(unsupported)}")
     body = {k: v for k, v in obj.items() if k != "metadata"}
-    return metadata_problems(obj.get("metadata")) + validate(body, {**schema, "properties": {
-        k: v for k, v in schema.get("properties", {}).items() if k != "metadata"}})
+    return metadata_problems(obj.get("metadata")) + validate(
+        body, {**schema, "properties": {k: v for k, v in schema.get("properties", {}).items() if k != "metadata"}}
+    )

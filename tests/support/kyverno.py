@@ -118,7 +118,9 @@ def function_names(expression: str) -> set[str]:
     return names
 
 
-def admission_request(obj: dict[str, Any], operation: str = "CREATE", username: str = "alice@example.com") -> dict[str, Any]:
+def admission_request(
+    obj: dict[str, Any], operation: str = "CREATE", username: str = "alice@example.com"
+) -> dict[str, Any]:
     meta = obj.get("metadata", {})
     return {
         "uid": "2a5f4c3e-0000-4000-8000-000000000000",

@@ -10,7 +10,9 @@ from provider.signing import sign_documents
 from tests.support.keys import make_key
 
 
-def sign(docs: list[dict[str, Any]] | dict[str, Any], key: PrivateKeyTypes | None = None, **kwargs: Any) -> list[dict[str, Any]]:
+def sign(
+    docs: list[dict[str, Any]] | dict[str, Any], key: PrivateKeyTypes | None = None, **kwargs: Any
+) -> list[dict[str, Any]]:
     """Signed copies of ``docs`` (one message over all of them)."""
     if isinstance(docs, dict):
         docs = [docs]

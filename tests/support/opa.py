@@ -116,7 +116,9 @@ class GatekeeperExternalData:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme != "https":
             raise ValueError("only HTTPS scheme is supported")  # as Gatekeeper's getClient
-        conn = http.client.HTTPSConnection(parts.hostname or "", parts.port or 443, context=self.ssl_context, timeout=self.timeout)
+        conn = http.client.HTTPSConnection(
+            parts.hostname or "", parts.port or 443, context=self.ssl_context, timeout=self.timeout
+        )
         try:
             conn.request("POST", parts.path or "/", body=json.dumps(body), headers={"Content-Type": "application/json"})
             resp = conn.getresponse()
@@ -191,7 +193,9 @@ class ConstraintTemplateEngine:
         The hook builds each result from ``r.msg`` and ``object.get(r, "details", {})``:
         a violation without ``msg`` yields no result at all, so the object is admitted.
         """
-        rows = self.engine.eval_query(f"v := data.{self.package}.violation", {"review": review, "parameters": parameters or {}})
+        rows = self.engine.eval_query(
+            f"v := data.{self.package}.violation", {"review": review, "parameters": parameters or {}}
+        )
         raw = list(rows[0]["v"]) if rows else []
         return [{"msg": v["msg"], "details": v.get("details", {})} for v in raw if isinstance(v, dict) and "msg" in v]
 

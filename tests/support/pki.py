@@ -23,7 +23,11 @@ from provider.service.devcerts import DevPki
 def certificate(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Certificate | None, issuer_key: ec.EllipticCurvePrivateKey, *,
                 usage: x509.ObjectIdentifier | None = None, expired: bool = False) -> x509.Certificate:  # fmt: skip
     now = datetime.datetime.now(datetime.UTC)
-    start, end = (now - datetime.timedelta(days=10), now - datetime.timedelta(days=1)) if expired else (now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=1))
+    start, end = (
+        (now - datetime.timedelta(days=10), now - datetime.timedelta(days=1))
+        if expired
+        else (now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=1))
+    )
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
     builder = (
         x509.CertificateBuilder().subject_name(name).issuer_name(issuer.subject if issuer else name).public_key(key.public_key())
@@ -33,14 +37,20 @@ def certificate(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Cert
     if usage is not None:
         builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     if usage == ExtendedKeyUsageOID.SERVER_AUTH:
-        builder = builder.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False
+        )
     return builder.sign(issuer_key, hashes.SHA256())
 
 
-def write_pair(directory: Path, stem: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey) -> tuple[Path, Path]:
+def write_pair(
+    directory: Path, stem: str, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey
+) -> tuple[Path, Path]:
     cert_path, key_path = directory / f"{stem}.crt", directory / f"{stem}.key"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_path, key_path
 
 
@@ -60,10 +70,22 @@ class OwnPki:
         ca_path = directory / "ca.crt"
         ca_path.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
         server_key, client_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-        server = write_pair(directory, "server", certificate("localhost", server_key, ca, ca_key, usage=ExtendedKeyUsageOID.SERVER_AUTH), server_key)
-        client = write_pair(directory, "client", certificate("client", client_key, ca, ca_key, usage=ExtendedKeyUsageOID.CLIENT_AUTH), client_key)
+        server = write_pair(
+            directory,
+            "server",
+            certificate("localhost", server_key, ca, ca_key, usage=ExtendedKeyUsageOID.SERVER_AUTH),
+            server_key,
+        )
+        client = write_pair(
+            directory,
+            "client",
+            certificate("client", client_key, ca, ca_key, usage=ExtendedKeyUsageOID.CLIENT_AUTH),
+            client_key,
+        )
         return cls(ca, ca_key, DevPki(directory, ca_path, *server, *client))
 
     def issue_client(self, directory: Path, *, usage: x509.ObjectIdentifier, expired: bool) -> tuple[Path, Path]:
         key = ec.generate_private_key(ec.SECP256R1())
-        return write_pair(directory, "intruder", certificate("intruder", key, self.ca, self.ca_key, usage=usage, expired=expired), key)
+        return write_pair(
+            directory, "intruder", certificate("intruder", key, self.ca, self.ca_key, usage=usage, expired=expired), key
+        )

@@ -86,10 +86,18 @@ class Server:
 
     def connection(self, client_cert: bool = True, timeout: float = 30.0) -> http.client.HTTPSConnection:
         """A new keep-alive TLS connection to the server."""
-        return http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ssl_context(client_cert), timeout=timeout)
+        return http.client.HTTPSConnection(
+            "127.0.0.1", self.port, context=self.ssl_context(client_cert), timeout=timeout
+        )
 
     def request(
-        self, method: str, path: str, body: bytes | None = None, headers: Mapping[str, str] | None = None, *, client_cert: bool = True
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        *,
+        client_cert: bool = True,
     ) -> tuple[int, dict[str, str], bytes]:
         """One request over this thread's kept-alive connection (reconnecting once if the server closed it)."""
         key = f"conn_{client_cert}"
@@ -110,7 +118,9 @@ class Server:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def post(self, path: str, body: bytes, headers: Mapping[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    def post(
+        self, path: str, body: bytes, headers: Mapping[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
         return self.request("POST", path, body, headers)
 
     def get(self, path: str, headers: Mapping[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
@@ -154,7 +164,9 @@ def _wait_ready(server: Server, process: subprocess.Popen[bytes]) -> None:
     context = server.ssl_context(client_cert=True)
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"manifest-provider serve exited with {process.returncode}:\n{server.log_text()[-4000:]}")
+            raise RuntimeError(
+                f"manifest-provider serve exited with {process.returncode}:\n{server.log_text()[-4000:]}"
+            )
         try:
             conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=2)
             conn.request("GET", "/readyz")

@@ -55,25 +55,32 @@ class Kind:
         return {"group": self.group, "version": self.version, "resource": self.resource}
 
 
-KINDS = {k.kind: k for k in [
-    Kind("", "v1", "ConfigMap", "configmaps"),
-    Kind("", "v1", "Pod", "pods"),
-    Kind("", "v1", "Namespace", "namespaces"),
-    Kind("", "v1", "Service", "services"),
-    Kind("", "v1", "ServiceAccount", "serviceaccounts"),
-    Kind("", "v1", "ReplicationController", "replicationcontrollers"),
-    Kind("apps", "v1", "Deployment", "deployments"),
-    Kind("apps", "v1", "ReplicaSet", "replicasets"),
-    Kind("apps", "v1", "StatefulSet", "statefulsets"),
-    Kind("apps", "v1", "DaemonSet", "daemonsets"),
-    Kind("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests"),
-]}
+KINDS = {
+    k.kind: k
+    for k in [
+        Kind("", "v1", "ConfigMap", "configmaps"),
+        Kind("", "v1", "Pod", "pods"),
+        Kind("", "v1", "Namespace", "namespaces"),
+        Kind("", "v1", "Service", "services"),
+        Kind("", "v1", "ServiceAccount", "serviceaccounts"),
+        Kind("", "v1", "ReplicationController", "replicationcontrollers"),
+        Kind("apps", "v1", "Deployment", "deployments"),
+        Kind("apps", "v1", "ReplicaSet", "replicasets"),
+        Kind("apps", "v1", "StatefulSet", "statefulsets"),
+        Kind("apps", "v1", "DaemonSet", "daemonsets"),
+        Kind("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests"),
+    ]
+}
 SCALE = Kind("autoscaling", "v1", "Scale", "")
 BINDING = Kind("", "v1", "Binding", "")
 EVICTION = Kind("policy", "v1", "Eviction", "")
 TOKEN_REQUEST = Kind("authentication.k8s.io", "v1", "TokenRequest", "")
-CONNECT_OPTIONS = {"exec": "PodExecOptions", "attach": "PodAttachOptions", "portforward": "PodPortForwardOptions",
-                   "proxy": "PodProxyOptions"}
+CONNECT_OPTIONS = {
+    "exec": "PodExecOptions",
+    "attach": "PodAttachOptions",
+    "portforward": "PodPortForwardOptions",
+    "proxy": "PodProxyOptions",
+}
 
 
 @dataclass(frozen=True)
@@ -89,28 +96,89 @@ class Subresource:
 
 
 SUBRESOURCES: tuple[Subresource, ...] = (
-    Subresource("status", ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "ReplicationController", "Pod",
-                           "Namespace", "Service", "CertificateSigningRequest"), ("UPDATE",), None, "verified",
-                "the request carries the whole object; status strategies keep spec, but metadata such as a "
-                "Deployment's annotations is written through them"),
-    Subresource("scale", ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationController"), ("UPDATE",), SCALE,
-                "denied-unless-exempt", "the object is an autoscaling/v1 Scale: replicas only, no signature to check "
-                "it against; the horizontal-pod-autoscaler is exempt for spec.replicas"),
-    Subresource("ephemeralcontainers", ("Pod",), ("UPDATE",), None, "verified",
-                "adds containers (image, command) to a running Pod"),
-    Subresource("resize", ("Pod",), ("UPDATE",), None, "verified", "changes the containers' resources (Kubernetes 1.33+)"),
-    Subresource("binding", ("Pod",), ("CREATE",), BINDING, "denied-unless-exempt",
-                "the object is a Binding that sets the Pod's spec.nodeName; kube-scheduler is exempt"),
+    Subresource(
+        "status",
+        (
+            "Deployment",
+            "ReplicaSet",
+            "StatefulSet",
+            "DaemonSet",
+            "ReplicationController",
+            "Pod",
+            "Namespace",
+            "Service",
+            "CertificateSigningRequest",
+        ),
+        ("UPDATE",),
+        None,
+        "verified",
+        "the request carries the whole object; status strategies keep spec, but metadata such as a "
+        "Deployment's annotations is written through them",
+    ),
+    Subresource(
+        "scale",
+        ("Deployment", "ReplicaSet", "StatefulSet", "ReplicationController"),
+        ("UPDATE",),
+        SCALE,
+        "denied-unless-exempt",
+        "the object is an autoscaling/v1 Scale: replicas only, no signature to check "
+        "it against; the horizontal-pod-autoscaler is exempt for spec.replicas",
+    ),
+    Subresource(
+        "ephemeralcontainers",
+        ("Pod",),
+        ("UPDATE",),
+        None,
+        "verified",
+        "adds containers (image, command) to a running Pod",
+    ),
+    Subresource(
+        "resize", ("Pod",), ("UPDATE",), None, "verified", "changes the containers' resources (Kubernetes 1.33+)"
+    ),
+    Subresource(
+        "binding",
+        ("Pod",),
+        ("CREATE",),
+        BINDING,
+        "denied-unless-exempt",
+        "the object is a Binding that sets the Pod's spec.nodeName; kube-scheduler is exempt",
+    ),
     Subresource("finalize", ("Namespace",), ("UPDATE",), None, "verified", "rewrites spec.finalizers"),
-    Subresource("approval", ("CertificateSigningRequest",), ("UPDATE",), None, "verified",
-                "the approval condition; the request is checked again, so a request that fails its checks is never approved"),
-    Subresource("eviction", ("Pod",), ("CREATE",), EVICTION, "unverifiable-operation",
-                "deletes the Pod (subject to disruption budgets): nothing new is stored"),
-    *(Subresource(name, ("Pod",), ("CONNECT",), Kind("", "v1", options, ""), "unverifiable-operation",
-                  "opens a stream to the Pod; nothing is stored")
-      for name, options in CONNECT_OPTIONS.items()),
-    Subresource("token", ("ServiceAccount",), ("CREATE",), TOKEN_REQUEST, "harmless",
-                "mints a token for the ServiceAccount, which does not change (who may do so is RBAC's question)"),
+    Subresource(
+        "approval",
+        ("CertificateSigningRequest",),
+        ("UPDATE",),
+        None,
+        "verified",
+        "the approval condition; the request is checked again, so a request that fails its checks is never approved",
+    ),
+    Subresource(
+        "eviction",
+        ("Pod",),
+        ("CREATE",),
+        EVICTION,
+        "unverifiable-operation",
+        "deletes the Pod (subject to disruption budgets): nothing new is stored",
+    ),
+    *(
+        Subresource(
+            name,
+            ("Pod",),
+            ("CONNECT",),
+            Kind("", "v1", options, ""),
+            "unverifiable-operation",
+            "opens a stream to the Pod; nothing is stored",
+        )
+        for name, options in CONNECT_OPTIONS.items()
+    ),
+    Subresource(
+        "token",
+        ("ServiceAccount",),
+        ("CREATE",),
+        TOKEN_REQUEST,
+        "harmless",
+        "mints a token for the ServiceAccount, which does not change (who may do so is RBAC's question)",
+    ),
 )
 
 #: Decisions that need the request at the service: a policy protecting the parent kind must send these.
@@ -121,15 +189,24 @@ def subresources_of(kind: str) -> list[Subresource]:
     return [s for s in SUBRESOURCES if kind in s.parents]
 
 
-def admission_request(kind: str, subresource: Subresource | None, namespace: str | None = "demo",
-                      name: str = "web", operation: str | None = None) -> dict[str, Any]:
+def admission_request(
+    kind: str,
+    subresource: Subresource | None,
+    namespace: str | None = "demo",
+    name: str = "web",
+    operation: str | None = None,
+) -> dict[str, Any]:
     """The AdmissionRequest the API server sends for a write to ``kind`` (through ``subresource``)."""
     parent = KINDS[kind]
     object_kind = parent if subresource is None or subresource.object_kind is None else subresource.object_kind
     meta: dict[str, Any] = {"name": name}
     if namespace is not None and kind != "Namespace":
         meta["namespace"] = namespace
-    obj = {"apiVersion": f"{object_kind.group}/{object_kind.version}".lstrip("/"), "kind": object_kind.kind, "metadata": meta}
+    obj = {
+        "apiVersion": f"{object_kind.group}/{object_kind.version}".lstrip("/"),
+        "kind": object_kind.kind,
+        "metadata": meta,
+    }
     operation = operation or (subresource.operations[0] if subresource else "UPDATE")
     return {
         "uid": "5e0b7a52-0000-4000-8000-000000000000",
@@ -154,13 +231,17 @@ def admission_request(kind: str, subresource: Subresource | None, namespace: str
 
 def rule_matches(rule: dict[str, Any], request: dict[str, Any]) -> bool:
     """One ``RuleWithOperations`` against a request (``matchPolicy: Exact``: the request's own resource)."""
+
     def listed(values: list[str], value: str) -> bool:
         return "*" in values or value in values
 
     resource = request["resource"]
     sub = request.get("subResource") or ""
-    if not (listed(rule.get("operations", []), request["operation"]) and listed(rule.get("apiGroups", []), resource["group"])
-            and listed(rule.get("apiVersions", []), resource["version"])):
+    if not (
+        listed(rule.get("operations", []), request["operation"])
+        and listed(rule.get("apiGroups", []), resource["group"])
+        and listed(rule.get("apiVersions", []), resource["version"])
+    ):
         return False
     for entry in rule.get("resources", []):
         res, _, entry_sub = entry.partition("/")
@@ -187,9 +268,11 @@ def gatekeeper_matches(match: dict[str, Any], request: dict[str, Any]) -> bool:
     obj_kind = request["kind"]
     kinds = match.get("kinds")
     if kinds:
-        hit = any(("*" in k.get("apiGroups", []) or obj_kind["group"] in k.get("apiGroups", []))
-                  and ("*" in k.get("kinds", []) or obj_kind["kind"] in k.get("kinds", []))
-                  for k in kinds)
+        hit = any(
+            ("*" in k.get("apiGroups", []) or obj_kind["group"] in k.get("apiGroups", []))
+            and ("*" in k.get("kinds", []) or obj_kind["kind"] in k.get("kinds", []))
+            for k in kinds
+        )
         if not hit:
             return False
     namespaces = match.get("namespaces")
@@ -233,12 +316,19 @@ def kyverno_kind_selector(selector: str) -> tuple[str, str, str, str]:
 
 def kyverno_kind_matches(selectors: list[str], request: dict[str, Any], *, validate_rule: bool = True) -> bool:
     """Kyverno's ``CheckKind`` on the parent resource's kind and the request's subresource."""
-    parent = next(k for k in KINDS.values() if k.resource == request["resource"]["resource"] and k.group == request["resource"]["group"])
+    parent = next(
+        k
+        for k in KINDS.values()
+        if k.resource == request["resource"]["resource"] and k.group == request["resource"]["group"]
+    )
     sub = request.get("subResource") or ""
     for selector in selectors:
         group, version, kind, selector_sub = kyverno_kind_selector(selector)
-        if not (fnmatch.fnmatchcase(parent.group, group) and fnmatch.fnmatchcase(parent.version, version)
-                and fnmatch.fnmatchcase(parent.kind, kind)):
+        if not (
+            fnmatch.fnmatchcase(parent.group, group)
+            and fnmatch.fnmatchcase(parent.version, version)
+            and fnmatch.fnmatchcase(parent.kind, kind)
+        ):
             continue
         if fnmatch.fnmatchcase(sub, selector_sub):
             return True

@@ -77,8 +77,17 @@ class TokenReviewApi:
                     if not identity.audiences:
                         status = {"authenticated": True, "user": user, "audiences": []}
                     elif set(asked) & set(identity.audiences):
-                        status = {"authenticated": True, "user": user, "audiences": sorted(set(asked) & set(identity.audiences))}
-                answer = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec, "status": status}
+                        status = {
+                            "authenticated": True,
+                            "user": user,
+                            "audiences": sorted(set(asked) & set(identity.audiences)),
+                        }
+                answer = {
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "kind": "TokenReview",
+                    "spec": spec,
+                    "status": status,
+                }
                 data = json.dumps(answer if api.status == 201 else {"kind": "Status", "code": api.status}).encode()
                 time.sleep(api.late_headers)
                 self.send_response(api.status)
@@ -90,7 +99,7 @@ class TokenReviewApi:
                 try:
                     if api.trickle:
                         for i in range(len(data)):
-                            self.wfile.write(data[i:i + 1])
+                            self.wfile.write(data[i : i + 1])
                             self.wfile.flush()
                             time.sleep(api.trickle)
                     else:

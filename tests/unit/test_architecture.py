@@ -101,6 +101,14 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycles(graph) == [["a", "b", "c"]]
 
 
+def test_the_code_is_formatted() -> None:
+    """``ruff format`` at 120 columns (pyproject.toml) is enforced, here and in ``make lint``."""
+    ruff = Path(sys.executable).with_name("ruff")
+    proc = subprocess.run([str(ruff), "format", "--check", "provider", "tests", "bench", "tools"], cwd=REPO,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-1000:]
+
+
 FORBIDDEN_PACKAGES = ("flask", "werkzeug", "gunicorn", "kubernetes", "prometheus_client")
 
 

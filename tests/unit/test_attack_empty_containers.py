@@ -50,17 +50,30 @@ CLUSTER_ROLE = {
     "metadata": {"name": "reader"},
     "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
 }
-PDB = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"maxUnavailable": 0}}
+PDB = {
+    "apiVersion": "policy/v1",
+    "kind": "PodDisruptionBudget",
+    "metadata": {"name": "web", "namespace": "shop"},
+    "spec": {"maxUnavailable": 0},
+}
 DEPLOYMENT = {
     "apiVersion": "apps/v1",
     "kind": "Deployment",
     "metadata": {"name": "web", "namespace": "shop"},
     "spec": {
         "selector": {"matchLabels": {"app": "web"}},
-        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}},
+        "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]},
+        },
     },
 }
-CUSTOM = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "shop"}, "spec": {"size": 1}}
+CUSTOM = {
+    "apiVersion": "example.com/v1",
+    "kind": "Widget",
+    "metadata": {"name": "w", "namespace": "shop"},
+    "spec": {"size": 1},
+}
 
 
 def _set(obj: dict[str, Any], path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
@@ -79,11 +92,36 @@ def _set(obj: dict[str, Any], path: tuple[str | int, ...], value: Any) -> dict[s
 ATTACKS = [
     (DENY_ALL, ("spec", "ingress"), [{}], "one empty ingress rule allows all ingress"),
     (DENY_ALL, ("spec", "ingress"), [None], "a null rule decodes to an empty rule: all ingress"),
-    (PEER, ("spec", "ingress", 0, "from", 1), {"namespaceSelector": {}}, "an empty namespaceSelector admits every namespace"),
-    (PEER, ("spec", "ingress", 0, "from", 0, "namespaceSelector"), {}, "a peer's empty namespaceSelector: every namespace"),
-    (PEER, ("spec", "ingress", 0, "from", 0, "namespaceSelector"), {"matchLabels": {}}, "a selector whose only map is empty is still {}"),
-    (PEER, ("spec", "ingress", 0, "from", 0, "namespaceSelector"), {"matchLabels": None}, "a selector of nulls is still {}"),
-    (CLUSTER_ROLE, ("aggregationRule",), {"clusterRoleSelectors": [{}]}, "aggregates every ClusterRole, cluster-admin included"),
+    (
+        PEER,
+        ("spec", "ingress", 0, "from", 1),
+        {"namespaceSelector": {}},
+        "an empty namespaceSelector admits every namespace",
+    ),
+    (
+        PEER,
+        ("spec", "ingress", 0, "from", 0, "namespaceSelector"),
+        {},
+        "a peer's empty namespaceSelector: every namespace",
+    ),
+    (
+        PEER,
+        ("spec", "ingress", 0, "from", 0, "namespaceSelector"),
+        {"matchLabels": {}},
+        "a selector whose only map is empty is still {}",
+    ),
+    (
+        PEER,
+        ("spec", "ingress", 0, "from", 0, "namespaceSelector"),
+        {"matchLabels": None},
+        "a selector of nulls is still {}",
+    ),
+    (
+        CLUSTER_ROLE,
+        ("aggregationRule",),
+        {"clusterRoleSelectors": [{}]},
+        "aggregates every ClusterRole, cluster-admin included",
+    ),
     (PDB, ("spec", "selector"), {}, "an empty selector pins every pod of the namespace"),
     (DEPLOYMENT, ("spec", "template", "spec", "containers", 1), {}, "a container list gains an element"),
     (DEPLOYMENT, ("spec", "template", "spec", "securityContext"), {}, "an empty struct added to a pod spec"),
@@ -92,7 +130,9 @@ ATTACKS = [
 
 
 @pytest.mark.parametrize(("signed", "path", "value", "why"), ATTACKS, ids=[a[3] for a in ATTACKS])
-def test_an_added_empty_container_is_a_difference(signed: dict[str, Any], path: tuple[str | int, ...], value: Any, why: str) -> None:
+def test_an_added_empty_container_is_a_difference(
+    signed: dict[str, Any], path: tuple[str | int, ...], value: Any, why: str
+) -> None:
     (good,) = sign(signed, KEY)
     assert decide(Review.for_object(good), POLICY).verified
     tampered = _set(good, path, value)
@@ -106,7 +146,9 @@ REMOVALS = [a for a in ATTACKS if not isinstance(a[1][-1], int)]
 
 
 @pytest.mark.parametrize(("signed", "path", "value", "why"), REMOVALS, ids=[a[3] for a in REMOVALS])
-def test_a_removed_empty_container_is_a_difference(signed: dict[str, Any], path: tuple[str | int, ...], value: Any, why: str) -> None:
+def test_a_removed_empty_container_is_a_difference(
+    signed: dict[str, Any], path: tuple[str | int, ...], value: Any, why: str
+) -> None:
     """The other way round: the signer wrote the empty container, the admitted object lacks it."""
     with_empty = _set(signed, path, value)
     (good,) = sign(with_empty, KEY)
@@ -199,7 +241,15 @@ def test_a_pdb_with_selector_differs_from_one_without() -> None:
     """Two real recordings: the same PDB with ``selector: {}`` (every pod) and without one (no pod)."""
     _, with_selector = _exchange("pdb-selector")
     _, without = _exchange("pdb-no-selector")
-    keys = {item.key for item in diff(without["spec"], with_selector["spec"], NOTHING_IGNORED, shape_of("policy/v1", "PodDisruptionBudget").child("spec"))}
+    keys = {
+        item.key
+        for item in diff(
+            without["spec"],
+            with_selector["spec"],
+            NOTHING_IGNORED,
+            shape_of("policy/v1", "PodDisruptionBudget").child("spec"),
+        )
+    }
     assert "selector" in keys
 
 
@@ -209,7 +259,9 @@ def test_the_schema_knows_maps_from_structs() -> None:
     assert pod.child("nodeSelector") is not None and pod.child("nodeSelector").is_map  # type: ignore[union-attr]
     security = pod.child("securityContext")
     assert security is None or not security.is_map
-    peer = shape_of("networking.k8s.io/v1", "NetworkPolicy").child("spec").child("ingress").child(0).child("from").child(0)  # type: ignore[union-attr]
+    peer = (
+        shape_of("networking.k8s.io/v1", "NetworkPolicy").child("spec").child("ingress").child(0).child("from").child(0)
+    )  # type: ignore[union-attr]
     assert peer is not None and not peer.child("namespaceSelector").is_map  # type: ignore[union-attr]
     assert peer.child("namespaceSelector").child("matchLabels").is_map  # type: ignore[union-attr]
     assert not shape_of("example.com/v1", "Widget").fields.get("spec")
@@ -218,7 +270,12 @@ def test_the_schema_knows_maps_from_structs() -> None:
 @pytest.mark.parametrize("name", ["data", "binaryData"])
 def test_an_empty_configmap_map_verifies_against_the_stored_object(name: str) -> None:
     """Signed with ``data: {}``, stored without it (the server drops empty maps): verified."""
-    manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "shop", "labels": {}}, name: {}}
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "shop", "labels": {}},
+        name: {},
+    }
     (signed,) = sign(manifest, KEY)
     stored = copy.deepcopy(signed)
     del stored[name]

@@ -33,7 +33,15 @@ D = "cosign.sigstore.dev"
 
 @pytest.mark.parametrize(
     "annotation",
-    [f"{D}/signature_9", f"{D}/signature_2", f"{D}/bundle_7", f"{D}/certificate_3", f"{D}/resourceBundleRef", f"{D}/anything", f"{D}/message_1"],
+    [
+        f"{D}/signature_9",
+        f"{D}/signature_2",
+        f"{D}/bundle_7",
+        f"{D}/certificate_3",
+        f"{D}/resourceBundleRef",
+        f"{D}/anything",
+        f"{D}/message_1",
+    ],
 )
 def test_an_envelope_like_annotation_that_was_not_read_is_content(annotation: str) -> None:
     (signed,) = sign(configmap(mode="production"), KEY)
@@ -126,7 +134,10 @@ def test_a_configmap_key_named_data_is_not_a_secret() -> None:
 
 def test_a_policy_marks_more_paths_sensitive() -> None:
     policy = Policy.from_dict(
-        {"keys": [public_key_pem(KEY)], "sensitiveFields": [{"objects": [{"kind": "ConfigMap"}], "fields": ["data.password"]}]}
+        {
+            "keys": [public_key_pem(KEY)],
+            "sensitiveFields": [{"objects": [{"kind": "ConfigMap"}], "fields": ["data.password"]}],
+        }
     )
     (signed,) = sign(configmap(password="hunter2", mode="a"), KEY)
     tampered = copy.deepcopy(signed)

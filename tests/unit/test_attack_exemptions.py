@@ -40,7 +40,9 @@ BINDING = {
 }
 
 
-def update(old: dict[str, Any], new: dict[str, Any], user: str = GC, groups: tuple[str, ...] = KUBE_SYSTEM_SA, **extra: Any) -> Any:
+def update(
+    old: dict[str, Any], new: dict[str, Any], user: str = GC, groups: tuple[str, ...] = KUBE_SYSTEM_SA, **extra: Any
+) -> Any:
     return decide(Review(object=new, old_object=old, operation="UPDATE", username=user, groups=groups, **extra), POLICY)
 
 
@@ -64,7 +66,9 @@ def test_the_garbage_collector_may_edit_owner_references_and_finalizers(signed_b
     orphaned["metadata"]["finalizers"] = ["orphan"]
     orphaned["metadata"]["resourceVersion"] = "42"
     result = update(signed_binding, orphaned)
-    assert (result.allowed, result.reason, result.traffic_class) == (True, "skipped-user", "common-profile"), result.message
+    assert (result.allowed, result.reason, result.traffic_class) == (True, "skipped-user", "common-profile"), (
+        result.message
+    )
     assert "metadata.ownerReferences" in result.message
 
 
@@ -84,17 +88,33 @@ def test_a_field_scoped_exemption_needs_the_old_object(signed_binding: dict[str,
 
 
 def test_replayed_cannot_be_claimed_over_the_wire(signed_binding: dict[str, Any]) -> None:
-    request = {"object": signed_binding, "operation": "UPDATE", "userInfo": {"username": GC, "groups": list(KUBE_SYSTEM_SA)}, "replayed": True}
+    request = {
+        "object": signed_binding,
+        "operation": "UPDATE",
+        "userInfo": {"username": GC, "groups": list(KUBE_SYSTEM_SA)},
+        "replayed": True,
+    }
     assert Review.from_admission(request).replayed is False
 
 
 @pytest.mark.parametrize(
     "groups",
-    [(), ("system:authenticated",), ("system:serviceaccounts",), ("system:serviceaccounts:default", "system:serviceaccounts"), ("system:masters",)],
+    [
+        (),
+        ("system:authenticated",),
+        ("system:serviceaccounts",),
+        ("system:serviceaccounts:default", "system:serviceaccounts"),
+        ("system:masters",),
+    ],
     ids=["none", "authenticated", "no-namespace-group", "other-namespace", "masters"],
 )
 def test_a_controller_name_without_the_service_account_groups_is_nobody(groups: tuple[str, ...]) -> None:
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "shop"}, "spec": {"containers": [{"name": "c", "image": "evil"}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "shop"},
+        "spec": {"containers": [{"name": "c", "image": "evil"}]},
+    }
     review = Review(object=pod, operation="CREATE", username=SA + "replicaset-controller", groups=groups)
     result = decide(review, POLICY)
     assert (result.allowed, result.reason) == (False, "unsigned"), result.message
@@ -102,44 +122,89 @@ def test_a_controller_name_without_the_service_account_groups_is_nobody(groups: 
 
 def test_the_real_controller_identity_is_exempt_on_its_own_objects() -> None:
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "shop"}}
-    result = decide(Review(object=pod, operation="CREATE", username=SA + "replicaset-controller", groups=KUBE_SYSTEM_SA), POLICY)
+    result = decide(
+        Review(object=pod, operation="CREATE", username=SA + "replicaset-controller", groups=KUBE_SYSTEM_SA), POLICY
+    )
     assert result.reason == "skipped-user"
 
 
 @pytest.mark.parametrize(
     ("api_version", "expected"),
-    [("v1", "out-of-scope"), ("events.k8s.io/v1", "out-of-scope"), ("example.com/v1", "unsigned"), ("monitoring.evil.io/v1", "unsigned")],
+    [
+        ("v1", "out-of-scope"),
+        ("events.k8s.io/v1", "out-of-scope"),
+        ("example.com/v1", "unsigned"),
+        ("monitoring.evil.io/v1", "unsigned"),
+    ],
 )
 def test_event_is_out_of_scope_only_in_its_own_groups(api_version: str, expected: str) -> None:
-    event = {"apiVersion": api_version, "kind": "Event", "metadata": {"name": "e", "namespace": "shop"}, "spec": {"run": "anything"}}
+    event = {
+        "apiVersion": api_version,
+        "kind": "Event",
+        "metadata": {"name": "e", "namespace": "shop"},
+        "spec": {"run": "anything"},
+    }
     result = decide(Review(object=event, operation="CREATE", username="alice"), POLICY)
     assert result.reason == expected
 
 
 def test_a_pod_of_another_group_is_not_the_controllers() -> None:
     fake_pod = {"apiVersion": "example.com/v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "shop"}}
-    result = decide(Review(object=fake_pod, operation="CREATE", username=SA + "replicaset-controller", groups=KUBE_SYSTEM_SA), POLICY)
+    result = decide(
+        Review(object=fake_pod, operation="CREATE", username=SA + "replicaset-controller", groups=KUBE_SYSTEM_SA),
+        POLICY,
+    )
     assert result.reason == "unsigned"
 
 
 def test_an_exemption_names_its_operations() -> None:
     """The ReplicaSet controller creates and deletes Pods; a wholesale UPDATE of a Pod is not its job."""
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "shop"}, "spec": {"containers": [{"name": "c", "image": "a"}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "shop"},
+        "spec": {"containers": [{"name": "c", "image": "a"}]},
+    }
     changed = copy.deepcopy(pod)
     changed["spec"]["containers"][0]["image"] = "b"
-    result = decide(Review(object=changed, old_object=pod, operation="UPDATE", username=SA + "replicaset-controller", groups=KUBE_SYSTEM_SA), POLICY)
+    result = decide(
+        Review(
+            object=changed,
+            old_object=pod,
+            operation="UPDATE",
+            username=SA + "replicaset-controller",
+            groups=KUBE_SYSTEM_SA,
+        ),
+        POLICY,
+    )
     assert result.reason == "unsigned"
 
 
 # --- subresources ---------------------------------------------------------------------------
 
 DEPLOYMENTS = GroupVersionResource("apps", "v1", "deployments")
-SCALE = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": 2}, "status": {"replicas": 2}}
+SCALE = {
+    "apiVersion": "autoscaling/v1",
+    "kind": "Scale",
+    "metadata": {"name": "web", "namespace": "shop"},
+    "spec": {"replicas": 2},
+    "status": {"replicas": 2},
+}
 
 
 def scale(user: str, new_replicas: int, groups: tuple[str, ...] = KUBE_SYSTEM_SA, **changes: Any) -> Any:
     new = {**copy.deepcopy(SCALE), "spec": {"replicas": new_replicas}, **changes}
-    review = Review(object=new, old_object=SCALE, operation="UPDATE", username=user, groups=groups, sub_resource="scale", resource=DEPLOYMENTS, name="web", namespace="shop")
+    review = Review(
+        object=new,
+        old_object=SCALE,
+        operation="UPDATE",
+        username=user,
+        groups=groups,
+        sub_resource="scale",
+        resource=DEPLOYMENTS,
+        name="web",
+        namespace="shop",
+    )
     return decide(review, POLICY)
 
 
@@ -155,43 +220,97 @@ def test_the_autoscaler_may_scale_through_scale() -> None:
 
 
 def test_the_autoscaler_changes_only_replicas() -> None:
-    result = scale(SA + "horizontal-pod-autoscaler", 5, metadata={"name": "web", "namespace": "shop", "labels": {"a": "b"}})
+    result = scale(
+        SA + "horizontal-pod-autoscaler", 5, metadata={"name": "web", "namespace": "shop", "labels": {"a": "b"}}
+    )
     assert result.reason == "unverifiable-subresource"
 
 
 def test_skip_objects_for_the_deployment_covers_its_scale() -> None:
-    policy = Policy.from_dict({"keys": [public_key_pem(KEY)], "skipObjects": [{"group": "apps", "kind": "Deployment", "name": "web"}]})
+    policy = Policy.from_dict(
+        {"keys": [public_key_pem(KEY)], "skipObjects": [{"group": "apps", "kind": "Deployment", "name": "web"}]}
+    )
     new = {**SCALE, "spec": {"replicas": 9}}
-    review = Review(object=new, old_object=SCALE, operation="UPDATE", username="alice", sub_resource="scale", resource=DEPLOYMENTS, name="web", namespace="shop")
+    review = Review(
+        object=new,
+        old_object=SCALE,
+        operation="UPDATE",
+        username="alice",
+        sub_resource="scale",
+        resource=DEPLOYMENTS,
+        name="web",
+        namespace="shop",
+    )
     assert decide(review, policy).reason == "skipped-object"
 
 
 def test_in_scope_objects_keep_a_custom_resource_scale_in_scope() -> None:
     """A custom resource's scale names its resource, not its kind: scope reads it as in scope (fail closed)."""
-    policy = Policy.from_dict({"keys": [public_key_pem(KEY)], "inScopeObjects": [{"group": "example.com", "kind": "Rollout"}]})
+    policy = Policy.from_dict(
+        {"keys": [public_key_pem(KEY)], "inScopeObjects": [{"group": "example.com", "kind": "Rollout"}]}
+    )
     new = {**SCALE, "spec": {"replicas": 9}}
     rollouts = GroupVersionResource("example.com", "v1", "rollouts")
-    review = Review(object=new, old_object=SCALE, operation="UPDATE", username="alice", sub_resource="scale", resource=rollouts, name="web", namespace="shop")
+    review = Review(
+        object=new,
+        old_object=SCALE,
+        operation="UPDATE",
+        username="alice",
+        sub_resource="scale",
+        resource=rollouts,
+        name="web",
+        namespace="shop",
+    )
     result = decide(review, policy)
     assert result.reason == "unverifiable-subresource", result.message
 
 
 def test_status_updates_are_verified_like_any_write() -> None:
     """``status`` carries the parent's own object: it is verified (status is ignored by the default profile)."""
-    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": 2}}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"replicas": 2},
+    }
     (signed,) = sign(deployment, KEY)
     with_status = {**copy.deepcopy(signed), "status": {"replicas": 2}}
-    review = Review(object=with_status, old_object=signed, operation="UPDATE", username="alice", sub_resource="status", resource=DEPLOYMENTS)
+    review = Review(
+        object=with_status,
+        old_object=signed,
+        operation="UPDATE",
+        username="alice",
+        sub_resource="status",
+        resource=DEPLOYMENTS,
+    )
     assert decide(review, POLICY).verified
     tampered = copy.deepcopy(with_status)
     tampered["spec"]["replicas"] = 7
-    assert decide(Review(object=tampered, old_object=signed, operation="UPDATE", username="alice", sub_resource="status", resource=DEPLOYMENTS), POLICY).reason == "content-mismatch"
+    assert (
+        decide(
+            Review(
+                object=tampered,
+                old_object=signed,
+                operation="UPDATE",
+                username="alice",
+                sub_resource="status",
+                resource=DEPLOYMENTS,
+            ),
+            POLICY,
+        ).reason
+        == "content-mismatch"
+    )
 
 
 def test_an_eviction_is_like_a_delete() -> None:
     eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "web-1", "namespace": "shop"}}
     pods = GroupVersionResource("", "v1", "pods")
-    result = decide(Review(object=eviction, operation="CREATE", username="alice", sub_resource="eviction", resource=pods, name="web-1"), POLICY)
+    result = decide(
+        Review(
+            object=eviction, operation="CREATE", username="alice", sub_resource="eviction", resource=pods, name="web-1"
+        ),
+        POLICY,
+    )
     assert (result.allowed, result.verified, result.reason) == (True, False, "unverifiable-operation")
 
 
@@ -219,14 +338,31 @@ def test_a_policy_exemption_scoped_to_fields() -> None:
         "keys": [public_key_pem(KEY)],
         "skipUsers": [{"users": ["system:serviceaccount:shop:operator"], "objects": [{"group": "apps", "kind": "Deployment"}], "fields": ["spec.replicas"]}],
     })  # fmt: skip
-    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "a"}]}}}}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "a"}]}}},
+    }
     (signed,) = sign(deployment, KEY)
     groups = ("system:serviceaccounts", "system:serviceaccounts:shop")
     scaled = copy.deepcopy(signed)
     scaled["spec"]["replicas"] = 4
-    review = Review(object=scaled, old_object=signed, operation="UPDATE", username="system:serviceaccount:shop:operator", groups=groups)
+    review = Review(
+        object=scaled,
+        old_object=signed,
+        operation="UPDATE",
+        username="system:serviceaccount:shop:operator",
+        groups=groups,
+    )
     assert decide(review, policy).reason == "skipped-user"
     retagged = copy.deepcopy(scaled)
     retagged["spec"]["template"]["spec"]["containers"][0]["image"] = "evil"
-    review = Review(object=retagged, old_object=signed, operation="UPDATE", username="system:serviceaccount:shop:operator", groups=groups)
+    review = Review(
+        object=retagged,
+        old_object=signed,
+        operation="UPDATE",
+        username="system:serviceaccount:shop:operator",
+        groups=groups,
+    )
     assert decide(review, policy).reason == "content-mismatch"

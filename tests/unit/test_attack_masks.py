@@ -33,12 +33,19 @@ HEADLESS = {
     "apiVersion": "v1",
     "kind": "Service",
     "metadata": {"name": "db", "namespace": "shop"},
-    "spec": {"clusterIP": "None", "selector": {"app": "db"}, "ports": [{"port": 5432, "protocol": "TCP", "targetPort": 5432}]},
+    "spec": {
+        "clusterIP": "None",
+        "selector": {"app": "db"},
+        "ports": [{"port": 5432, "protocol": "TCP", "targetPort": 5432}],
+    },
 }
 
 
 def _service(**spec: Any) -> dict[str, Any]:
-    return {**copy.deepcopy(HEADLESS), "spec": {"selector": {"app": "db"}, "ports": [{"port": 5432, "protocol": "TCP", "targetPort": 5432}], **spec}}
+    return {
+        **copy.deepcopy(HEADLESS),
+        "spec": {"selector": {"app": "db"}, "ports": [{"port": 5432, "protocol": "TCP", "targetPort": 5432}], **spec},
+    }
 
 
 def test_a_headless_service_admitted_with_a_virtual_ip_is_a_mismatch() -> None:
@@ -86,7 +93,13 @@ DAEMONSET = {
     "apiVersion": "apps/v1",
     "kind": "DaemonSet",
     "metadata": {"name": "agent", "namespace": "kube-system"},
-    "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {"metadata": {"labels": {"app": "agent"}}, "spec": {"containers": [{"name": "a", "image": "agent:1"}]}}},
+    "spec": {
+        "selector": {"matchLabels": {"app": "agent"}},
+        "template": {
+            "metadata": {"labels": {"app": "agent"}},
+            "spec": {"containers": [{"name": "a", "image": "agent:1"}]},
+        },
+    },
 }
 
 
@@ -136,9 +149,24 @@ def test_a_configmap_cannot_carry_the_daemonset_annotation_even_with_dry_run() -
 @pytest.mark.parametrize(
     "answer",
     [
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "someone-else", "namespace": "shop"}, "data": {"mode": "b"}},
-        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c-dry-run", "namespace": "kube-system"}, "data": {"mode": "b"}},
-        {"apiVersion": "example.com/v1", "kind": "ConfigMap", "metadata": {"name": "c-dry-run", "namespace": "shop"}, "data": {"mode": "b"}},
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "someone-else", "namespace": "shop"},
+            "data": {"mode": "b"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "c-dry-run", "namespace": "kube-system"},
+            "data": {"mode": "b"},
+        },
+        {
+            "apiVersion": "example.com/v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "c-dry-run", "namespace": "shop"},
+            "data": {"mode": "b"},
+        },
         {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "c-dry-run", "namespace": "shop"}},
     ],
     ids=["other-name", "other-namespace", "other-group", "other-kind"],

@@ -60,7 +60,10 @@ def test_the_trailing_comma_no_longer_skips_everything() -> None:
         Policy.from_dict({"keys": [KEY], "skipObjects": [{"kind": "ConfigMap", "name": "kube-root-ca.crt,"}]})
 
 
-@pytest.mark.parametrize(("pattern", "name"), [("*", "anything"), ("-", ""), ("a, b", "b"), ("kube-*", "kube-root-ca.crt"), ("*-ca.crt", "kube-root-ca.crt")])
+@pytest.mark.parametrize(
+    ("pattern", "name"),
+    [("*", "anything"), ("-", ""), ("a, b", "b"), ("kube-*", "kube-root-ca.crt"), ("*-ca.crt", "kube-root-ca.crt")],
+)
 def test_meaningful_patterns_still_work(pattern: str, name: str) -> None:
     policy = Policy.from_dict({"keys": [KEY], "skipObjects": [{"kind": "ConfigMap", "name": pattern}]})
     result = decide(Review.for_object(configmap(name)), policy)
@@ -92,7 +95,14 @@ def _generated(prefix: str) -> dict[str, Any]:
 )
 def test_an_exact_name_rule_never_matches_an_object_without_a_name(rules: dict[str, Any]) -> None:
     policy = Policy.from_dict({"keys": [KEY], **rules})
-    review = Review.from_admission({"object": _generated("kube-root-ca.crt"), "operation": "CREATE", "userInfo": {"username": "alice"}, "namespace": "ns"})
+    review = Review.from_admission(
+        {
+            "object": _generated("kube-root-ca.crt"),
+            "operation": "CREATE",
+            "userInfo": {"username": "alice"},
+            "namespace": "ns",
+        }
+    )
     result = decide(review, policy)
     assert (result.allowed, result.reason) == (False, "unsigned"), result.message
     assert "kube-root-ca.crt… (generateName)" in result.message

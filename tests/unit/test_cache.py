@@ -39,9 +39,14 @@ def test_entries_expire_after_the_ttl() -> None:
     assert len(cache) == 0  # an expired entry is dropped when seen
 
 
-@pytest.mark.parametrize(("cache_ttl", "entry_ttl", "lives"), [(60, 5, 5), (5, 60, 5), (None, 7, 7), (None, None, None)],
-                         ids=["entry-shorter", "cache-shorter", "entry-only", "forever"])
-def test_an_entry_lives_as_long_as_the_shorter_ttl(cache_ttl: float | None, entry_ttl: float | None, lives: float | None) -> None:
+@pytest.mark.parametrize(
+    ("cache_ttl", "entry_ttl", "lives"),
+    [(60, 5, 5), (5, 60, 5), (None, 7, 7), (None, None, None)],
+    ids=["entry-shorter", "cache-shorter", "entry-only", "forever"],
+)
+def test_an_entry_lives_as_long_as_the_shorter_ttl(
+    cache_ttl: float | None, entry_ttl: float | None, lives: float | None
+) -> None:
     clock = Clock()
     cache: LRUCache[str] = LRUCache(10, ttl=cache_ttl, clock=clock)
     cache.put(b"k", "v", ttl=entry_ttl)

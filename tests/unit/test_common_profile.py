@@ -35,7 +35,13 @@ COMPONENTS = {
     )),
 }  # fmt: skip
 #: Events per identity in the real log (its README's table, summed per user).
-EVENTS = {"system:kube-controller-manager": 284, "system:apiserver": 266, "system:kube-scheduler": 259, "system:node:node-1": 53, PERSON: 23}
+EVENTS = {
+    "system:kube-controller-manager": 284,
+    "system:apiserver": 266,
+    "system:kube-scheduler": 259,
+    "system:node:node-1": 53,
+    PERSON: 23,
+}
 
 POLICY = Policy.from_dict({"keys": [public_key_pem(make_key())]})
 
@@ -59,7 +65,9 @@ def test_every_identity_of_the_log_is_accounted_for(classes_by_user: dict[str, C
 
 
 @pytest.mark.parametrize("user", sorted(COMPONENTS))
-def test_control_plane_requests_are_out_of_scope_or_common_profile(classes_by_user: dict[str, Counter[str]], user: str) -> None:
+def test_control_plane_requests_are_out_of_scope_or_common_profile(
+    classes_by_user: dict[str, Counter[str]], user: str
+) -> None:
     classes = classes_by_user[user]
     assert set(classes) <= {"out-of-scope", "common-profile"}, dict(classes)
 
@@ -114,7 +122,12 @@ def test_the_out_of_scope_kinds_name_their_group() -> None:
         assert not ref.group.matches_anything and not ref.kind.matches_anything, ref
 
 
-BROAD_GROUPS = ("system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated", "system:masters")
+BROAD_GROUPS = (
+    "system:serviceaccounts",
+    "system:serviceaccounts:kube-system",
+    "system:authenticated",
+    "system:masters",
+)
 
 
 def test_no_entry_skips_a_namespace_or_every_service_account() -> None:
@@ -127,13 +140,21 @@ def test_no_entry_skips_a_namespace_or_every_service_account() -> None:
             assert pattern.text not in BROAD_GROUPS or rule.users, pattern.text
 
 
-def check(user: str, obj: dict[str, Any], groups: tuple[str, ...] = (), operation: str = "CREATE", **request: Any) -> str:
+def check(
+    user: str, obj: dict[str, Any], groups: tuple[str, ...] = (), operation: str = "CREATE", **request: Any
+) -> str:
     """The class of one request; a service account gets the groups every real one has, unless ``groups`` is given."""
     if not groups and user.startswith("system:serviceaccount:"):
         groups = ("system:serviceaccounts", "system:serviceaccounts:" + user.split(":")[2])
     old = request.pop("old_object", obj if operation == "DELETE" else None)
-    review = Review(object=None if operation == "DELETE" else obj, old_object=old,
-                    operation=operation, username=user, groups=groups, **request)
+    review = Review(
+        object=None if operation == "DELETE" else obj,
+        old_object=old,
+        operation=operation,
+        username=user,
+        groups=groups,
+        **request,
+    )
     return decide(review, POLICY).traffic_class
 
 
@@ -150,17 +171,37 @@ MASTERS = ("system:masters", "system:authenticated")
     ("user", "groups", "thing", "expected"),
     [
         # the API server: its bootstrap objects only
-        ("system:apiserver", MASTERS, obj("ClusterRole", "system:aggregate-to-edit", api_version=RBAC), "common-profile"),
-        ("system:apiserver", (), obj("ClusterRole", "system:aggregate-to-edit", api_version=RBAC), "unprocessed"),  # without its group
+        (
+            "system:apiserver",
+            MASTERS,
+            obj("ClusterRole", "system:aggregate-to-edit", api_version=RBAC),
+            "common-profile",
+        ),
+        (
+            "system:apiserver",
+            (),
+            obj("ClusterRole", "system:aggregate-to-edit", api_version=RBAC),
+            "unprocessed",
+        ),  # without its group
         ("system:apiserver", MASTERS, obj("ClusterRole", "my-role", api_version=RBAC), "unprocessed"),
-        ("system:apiserver", MASTERS, obj("Role", "system:controller:token-cleaner", "kube-system", RBAC), "common-profile"),
+        (
+            "system:apiserver",
+            MASTERS,
+            obj("Role", "system:controller:token-cleaner", "kube-system", RBAC),
+            "common-profile",
+        ),
         ("system:apiserver", MASTERS, obj("Role", "system:controller:token-cleaner", "shop", RBAC), "unprocessed"),
         ("system:apiserver", MASTERS, obj("Service", "kubernetes", "default"), "common-profile"),
         ("system:apiserver", MASTERS, obj("Service", "web", "default"), "unprocessed"),
         ("system:apiserver", MASTERS, obj("Namespace", "shop"), "unprocessed"),
         ("system:apiserver", MASTERS, obj("Deployment", "web", "kube-system", "apps/v1"), "unprocessed"),
         # kube-controller-manager and kube-scheduler
-        ("system:kube-controller-manager", (), obj("ServiceAccount", "job-controller", "kube-system"), "common-profile"),
+        (
+            "system:kube-controller-manager",
+            (),
+            obj("ServiceAccount", "job-controller", "kube-system"),
+            "common-profile",
+        ),
         ("system:kube-controller-manager", (), obj("ServiceAccount", "default", "shop"), "unprocessed"),
         ("system:kube-controller-manager", (), obj("Secret", "s", "kube-system"), "unprocessed"),
         ("system:kube-scheduler", (), obj("Deployment", "web", "shop", "apps/v1"), "unprocessed"),
@@ -184,33 +225,56 @@ MASTERS = ("system:masters", "system:authenticated")
         ("alice", (), obj("Lease", "l", "shop", "coordination.k8s.io/v1"), "out-of-scope"),
         ("alice", (), obj("Event", "e", "shop", "events.k8s.io/v1"), "out-of-scope"),
     ],
-    ids=lambda v: v if isinstance(v, str) else (v["kind"] + "/" + v["metadata"]["name"] if isinstance(v, dict) else ",".join(v) or "-"),
+    ids=lambda v: (
+        v
+        if isinstance(v, str)
+        else (v["kind"] + "/" + v["metadata"]["name"] if isinstance(v, dict) else ",".join(v) or "-")
+    ),
 )
-def test_each_identity_only_on_its_own_objects(user: str, groups: tuple[str, ...], thing: dict[str, Any], expected: str) -> None:
+def test_each_identity_only_on_its_own_objects(
+    user: str, groups: tuple[str, ...], thing: dict[str, Any], expected: str
+) -> None:
     assert check(user, thing, groups) == expected
 
 
 def test_subresource_entries() -> None:
     """The scheduler binds through pods/binding, the autoscaler scales through */scale (replicas only)."""
-    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "web-1", "namespace": "shop"}, "target": {"kind": "Node", "name": "n1"}}
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": "web-1", "namespace": "shop"},
+        "target": {"kind": "Node", "name": "n1"},
+    }
     pods = GroupVersionResource("", "v1", "pods")
-    assert check("system:kube-scheduler", binding, sub_resource="binding", resource=pods, name="web-1") == "common-profile"
+    assert (
+        check("system:kube-scheduler", binding, sub_resource="binding", resource=pods, name="web-1") == "common-profile"
+    )
     assert check("alice", binding, sub_resource="binding", resource=pods, name="web-1") == "invalid-signature"
-    old = {"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web", "namespace": "shop"}, "spec": {"replicas": 2}}
+    old = {
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"replicas": 2},
+    }
     new = {**old, "spec": {"replicas": 5}}
     deployments = GroupVersionResource("apps", "v1", "deployments")
     hpa = SA + "horizontal-pod-autoscaler"
     review = {"sub_resource": "scale", "resource": deployments, "name": "web", "old_object": old}
     assert check(hpa, new, operation="UPDATE", **review) == "common-profile"
     assert check("alice", new, operation="UPDATE", **review) == "invalid-signature"
-    assert check(hpa, {**new, "metadata": {**new["metadata"], "labels": {"x": "y"}}}, operation="UPDATE", **review) == "invalid-signature"
+    assert (
+        check(hpa, {**new, "metadata": {**new["metadata"], "labels": {"x": "y"}}}, operation="UPDATE", **review)
+        == "invalid-signature"
+    )
 
 
 def test_deletes_follow_the_same_entries() -> None:
-    assert check(SA + "token-cleaner", obj("Secret", "bootstrap-token-abcdef", "kube-system"), (), "DELETE") == "common-profile"
+    assert (
+        check(SA + "token-cleaner", obj("Secret", "bootstrap-token-abcdef", "kube-system"), (), "DELETE")
+        == "common-profile"
+    )
     assert check(SA + "token-cleaner", obj("Secret", "db-password", "kube-system"), (), "DELETE") == "unprocessed"
     assert check("system:node:n1", obj("Pod", "web-1", "shop"), ("system:nodes",), "DELETE") == "common-profile"
     assert check(SA + "namespace-controller", obj("Secret", "", "shop"), (), "DELETE") == "common-profile"
     assert check("alice", obj("Pod", "web-1", "shop"), (), "DELETE") == "unprocessed"
     assert check("alice", obj("Lease", "l", "shop", "coordination.k8s.io/v1"), (), "DELETE") == "out-of-scope"
-

@@ -40,7 +40,13 @@ def test_null_and_empty_list_equal_absent(signed: Any, admitted: Any) -> None:
         ({"a": {"b": {}}}, {"a": []}, ["a.b"]),
         ({"a": [{"x": 1}]}, {"a": [{"x": 1}, {}]}, ["a.1"]),
     ],
-    ids=["empty-struct-added", "empty-struct-removed", "list-of-empty", "nested-empty-struct", "empty-element-appended"],
+    ids=[
+        "empty-struct-added",
+        "empty-struct-removed",
+        "list-of-empty",
+        "nested-empty-struct",
+        "empty-element-appended",
+    ],
 )
 def test_empty_mappings_are_values_without_a_schema(signed: Any, admitted: Any, expected: list[str]) -> None:
     """Without a schema no position is a map, so ``{}`` is a value (fail closed); ``[{}]`` has a length."""
@@ -68,7 +74,17 @@ def test_diff_items_in_upstream_shape() -> None:
         ({"v": "s"}, {"v": {"x": 1}}, ["v", "v.x"]),
         ({"v": {"deep": {"er": [True]}}}, {"v": {"deep": {"er": [1]}}}, ["v.deep.er.0"]),
     ],
-    ids=["true-vs-1", "false-vs-0", "int-vs-float", "string-vs-int", "reordered-list", "appended-item", "map-vs-list", "scalar-vs-map", "deep-bool"],
+    ids=[
+        "true-vs-1",
+        "false-vs-0",
+        "int-vs-float",
+        "string-vs-int",
+        "reordered-list",
+        "appended-item",
+        "map-vs-list",
+        "scalar-vs-map",
+        "deep-bool",
+    ],
 )
 def test_value_semantics(a: Any, b: Any, expected: list[str]) -> None:
     assert keys(a, b) == expected

@@ -28,7 +28,10 @@ DEPLOYMENT = {
     "spec": {
         "replicas": 2,
         "selector": {"matchLabels": {"app": "web"}},
-        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}},
+        "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]},
+        },
     },
 }
 (SIGNED,) = sign(DEPLOYMENT, KEY)

@@ -51,17 +51,45 @@ def test_keys_written_in_cosign_format_open_with_an_independent_reader(key_type:
 
 BROKEN: list[tuple[str, Any, str]] = [
     ("wrong-password", lambda der: seal(der, b"right"), "decryption failed; is the password right"),
-    ("kdf-not-scrypt", lambda der: seal(der, b"pw", kdf={"name": "pbkdf2", "params": {}, "salt": ""}), "unsupported kdf 'pbkdf2'"),
+    (
+        "kdf-not-scrypt",
+        lambda der: seal(der, b"pw", kdf={"name": "pbkdf2", "params": {}, "salt": ""}),
+        "unsupported kdf 'pbkdf2'",
+    ),
     ("cipher-not-secretbox", lambda der: seal(der, b"pw", cipher={"name": "aes-gcm", "nonce": ""}), "cipher 'aes-gcm'"),
     ("scrypt-n-huge", lambda der: seal(der, b"pw", n=2**30), "out of bounds"),
     ("scrypt-n-not-power-of-two", lambda der: seal(der, b"pw", n=1000), "out of bounds"),
     ("scrypt-r-huge", lambda der: seal(der, b"pw", n=2**16, r=1024), "out of bounds"),
-    ("scrypt-n-a-string", lambda der: seal(der, b"pw", kdf={"name": "scrypt", "params": {"N": "32768", "r": 8, "p": 1}, "salt": ""}), "positive integers"),
-    ("salt-missing", lambda der: seal(der, b"pw", kdf={"name": "scrypt", "params": {"N": 2, "r": 1, "p": 1}}), "'kdf.salt' is missing"),
-    ("nonce-short", lambda der: seal(der, b"pw", cipher={"name": "nacl/secretbox", "nonce": "AAAA"}), "nonce is 3 bytes"),
+    (
+        "scrypt-n-a-string",
+        lambda der: seal(der, b"pw", kdf={"name": "scrypt", "params": {"N": "32768", "r": 8, "p": 1}, "salt": ""}),
+        "positive integers",
+    ),
+    (
+        "salt-missing",
+        lambda der: seal(der, b"pw", kdf={"name": "scrypt", "params": {"N": 2, "r": 1, "p": 1}}),
+        "'kdf.salt' is missing",
+    ),
+    (
+        "nonce-short",
+        lambda der: seal(der, b"pw", cipher={"name": "nacl/secretbox", "nonce": "AAAA"}),
+        "nonce is 3 bytes",
+    ),
     ("ciphertext-not-base64", lambda der: seal(der, b"pw", ciphertext="%%%"), "'ciphertext' is not base64"),
-    ("body-not-json", lambda der: b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\naGVsbG8=\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n", "not JSON"),
-    ("body-not-base64", lambda der: b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n@@@@\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n", "not base64"),
+    (
+        "body-not-json",
+        lambda der: (
+            b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\naGVsbG8=\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n"
+        ),
+        "not JSON",
+    ),
+    (
+        "body-not-base64",
+        lambda der: (
+            b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n@@@@\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n"
+        ),
+        "not base64",
+    ),
     ("no-end-line", lambda der: b"-----BEGIN ENCRYPTED COSIGN PRIVATE KEY-----\naGVsbG8=\n", "no END line"),
     ("plaintext-not-a-key", lambda der: seal(b"not DER", b"pw"), "could not be read"),
 ]
@@ -99,17 +127,35 @@ def payload_of(obj: dict[str, Any]) -> bytes:
 
 GENERATIONS = [
     # (key, how that cosign generation signs the payload)
-    ("p384-sha256-cosign-before-2.4", lambda: ec.generate_private_key(ec.SECP384R1()), lambda k, p: k.sign(p, ec.ECDSA(hashes.SHA256()))),
-    ("p384-sha384-cosign-2.4", lambda: ec.generate_private_key(ec.SECP384R1()), lambda k, p: k.sign(p, ec.ECDSA(hashes.SHA384()))),
-    ("p521-sha256-cosign-before-2.4", lambda: ec.generate_private_key(ec.SECP521R1()), lambda k, p: k.sign(p, ec.ECDSA(hashes.SHA256()))),
-    ("p521-sha512-cosign-2.4", lambda: ec.generate_private_key(ec.SECP521R1()), lambda k, p: k.sign(p, ec.ECDSA(hashes.SHA512()))),
+    (
+        "p384-sha256-cosign-before-2.4",
+        lambda: ec.generate_private_key(ec.SECP384R1()),
+        lambda k, p: k.sign(p, ec.ECDSA(hashes.SHA256())),
+    ),
+    (
+        "p384-sha384-cosign-2.4",
+        lambda: ec.generate_private_key(ec.SECP384R1()),
+        lambda k, p: k.sign(p, ec.ECDSA(hashes.SHA384())),
+    ),
+    (
+        "p521-sha256-cosign-before-2.4",
+        lambda: ec.generate_private_key(ec.SECP521R1()),
+        lambda k, p: k.sign(p, ec.ECDSA(hashes.SHA256())),
+    ),
+    (
+        "p521-sha512-cosign-2.4",
+        lambda: ec.generate_private_key(ec.SECP521R1()),
+        lambda k, p: k.sign(p, ec.ECDSA(hashes.SHA512())),
+    ),
     ("ed25519-pure-cosign-before-2.4", ed25519.Ed25519PrivateKey.generate, lambda k, p: k.sign(p)),
     ("ed25519ph-cosign-2.4", ed25519.Ed25519PrivateKey.generate, ed25519ph_sign),
 ]
 
 
 @pytest.mark.parametrize(("name", "make", "sign_with"), GENERATIONS, ids=[g[0] for g in GENERATIONS])
-def test_manifests_signed_by_each_cosign_generation_verify_and_tampering_is_caught(name: str, make: Any, sign_with: Any) -> None:
+def test_manifests_signed_by_each_cosign_generation_verify_and_tampering_is_caught(
+    name: str, make: Any, sign_with: Any
+) -> None:
     key = make()
     obj = sign_documents([configmap("cm", "ns", mode="production")], key)[0]
     obj = resigned(obj, sign_with(key, payload_of(obj)))
@@ -118,4 +164,6 @@ def test_manifests_signed_by_each_cosign_generation_verify_and_tampering_is_caug
     obj["data"]["mode"] = "debug"
     assert decide(Review.for_object(obj), policy).reason == "content-mismatch"
     other = Policy.from_dict({"keys": [public_pem(make()).decode()]})
-    assert decide(Review.for_object(resigned(obj, sign_with(key, payload_of(obj)))), other).reason == "signature-invalid"
+    assert (
+        decide(Review.for_object(resigned(obj, sign_with(key, payload_of(obj)))), other).reason == "signature-invalid"
+    )

@@ -65,7 +65,9 @@ def order_problems(b: Budgets) -> list[str]:
     if not b.webhook - b.provider >= WEBHOOK_MARGIN:
         problems.append(f"Provider timeout {b.provider} s is not {WEBHOOK_MARGIN} s under the webhook's {b.webhook} s")
     if not b.provider - b.deadline >= CALL_MARGIN:
-        problems.append(f"service deadline {b.deadline} s is not {CALL_MARGIN} s under the Provider timeout {b.provider} s")
+        problems.append(
+            f"service deadline {b.deadline} s is not {CALL_MARGIN} s under the Provider timeout {b.provider} s"
+        )
     if not b.deadline - b.dry_run >= DRY_RUN_MARGIN:
         problems.append(f"dry-run timeout {b.dry_run} s is not {DRY_RUN_MARGIN} s under the deadline {b.deadline} s")
     if not b.dry_run > 0:
@@ -121,8 +123,12 @@ def test_the_deadline_is_the_provider_timeout_less_the_call_margin() -> None:
 def test_the_service_default_fits_the_shipped_provider_too() -> None:
     """Run without the overlay's variable (another manifest, ``serve`` by hand), the default still nests."""
     default = Config()
-    budgets = Budgets(webhook=GATEKEEPER_CHART_WEBHOOK_TIMEOUT, provider=provider_timeout(),
-                      deadline=default.deadline_seconds, dry_run=default.dry_run_timeout)
+    budgets = Budgets(
+        webhook=GATEKEEPER_CHART_WEBHOOK_TIMEOUT,
+        provider=provider_timeout(),
+        deadline=default.deadline_seconds,
+        dry_run=default.dry_run_timeout,
+    )
     assert order_problems(budgets) == [], budgets
 
 

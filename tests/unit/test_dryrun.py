@@ -83,7 +83,11 @@ def test_dry_run_name_appends_the_suffix() -> None:
     assert dry_run_name("test-app", "b2c4d") == "test-app-dry-run-b2c4d"
 
 
-@pytest.mark.parametrize("name", ["a" * 56, "a" * 63, "a" * 200, "x." * 40 + "y", "svc-" + "9" * 70], ids=["56", "63", "200", "dotted", "digits"])
+@pytest.mark.parametrize(
+    "name",
+    ["a" * 56, "a" * 63, "a" * 200, "x." * 40 + "y", "svc-" + "9" * 70],
+    ids=["56", "63", "200", "dotted", "digits"],
+)
 @pytest.mark.parametrize("token", ["", "b2c4d"], ids=["first", "retry"])
 def test_dry_run_name_fits_a_dns_label_and_stays_distinct(name: str, token: str) -> None:
     renamed = dry_run_name(name, token)
@@ -139,7 +143,9 @@ def test_a_crd_whose_name_breaks_the_rule_is_sent_so_the_server_refuses_it() -> 
     signed = copy.deepcopy(signed)
     signed["metadata"]["name"] = "gadgets.example.com"
     manifest = plan_dry_run(signed, None).manifest
-    assert manifest["metadata"]["name"] == "gadgets.example.com-dry-run"  # != <plural>.<group>: a 422, as for the original
+    assert (
+        manifest["metadata"]["name"] == "gadgets.example.com-dry-run"
+    )  # != <plural>.<group>: a 422, as for the original
 
 
 def test_retry_renames_again() -> None:
@@ -195,7 +201,11 @@ def _label(name: str, value: str) -> Any:
 
 #: A change to a field the *cluster* filled in (a default) is still a difference.
 DEFAULTED_FIELD_CHANGES = [
-    ("deployment-seed-paper-figure1", "imagePullPolicy", _set("spec.template.spec.containers.0.imagePullPolicy", "Always")),
+    (
+        "deployment-seed-paper-figure1",
+        "imagePullPolicy",
+        _set("spec.template.spec.containers.0.imagePullPolicy", "Always"),
+    ),
     ("deployment-seed-paper-figure1", "hostNetwork", _set("spec.template.spec.hostNetwork", True)),
     ("deployment-seed-paper-figure1", "securityContext", _set("spec.template.spec.securityContext", {"runAsUser": 0})),
     ("deployment-seed-paper-figure1", "dnsPolicy", _set("spec.template.spec.dnsPolicy", "None")),
@@ -217,7 +227,9 @@ DEFAULTED_FIELD_CHANGES = [
 ]
 
 
-@pytest.mark.parametrize(("stem", "what", "change"), DEFAULTED_FIELD_CHANGES, ids=[f"{s}:{w}" for s, w, _ in DEFAULTED_FIELD_CHANGES])
+@pytest.mark.parametrize(
+    ("stem", "what", "change"), DEFAULTED_FIELD_CHANGES, ids=[f"{s}:{w}" for s, w, _ in DEFAULTED_FIELD_CHANGES]
+)
 def test_a_changed_default_is_caught(stem: str, what: str, change: Any) -> None:
     assert by_value(stem, change), f"{stem}: a changed {what} went unnoticed"
 
@@ -230,7 +242,10 @@ def test_the_name_is_mapped_only_where_the_server_derived_it() -> None:
     assert dry["spec"]["template"]["metadata"]["labels"]["job-name"] == "test-app-job-dry-run"
     reference, _ = reference_and_admitted(dry, response, signed, plan)
     assert reference["spec"]["template"]["metadata"]["labels"]["job-name"] == "test-app-job"
-    assert reference["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"] == response["metadata"]["uid"]
+    assert (
+        reference["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"]
+        == response["metadata"]["uid"]
+    )
 
 
 def test_an_allocation_is_adopted_only_where_the_signed_manifest_left_it_to_the_server() -> None:

@@ -82,7 +82,9 @@ def test_signature_sets_with_certificates_and_bundles() -> None:
 
 
 def test_numbering_stops_at_the_first_gap_and_says_so() -> None:
-    env = read_envelope(annotations_of("../k8s-manifest-sigstore/derived/cm-plain-2keys-multi-signed.numbering-gap.yaml"))
+    env = read_envelope(
+        annotations_of("../k8s-manifest-sigstore/derived/cm-plain-2keys-multi-signed.numbering-gap.yaml")
+    )
     assert [s.name for s in env.sets] == ["signature"]
     assert env.unread == ("signature_2",)
 
@@ -139,9 +141,17 @@ HOSTILE: list[tuple[str, dict[str, object], str]] = [
     ("truncated-base64", {"message": encode_message(b"kind: X\n")[:-3]}, "not valid base64"),
     ("message-not-a-string", {"message": 42}, "not a string"),
     ("oversized-message", {"message": "A" * 400_000}, "longer than"),
-    ("signature-not-base64", {"message": encode_message(b"kind: X\n"), "signature": "%%%"}, "signature annotation is not valid base64"),
+    (
+        "signature-not-base64",
+        {"message": encode_message(b"kind: X\n"), "signature": "%%%"},
+        "signature annotation is not valid base64",
+    ),
     ("oversized-signature", {"message": encode_message(b"kind: X\n"), "signature": "A" * 4000}, "longer than"),
-    ("certificate-bomb", {"message": encode_message(b"kind: X\n"), "certificate": b64(bomb(1 << 24))}, "inflates to more than"),
+    (
+        "certificate-bomb",
+        {"message": encode_message(b"kind: X\n"), "certificate": b64(bomb(1 << 24))},
+        "inflates to more than",
+    ),
 ]
 
 
@@ -182,7 +192,9 @@ def test_odd_tar_members_are_refused(name: str, members: list[tarfile.TarInfo], 
 def test_tar_skips_directories_and_other_files_and_reads_absolute_names() -> None:
     yaml_doc = b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n"
     members = [member("/abs/dir", tarfile.DIRTYPE), member("/abs/dir/notes.txt"), member("/abs/dir/../../etc/a.yml")]
-    message = encode_message(tar_with(*members, data={"/abs/dir/notes.txt": b"x", "/abs/dir/../../etc/a.yml": yaml_doc}))
+    message = encode_message(
+        tar_with(*members, data={"/abs/dir/notes.txt": b"x", "/abs/dir/../../etc/a.yml": yaml_doc})
+    )
     assert [d["metadata"]["name"] for d in decode_message(message).documents()] == ["a"]
 
 
@@ -204,7 +216,9 @@ def test_documents_must_be_objects() -> None:
 
 
 def test_make_tarball_round_trips() -> None:
-    data = make_tarball([("a.yaml", b"kind: A\nmetadata: {name: a}\n"), ("sub/b.yml", b"kind: B\nmetadata: {name: b}\n")])
+    data = make_tarball(
+        [("a.yaml", b"kind: A\nmetadata: {name: a}\n"), ("sub/b.yml", b"kind: B\nmetadata: {name: b}\n")]
+    )
     payload = decode_message(encode_message(data))
     assert payload.format == "tarball"
     assert [d["kind"] for d in payload.documents()] == ["A", "B"]

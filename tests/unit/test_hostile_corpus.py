@@ -74,9 +74,13 @@ def test_the_committed_corpus_is_exactly_what_the_generator_writes() -> None:
     expected = outputs()
     for name, data in expected.items():
         path = corpus.HERE / name
-        assert path.read_bytes() == data, f"{name} differs from generate.py's output; run python tests/assets/hostile/generate.py"
+        assert path.read_bytes() == data, (
+            f"{name} differs from generate.py's output; run python tests/assets/hostile/generate.py"
+        )
     committed = {p.name for p in corpus.HERE.iterdir() if p.is_file()}
-    assert committed - set(expected) == {"generate.py", "corpus.py"}, "files in the corpus directory that generate.py does not write"
+    assert committed - set(expected) == {"generate.py", "corpus.py"}, (
+        "files in the corpus directory that generate.py does not write"
+    )
 
 
 def test_committed_files_are_small_and_large_inputs_are_recipes() -> None:
@@ -125,7 +129,11 @@ def _policy(item: corpus.CorpusFile) -> Policy:
     if item.kind == "key":
         return Policy.from_dict({"keys": [item.data().decode("utf-8", "replace")]})
     data = item.data()
-    parsed = load_json(data, error=PolicyError, what=item.name) if item.name.endswith(".json") else load_yaml_stream(data, error=PolicyError, what=item.name)
+    parsed = (
+        load_json(data, error=PolicyError, what=item.name)
+        if item.name.endswith(".json")
+        else load_yaml_stream(data, error=PolicyError, what=item.name)
+    )
     if not item.name.endswith(".json"):
         parsed = parsed[0] if len(parsed) == 1 else parsed
     return Policy.from_dict(parsed)
@@ -134,7 +142,11 @@ def _policy(item: corpus.CorpusFile) -> Policy:
 def _readers(item: corpus.CorpusFile) -> list[ProviderError | None]:
     data = item.data()
     answers: list[ProviderError | None] = []
-    for read in (lambda: gatekeeper.read_request(data), lambda: gatekeeper.read_key(corpus.key_text(item)), lambda: kyverno.read_body(data)):
+    for read in (
+        lambda: gatekeeper.read_request(data),
+        lambda: gatekeeper.read_key(corpus.key_text(item)),
+        lambda: kyverno.read_body(data),
+    ):
         try:
             read()
             answers.append(None)
@@ -164,7 +176,9 @@ def check_verdict(item: corpus.CorpusFile, answer: Result | ProviderError) -> No
 
 
 @pytest.mark.parametrize("item", FILES, ids=[f.name for f in FILES])
-def test_the_library_answers_every_hostile_file_clearly_within_bounds(item: corpus.CorpusFile, recipes: dict[str, corpus.CorpusFile]) -> None:
+def test_the_library_answers_every_hostile_file_clearly_within_bounds(
+    item: corpus.CorpusFile, recipes: dict[str, corpus.CorpusFile]
+) -> None:
     item = recipes[item.name]
     if item.kind in ("object", "review"):
         answer, seconds, peak = measured(lambda: _decide(corpus.review_of(item)))
@@ -176,10 +190,15 @@ def test_the_library_answers_every_hostile_file_clearly_within_bounds(item: corp
     else:
         answers, seconds, peak = measured(lambda: _readers(item))
         assert all(isinstance(a, RequestError) for a in answers), (item.name, answers)
-        assert any(item.says in a.message for a in answers if a is not None), (item.name, [a.message for a in answers if a])
+        assert any(item.says in a.message for a in answers if a is not None), (
+            item.name,
+            [a.message for a in answers if a],
+        )
         assert not any(corpus.has_traceback(a.message) for a in answers if a is not None)
     assert seconds < TIME_LIMIT, f"{item.name}: {seconds:.2f} s"
-    assert peak < max(MEMORY_FLOOR, MEMORY_PER_INPUT_BYTE * item.path.stat().st_size), f"{item.name}: {peak / 2**20:.0f} MiB"
+    assert peak < max(MEMORY_FLOOR, MEMORY_PER_INPUT_BYTE * item.path.stat().st_size), (
+        f"{item.name}: {peak / 2**20:.0f} MiB"
+    )
 
 
 def test_the_traversal_tarball_verifies_and_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -49,7 +49,12 @@ def sparse(name: str, real_size: int) -> tuple[tarfile.TarInfo, bytes]:
     info = tarfile.TarInfo(name)
     data = b"1\n0\n1\n".ljust(512, b"\0") + b"a".ljust(512, b"\0")
     info.size = len(data)
-    info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": name, "GNU.sparse.realsize": str(real_size)}
+    info.pax_headers = {
+        "GNU.sparse.major": "1",
+        "GNU.sparse.minor": "0",
+        "GNU.sparse.name": name,
+        "GNU.sparse.realsize": str(real_size),
+    }
     return info, data
 
 

@@ -28,7 +28,8 @@ def test_interop_case(case: Case) -> None:
         assert result.allowed is (case.reason == "verified")
         if case.diff is not None:
             assert [d.to_dict() for d in result.diff] == [
-                {"key": d["key"], "values": {"before": d["values"]["before"], "after": d["values"]["after"]}} for d in case.diff
+                {"key": d["key"], "values": {"before": d["values"]["before"], "after": d["values"]["after"]}}
+                for d in case.diff
             ]
         if case.diff_keys is not None:
             assert [d.key for d in result.diff] == list(case.diff_keys)
@@ -36,7 +37,12 @@ def test_interop_case(case: Case) -> None:
 
 def test_the_table_covers_both_projects() -> None:
     ids = {c.id.split(":")[0] for c in ALL_CASES}
-    assert {"cm-tarball-key-signed", "deploy-live-object-needs-dryrun", "svc-one-signature", "cm-tampered-admissionrequest"} <= ids
+    assert {
+        "cm-tarball-key-signed",
+        "deploy-live-object-needs-dryrun",
+        "svc-one-signature",
+        "cm-tampered-admissionrequest",
+    } <= ids
     assert len(ALL_CASES) >= 30
 
 
@@ -47,4 +53,6 @@ def test_kyverno_docs_secret_with_changed_label_fails_with_its_diff() -> None:
     policy = Policy.from_dict({"keys": [(KYVERNO / "keys" / "key3-docs.pub").read_text()]})
     result = decide(Review.for_object(changed), policy)
     assert result.reason == "content-mismatch"
-    assert [d.to_dict() for d in result.diff] == [{"key": "metadata.labels.location", "values": {"before": "europe", "after": "asia"}}]
+    assert [d.to_dict() for d in result.diff] == [
+        {"key": "metadata.labels.location", "values": {"before": "europe", "after": "asia"}}
+    ]

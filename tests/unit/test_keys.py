@@ -25,7 +25,9 @@ from tests.support.cosign import ed25519ph_sign
 from tests.support.data import UPSTREAM
 
 
-def pem_of(public_key: object, fmt: serialization.PublicFormat = serialization.PublicFormat.SubjectPublicKeyInfo) -> str:
+def pem_of(
+    public_key: object, fmt: serialization.PublicFormat = serialization.PublicFormat.SubjectPublicKeyInfo
+) -> str:
     return public_key.public_bytes(serialization.Encoding.PEM, fmt).decode()  # type: ignore[attr-defined]
 
 
@@ -33,8 +35,13 @@ def self_signed(key: ec.EllipticCurvePrivateKey) -> str:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "signer")])
     now = datetime.datetime.now(datetime.UTC)
     cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-        .serial_number(1).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
         .sign(key, hashes.SHA256())
     )
     return cert.public_bytes(serialization.Encoding.PEM).decode()
@@ -91,7 +98,10 @@ CURVE_HASHES = [
 
 @pytest.mark.parametrize(("curve", "own", "legacy", "refused"), CURVE_HASHES, ids=[c[0].name for c in CURVE_HASHES])
 def test_each_curve_signs_with_its_own_hash_and_accepts_old_cosign_sha256(
-    curve: ec.EllipticCurve, own: hashes.HashAlgorithm, legacy: list[hashes.HashAlgorithm], refused: list[hashes.HashAlgorithm]
+    curve: ec.EllipticCurve,
+    own: hashes.HashAlgorithm,
+    legacy: list[hashes.HashAlgorithm],
+    refused: list[hashes.HashAlgorithm],
 ) -> None:
     """cosign < 2.4 hashed with SHA-256 whatever the curve; later releases use the curve's own hash."""
     key = ec.generate_private_key(curve)
@@ -119,8 +129,16 @@ def test_ed25519_accepts_pure_and_prehashed_signatures_and_signs_pure() -> None:
 
 
 BAD_KEYS = [
-    ("weak-rsa-1024", lambda: pem_of(rsa.generate_private_key(public_exponent=65537, key_size=1024).public_key()), "too weak"),
-    ("secp256k1", lambda: pem_of(ec.generate_private_key(ec.SECP256K1()).public_key()), "curve secp256k1 is not supported"),
+    (
+        "weak-rsa-1024",
+        lambda: pem_of(rsa.generate_private_key(public_exponent=65537, key_size=1024).public_key()),
+        "too weak",
+    ),
+    (
+        "secp256k1",
+        lambda: pem_of(ec.generate_private_key(ec.SECP256K1()).public_key()),
+        "curve secp256k1 is not supported",
+    ),
     ("dsa", lambda: pem_of(dsa.generate_private_key(2048).public_key()), "not supported"),
     ("ed448", lambda: pem_of(ed448.Ed448PrivateKey.generate().public_key()), "not supported"),
     ("private-key", lambda: private_pem(generate_key("ecdsa-p256"), None).decode(), "private key was given"),
@@ -152,7 +170,9 @@ def test_private_key_password_handling() -> None:
 
 def test_weak_private_keys_are_refused_for_signing() -> None:
     weak = rsa.generate_private_key(public_exponent=65537, key_size=1024)
-    pem = weak.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    pem = weak.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     with pytest.raises(KeyLoadError, match="too weak"):
         load_private_key(pem, None)
 

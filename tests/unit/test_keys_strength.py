@@ -184,7 +184,13 @@ def test_identity_key_in_a_certificate_signer_leaf_is_untrusted() -> None:
 #: other torsion points have y = 1 (order 1), p - 1 (order 2) and 0 (order 4). Each y != +-1 names two points,
 #: told apart by the sign bit of x.
 ORDER_8_Y = 2707385501144840649318225287225658788936804267575313519463743609750303402022
-TORSION_Y = {"identity": 1, "order-2": ED25519_P - 1, "order-4": 0, "order-8a": ORDER_8_Y, "order-8b": ED25519_P - ORDER_8_Y}
+TORSION_Y = {
+    "identity": 1,
+    "order-2": ED25519_P - 1,
+    "order-4": 0,
+    "order-8a": ORDER_8_Y,
+    "order-8b": ED25519_P - ORDER_8_Y,
+}
 
 
 def encode(y: int, x_sign: int) -> bytes:
@@ -268,7 +274,9 @@ def test_ed25519_key_off_the_curve_is_refused() -> None:
 def test_ed25519_key_with_a_small_order_component_is_refused() -> None:
     """A + T (T of order 8) has order 8L: no seed makes it, and cofactored and cofactorless checks disagree on it."""
     honest = public_pem(make_key("ed25519"))
-    raw = serialization.load_pem_public_key(honest).public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    raw = serialization.load_pem_public_key(honest).public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
     mixed = crypto_core_ed25519_add(raw, encode(ORDER_8_Y, 0))
     assert not crypto_core_ed25519_is_valid_point(mixed)
     refused(ed25519_pem(mixed), "small-order component")
@@ -280,7 +288,11 @@ def test_ed25519_key_with_a_small_order_component_is_refused() -> None:
 def wycheproof(name: str) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """``(id, group, test)`` for every test of a committed Wycheproof excerpt."""
     data = json.loads((WYCHEPROOF / name).read_text())
-    cases = [(f"tc{t['tcId']}-{'-'.join(t['flags']) or 'plain'}-{t['result']}", g, t) for g in data["testGroups"] for t in g["tests"]]
+    cases = [
+        (f"tc{t['tcId']}-{'-'.join(t['flags']) or 'plain'}-{t['result']}", g, t)
+        for g in data["testGroups"]
+        for t in g["tests"]
+    ]
     assert cases, name
     return cases
 
@@ -296,7 +308,13 @@ def test_wycheproof_ed25519(group: dict[str, Any], test: dict[str, Any]) -> None
 
 def test_wycheproof_ed25519_excerpt_covers_every_attack_flag() -> None:
     flags = {f for _, _, t in ED25519_VECTORS for f in t["flags"]}
-    assert {"InvalidSignature", "InvalidEncoding", "SignatureMalleability", "TruncatedSignature", "SignatureWithGarbage"} <= flags
+    assert {
+        "InvalidSignature",
+        "InvalidEncoding",
+        "SignatureMalleability",
+        "TruncatedSignature",
+        "SignatureWithGarbage",
+    } <= flags
 
 
 def ed25519ph_sign(key: ed25519.Ed25519PrivateKey, data: bytes) -> bytes:
@@ -479,7 +497,12 @@ BAD_RSA = [
     ("e-even", RSA_N, 65538, "could not be read|must be odd"),
     ("e-2^256-plus-1", RSA_N, 2**256 + 1, "a 257-bit number"),
     ("even-modulus", RSA_N + 1, 65537, "even modulus"),
-    ("1024-bits", rsa.generate_private_key(public_exponent=65537, key_size=1024).public_key().public_numbers().n, 65537, "too weak"),
+    (
+        "1024-bits",
+        rsa.generate_private_key(public_exponent=65537, key_size=1024).public_key().public_numbers().n,
+        65537,
+        "too weak",
+    ),
 ]
 
 
@@ -503,7 +526,7 @@ RSA_VECTORS = wycheproof("rsa_signature_2048_sha256.json")
 
 @pytest.mark.parametrize(("group", "test"), [c[1:] for c in RSA_VECTORS], ids=[c[0] for c in RSA_VECTORS])
 def test_wycheproof_rsa_2048_pkcs1_sha256(group: dict[str, Any], test: dict[str, Any]) -> None:
-    """"acceptable" (a DigestInfo without its NULL) is refused: Go's crypto/rsa, cosign's verifier, refuses it too."""
+    """ "acceptable" (a DigestInfo without its NULL) is refused: Go's crypto/rsa, cosign's verifier, refuses it too."""
     (key,) = load_public_keys(spki_pem(bytes.fromhex(group["publicKeyDer"])))
     assert key.verifies(bytes.fromhex(test["sig"]), bytes.fromhex(test["msg"])) is (test["result"] == "valid")
 

@@ -38,7 +38,7 @@ def _agrees(kind: Any, text: str) -> bool:
         return text.startswith("Dict[str, ")
     if isinstance(kind, str):
         return text == kind
-    (container, inner), = kind.items()
+    ((container, inner),) = kind.items()
     match = re.fullmatch(r"Dict\[str, (.+)\]" if container == "map" else r"List\[(.+)\]", text)
     return match is not None and _agrees(inner, match.group(1))
 
@@ -64,7 +64,11 @@ def test_every_claim_agrees_with_the_client_models() -> None:
         ("apps/v1", "Deployment", ("spec", "template", "spec", "nodeSelector")),
         ("apps/v1", "Deployment", ("spec", "template", "spec", "containers", 0, "resources", "limits")),
         ("apps/v1", "Deployment", ("spec", "selector", "matchLabels")),
-        ("apiextensions.k8s.io/v1", "CustomResourceDefinition", ("spec", "versions", 0, "schema", "openAPIV3Schema", "properties")),
+        (
+            "apiextensions.k8s.io/v1",
+            "CustomResourceDefinition",
+            ("spec", "versions", 0, "schema", "openAPIV3Schema", "properties"),
+        ),
         ("example.com/v1", "Widget", ("metadata", "labels")),
     ],
 )
@@ -97,5 +101,11 @@ def test_structs_and_unknowns_are_not_maps(api_version: str, kind: str, path: tu
 
 def test_every_served_kind_has_a_schema() -> None:
     assert len(DATA["kinds"]) >= 60
-    for key in ("v1/Pod", "apps/v1/Deployment", "networking.k8s.io/v1/NetworkPolicy", "autoscaling/v1/Scale", "v1/Secret"):
+    for key in (
+        "v1/Pod",
+        "apps/v1/Deployment",
+        "networking.k8s.io/v1/NetworkPolicy",
+        "autoscaling/v1/Scale",
+        "v1/Secret",
+    ):
         assert key in DATA["kinds"], key

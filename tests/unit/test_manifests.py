@@ -39,7 +39,11 @@ CA_SCRIPT = MANIFESTS / "scripts" / "ca-bundle.sh"
 SETTINGS = {ENV_PREFIX + name.upper() for name in Config.__dataclass_fields__}
 #: Secrets an overlay mounts that something other than these manifests creates.
 EXTERNAL_SECRETS = {"gatekeeper": {"gatekeeper-webhook-server-cert"}, "kyverno": set(), "kyverno-cel": set()}
-EXPECTED_NAMESPACE = {"gatekeeper": "gatekeeper-system", "kyverno": "manifest-provider", "kyverno-cel": "manifest-provider"}
+EXPECTED_NAMESPACE = {
+    "gatekeeper": "gatekeeper-system",
+    "kyverno": "manifest-provider",
+    "kyverno-cel": "manifest-provider",
+}
 
 
 def yaml_files() -> list[Path]:
@@ -139,7 +143,9 @@ def test_selectors_match_the_pods(overlay: str) -> None:
         one(docs, "Service")["spec"]["selector"],
         one(docs, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
         one(docs, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"],
-        deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]["labelSelector"]["matchLabels"],
+        deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+            "preferredDuringSchedulingIgnoredDuringExecution"
+        ][0]["podAffinityTerm"]["labelSelector"]["matchLabels"],
     ]
     for selector in selectors:
         assert selector.items() <= pod_labels.items()
@@ -206,13 +212,18 @@ def test_names_and_namespaces_agree(overlay: str) -> None:
             for subject in doc["subjects"]:
                 if subject["kind"] == "ServiceAccount":
                     assert subject["namespace"] == namespace, doc["metadata"]["name"]
-    assert one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"] == one(docs, "ServiceAccount")["metadata"]["name"]
+    assert (
+        one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
+        == one(docs, "ServiceAccount")["metadata"]["name"]
+    )
     (port,) = service["spec"]["ports"]
     if overlay == "gatekeeper":
         url = urllib.parse.urlsplit(provider_template()["spec"]["url"])
         assert (url.scheme, url.hostname, url.port, url.path) == ("https", host, port["port"], "/v1/gatekeeper/verify")
     else:
-        policies = sorted((REPO / "policies" / "kyverno").glob("verify-manifest-signature*/verify-manifest-signature*.yaml"))
+        policies = sorted(
+            (REPO / "policies" / "kyverno").glob("verify-manifest-signature*/verify-manifest-signature*.yaml")
+        )
         assert len(policies) >= 2, policies  # the apiCall policy and the CEL one
         for path in policies:
             assert f"https://{host}:{port['port']}/v1/kyverno/verify" in path.read_text()
@@ -260,15 +271,22 @@ def test_the_kyverno_cel_overlay_admits_kyverno_only_and_reviews_no_tokens() -> 
     }
     # The ClusterPolicy overlay is this one plus token review, nothing else.
     cluster_policy = render("kyverno")
-    extra = {(d["kind"], d["metadata"]["name"]) for d in cluster_policy} - {(d["kind"], d["metadata"]["name"]) for d in docs}
-    assert extra == {("ClusterRole", "manifest-provider-tokenreview"), ("ClusterRoleBinding", "manifest-provider-tokenreview")}
+    extra = {(d["kind"], d["metadata"]["name"]) for d in cluster_policy} - {
+        (d["kind"], d["metadata"]["name"]) for d in docs
+    }
+    assert extra == {
+        ("ClusterRole", "manifest-provider-tokenreview"),
+        ("ClusterRoleBinding", "manifest-provider-tokenreview"),
+    }
 
 
 def test_kyverno_overlay_reviews_tokens() -> None:
     docs = render("kyverno")
     assert env(one(docs, "Deployment"))["MANIFEST_PROVIDER_TOKEN_AUDIENCE"] == "kyverno-svc.kyverno.io"
     role = one(docs, "ClusterRole", "manifest-provider-tokenreview")
-    assert role["rules"] == [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}]
+    assert role["rules"] == [
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]}
+    ]
     binding = one(docs, "ClusterRoleBinding", "manifest-provider-tokenreview")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     (rule,) = one(docs, "NetworkPolicy")["spec"]["ingress"]
@@ -311,7 +329,9 @@ def test_base_configures_tls_but_no_caller_authentication() -> None:
     variables = env(base_doc("deployment.yaml"))
     assert {"MANIFEST_PROVIDER_CERT", "MANIFEST_PROVIDER_KEY"} <= set(variables)
     assert "MANIFEST_PROVIDER_UNSAFE_HTTP" not in variables
-    assert not {"MANIFEST_PROVIDER_CLIENT_CA", "MANIFEST_PROVIDER_TOKEN_AUDIENCE"} & set(variables)  # the overlays' choice
+    assert not {"MANIFEST_PROVIDER_CLIENT_CA", "MANIFEST_PROVIDER_TOKEN_AUDIENCE"} & set(
+        variables
+    )  # the overlays' choice
     assert set(variables) <= SETTINGS
 
 
@@ -351,7 +371,9 @@ def fake_kubectl(tmp_path: Path) -> tuple[Path, Path, str]:
 
 def run_script(bindir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     environ = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
-    return subprocess.run(["sh", str(CA_SCRIPT), *args], capture_output=True, text=True, env=environ, timeout=30, check=check)
+    return subprocess.run(
+        ["sh", str(CA_SCRIPT), *args], capture_output=True, text=True, env=environ, timeout=30, check=check
+    )
 
 
 def test_ca_script_prints_pem_base64_and_cel(fake_kubectl: tuple[Path, Path, str]) -> None:
@@ -411,7 +433,10 @@ def test_ca_script_applies_nothing_without_a_ca(tmp_path: Path, secret: str, mes
     [
         ("REPLACE-WITH-BASE64-CA-BUNDLE", "failed to base64 decode caBundle"),  # the placeholder that used to ship
         (base64.b64encode(b"no PEM here").decode(), "bad caBundle"),
-        (base64.b64encode(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").decode(), "failed to parse caBundle"),
+        (
+            base64.b64encode(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").decode(),
+            "failed to parse caBundle",
+        ),
     ],
     ids=["placeholder", "not-pem", "pem-not-a-certificate"],
 )
@@ -423,12 +448,17 @@ def test_gatekeepers_provider_rules_refuse_a_bad_bundle(bundle: str, problem: st
 
 @pytest.mark.parametrize(
     ("field", "value", "problem"),
-    [("url", "http://manifest-provider.gatekeeper-system.svc:8443/v1/gatekeeper/verify", "only HTTPS"),
-     ("timeout", 0, "timeout 0"), ("timeout", -1, "positive integer"), ("timeout", 1.5, "positive integer")],
+    [
+        ("url", "http://manifest-provider.gatekeeper-system.svc:8443/v1/gatekeeper/verify", "only HTTPS"),
+        ("timeout", 0, "timeout 0"),
+        ("timeout", -1, "positive integer"),
+        ("timeout", 1.5, "positive integer"),
+    ],
     ids=["http", "timeout-0", "timeout-negative", "timeout-fraction"],
 )
-def test_gatekeepers_provider_rules_refuse_url_and_timeout(fake_kubectl: tuple[Path, Path, str], field: str, value: Any,
-                                                          problem: str) -> None:
+def test_gatekeepers_provider_rules_refuse_url_and_timeout(
+    fake_kubectl: tuple[Path, Path, str], field: str, value: Any, problem: str
+) -> None:
     bindir, _, _ = fake_kubectl
     (provider,) = yaml.safe_load_all(run_script(bindir, "--provider").stdout)
     provider["spec"][field] = value
@@ -446,7 +476,9 @@ def test_ca_script_patches_both_kyverno_policies(fake_kubectl: tuple[Path, Path,
     assert op["path"] == "/spec/rules/0/context/0/apiCall/service/caBundle"
     assert op["value"] == pem.rstrip("\n")
     (op,) = json.loads(validating_policy[validating_policy.index("-p") + 1])
-    cel = yaml.safe_load((REPO / "policies/kyverno/verify-manifest-signature-cel/verify-manifest-signature-cel.yaml").read_text())
+    cel = yaml.safe_load(
+        (REPO / "policies/kyverno/verify-manifest-signature-cel/verify-manifest-signature-cel.yaml").read_text()
+    )
     assert cel["spec"]["variables"][1]["name"] == "serviceCA"  # what the patch path points at
     assert op["path"] == "/spec/variables/1/expression"
     env_ = celpy.Environment()
@@ -454,7 +486,9 @@ def test_ca_script_patches_both_kyverno_policies(fake_kubectl: tuple[Path, Path,
 
 
 def test_policy_paths_the_script_patches_exist() -> None:
-    doc = yaml.safe_load((REPO / "policies/kyverno/verify-manifest-signature/verify-manifest-signature.yaml").read_text())
+    doc = yaml.safe_load(
+        (REPO / "policies/kyverno/verify-manifest-signature/verify-manifest-signature.yaml").read_text()
+    )
     assert "caBundle" in doc["spec"]["rules"][0]["context"][0]["apiCall"]["service"]
 
 
@@ -462,7 +496,11 @@ def test_policy_paths_the_script_patches_exist() -> None:
 
 
 def test_dockerfile_runs_the_service_unprivileged() -> None:
-    lines = [line.strip() for line in (REPO / "Dockerfile").read_text().splitlines() if line.strip() and not line.startswith("#")]
+    lines = [
+        line.strip()
+        for line in (REPO / "Dockerfile").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     froms = [line for line in lines if line.startswith("FROM ")]
     assert froms and all("python:3.11-slim" in line for line in froms)
     (user,) = [line for line in lines if line.startswith("USER ")]
@@ -479,5 +517,9 @@ def test_dockerignore_keeps_the_build_context_small() -> None:
     assert rules[0] == "*"
     included = {r[1:].rstrip("/") for r in rules if r.startswith("!")}
     assert included == {"pyproject.toml", "setup.cfg", "README.md", "provider"}
-    copied = [line.split()[1:-1] for line in (REPO / "Dockerfile").read_text().splitlines() if line.startswith("COPY ") and "--from" not in line]
+    copied = [
+        line.split()[1:-1]
+        for line in (REPO / "Dockerfile").read_text().splitlines()
+        if line.startswith("COPY ") and "--from" not in line
+    ]
     assert {p.rstrip("/") for parts in copied for p in parts} <= included

@@ -66,7 +66,18 @@ def test_aliases_and_merge_keys_are_supported() -> None:
         ("a:\tb: c\n", "not valid YAML"),
         ("<<: 3\n", "merge key"),
     ],
-    ids=["duplicate-key", "nan", "infinity", "binary-tag", "custom-tag", "complex-key", "recursive-alias", "unclosed-flow", "tab-indent", "bad-merge"],
+    ids=[
+        "duplicate-key",
+        "nan",
+        "infinity",
+        "binary-tag",
+        "custom-tag",
+        "complex-key",
+        "recursive-alias",
+        "unclosed-flow",
+        "tab-indent",
+        "bad-merge",
+    ],
 )
 def test_refused_yaml(text: str, fragment: str) -> None:
     with pytest.raises(MalformedMessage, match=fragment):

@@ -146,8 +146,18 @@ SCALARS: list[tuple[str, str, Any, str]] = [
     ("tag-null-empty", "!!null ''", None, TAGGED),
     ("tag-timestamp-date", "!!timestamp 2001-12-14", "2001-12-14", TAGGED + ": parseTimestamp"),
     ("tag-timestamp-leap-day", "!!timestamp 2000-02-29", "2000-02-29", TAGGED + ": parseTimestamp"),
-    ("tag-timestamp-space-separated", "!!timestamp 2001-12-14  21:59:43.10", "2001-12-14  21:59:43.10", TAGGED + ": parseTimestamp"),
-    ("tag-timestamp-lower-t-and-offset", "!!timestamp 2001-12-14t21:59:43,10-05:00", "2001-12-14t21:59:43,10-05:00", TAGGED + ": parseTimestamp"),
+    (
+        "tag-timestamp-space-separated",
+        "!!timestamp 2001-12-14  21:59:43.10",
+        "2001-12-14  21:59:43.10",
+        TAGGED + ": parseTimestamp",
+    ),
+    (
+        "tag-timestamp-lower-t-and-offset",
+        "!!timestamp 2001-12-14t21:59:43,10-05:00",
+        "2001-12-14t21:59:43,10-05:00",
+        TAGGED + ": parseTimestamp",
+    ),
 ]
 
 
@@ -165,22 +175,67 @@ REFUSED: list[tuple[str, str, str, str]] = [
     ("infinity", ".inf", "not finite", "JSON: json.Marshal refuses infinities"),
     ("infinity-signed", "-.Inf", "not finite", "JSON: json.Marshal refuses infinities"),
     ("tag-float-nan", "!!float .NAN", "not finite", "JSON: json.Marshal refuses NaN"),
-    ("hex-beyond-uint64", "0x10000000000000000", "beyond uint64", "go.yaml.in/yaml/v2 reads a string, the sigs.k8s.io/yaml v1.4 fork a big.Int"),
-    ("octal-beyond-uint64", "0o7777777777777777777777", "beyond uint64", "go.yaml.in/yaml/v2 reads a string, the sigs.k8s.io/yaml v1.4 fork a big.Int"),
-    ("binary-beyond-uint64", "0b1" + "0" * 64, "beyond uint64", "go.yaml.in/yaml/v2 reads a string, the sigs.k8s.io/yaml v1.4 fork a big.Int"),
+    (
+        "hex-beyond-uint64",
+        "0x10000000000000000",
+        "beyond uint64",
+        "go.yaml.in/yaml/v2 reads a string, the sigs.k8s.io/yaml v1.4 fork a big.Int",
+    ),
+    (
+        "octal-beyond-uint64",
+        "0o7777777777777777777777",
+        "beyond uint64",
+        "go.yaml.in/yaml/v2 reads a string, the sigs.k8s.io/yaml v1.4 fork a big.Int",
+    ),
+    (
+        "binary-beyond-uint64",
+        "0b1" + "0" * 64,
+        "beyond uint64",
+        "go.yaml.in/yaml/v2 reads a string, the sigs.k8s.io/yaml v1.4 fork a big.Int",
+    ),
     ("tag-int-on-a-float", "!!int 1.5", "tagged !!int but is a !!float", TAGGED),
     ("tag-int-on-sexagesimal", "!!int 1:30", "tagged !!int but is a !!str", TAGGED),
-    ("tag-float-on-uint64", "!!float 18446744073709551615", "tagged !!float but is a !!int", TAGGED + ": only int and int64 become floats"),
+    (
+        "tag-float-on-uint64",
+        "!!float 18446744073709551615",
+        "tagged !!float but is a !!int",
+        TAGGED + ": only int and int64 become floats",
+    ),
     ("tag-float-overflow", "!!float 1e999", "tagged !!float but is a !!str", TAGGED),
     ("tag-bool-on-an-int", "!!bool 1", "tagged !!bool but is a !!int", TAGGED),
     ("tag-null-on-a-word", "!!null x", "tagged !!null but is a !!str", TAGGED),
     ("tag-timestamp-not-a-date", "!!timestamp nope", "tagged !!timestamp", TAGGED + ": parseTimestamp"),
-    ("tag-timestamp-no-such-day", "!!timestamp 1900-02-29", "tagged !!timestamp", TAGGED + ": time.Parse checks the day"),
-    ("tag-timestamp-hour-24", "!!timestamp 2001-12-14T24:00:00Z", "tagged !!timestamp", TAGGED + ": time.Parse checks the hour"),
-    ("tag-timestamp-no-zone", "!!timestamp 2001-12-14T21:59:43", "tagged !!timestamp", TAGGED + ": 'T' forms need a zone"),
-    ("tag-binary", "!!binary aGk=", "not supported", "narrower than kubectl (it base64-decodes): manifests do not use it"),
+    (
+        "tag-timestamp-no-such-day",
+        "!!timestamp 1900-02-29",
+        "tagged !!timestamp",
+        TAGGED + ": time.Parse checks the day",
+    ),
+    (
+        "tag-timestamp-hour-24",
+        "!!timestamp 2001-12-14T24:00:00Z",
+        "tagged !!timestamp",
+        TAGGED + ": time.Parse checks the hour",
+    ),
+    (
+        "tag-timestamp-no-zone",
+        "!!timestamp 2001-12-14T21:59:43",
+        "tagged !!timestamp",
+        TAGGED + ": 'T' forms need a zone",
+    ),
+    (
+        "tag-binary",
+        "!!binary aGk=",
+        "not supported",
+        "narrower than kubectl (it base64-decodes): manifests do not use it",
+    ),
     ("tag-custom", "!custom x", "not supported", "narrower than kubectl (it reads the text): manifests do not use it"),
-    ("tag-merge-on-a-value", "!!merge <<", "only supported on a merge key", "narrower than kubectl (it reads the text)"),
+    (
+        "tag-merge-on-a-value",
+        "!!merge <<",
+        "only supported on a merge key",
+        "narrower than kubectl (it reads the text)",
+    ),
 ]
 
 
@@ -235,7 +290,11 @@ REFUSED_KEYS: list[tuple[str, str, str]] = [
     ("key-null-word", "null: v\n", "null map key"),
     ("key-empty", "? \n: v\n", "null map key"),
     ("key-uint64", "18446744073709551615: v\n", "beyond int64"),  # CONVERT: no case for uint64
-    ("key-int-and-string-with-one-text", "1: a\n'1': b\n", "duplicate key '1'"),  # two Go keys, one JSON key: either wins at random
+    (
+        "key-int-and-string-with-one-text",
+        "1: a\n'1': b\n",
+        "duplicate key '1'",
+    ),  # two Go keys, one JSON key: either wins at random
     ("key-bool-and-string-with-one-text", "y: a\n'true': b\n", "duplicate key 'true'"),
     ("key-mapping", "? {a: 1}\n: v\n", "as a key"),  # DECODE mapping(): "invalid map key"
 ]
@@ -280,7 +339,9 @@ REFUSED_MERGES: list[tuple[str, str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("text", "fragment"), [row[1:] for row in REFUSED_MERGES], ids=[row[0] for row in REFUSED_MERGES])
+@pytest.mark.parametrize(
+    ("text", "fragment"), [row[1:] for row in REFUSED_MERGES], ids=[row[0] for row in REFUSED_MERGES]
+)
 def test_merge_kubectl_and_the_spec_disagree_on_is_refused(text: str, fragment: str) -> None:
     with pytest.raises(MalformedMessage, match=fragment):
         load_yaml_stream(text, error=MalformedMessage)
@@ -300,7 +361,27 @@ def test_an_alias_of_a_scalar_resolves_where_it_is_used() -> None:
 # --- Writing: strings are quoted wherever kubectl would read another type -------
 
 
-@pytest.mark.parametrize("text", ["y", "N", "on", "0o17", "017", "08", "1e3", "1_000", "0b-1", "+.5", ".5_5", "1:30", "2001-12-14", "null", "", "0x10000000000000000"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "y",
+        "N",
+        "on",
+        "0o17",
+        "017",
+        "08",
+        "1e3",
+        "1_000",
+        "0b-1",
+        "+.5",
+        ".5_5",
+        "1:30",
+        "2001-12-14",
+        "null",
+        "",
+        "0x10000000000000000",
+    ],
+)
 def test_the_signer_quotes_a_string_kubectl_would_read_as_another_type(text: str) -> None:
     # goyaml.v2 encode.go stringv writes a string plain only when resolve() gives !!str back.
     written = dump_yaml([{"v": text, text: "k"}])
@@ -316,8 +397,12 @@ def test_whatever_the_signer_writes_reads_back_the_same(document: dict[str, Any]
     assert load_yaml_stream(yaml.dump(document, Dumper=KubectlSafeDumper)) == [document]
 
 
-@pytest.mark.parametrize(("number", "sent"), [(-(2**63) - 1, -9223372036854776000), (2**64, 18446744073709552000), (10**30, 1e30)])
-def test_the_signer_writes_an_integer_goyaml_cannot_hold_plain_so_it_reads_as_kubectl_reads_it(number: int, sent: float) -> None:
+@pytest.mark.parametrize(
+    ("number", "sent"), [(-(2**63) - 1, -9223372036854776000), (2**64, 18446744073709552000), (10**30, 1e30)]
+)
+def test_the_signer_writes_an_integer_goyaml_cannot_hold_plain_so_it_reads_as_kubectl_reads_it(
+    number: int, sent: float
+) -> None:
     # Beyond int64/uint64 goyaml.v2 reads a decimal as a float (RESOLVE): kubectl sends it rounded.
     # Written plain, the payload reads the same way; tagged !!int, goyaml.v2 would refuse it.
     written = yaml.dump({"v": number}, Dumper=KubectlSafeDumper)
@@ -368,13 +453,24 @@ spec:
 # What kubectl sends for each document (and the API server stores and hands to admission), as JSON.
 AS_KUBECTL_SENDS = {
     "HelmRelease": {
-        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease", "metadata": {"name": "shop", "namespace": "shop"},
-        "spec": {"chart": {"spec": {"chart": "shop", "version": "1.10.0"}},
-                 "values": {"replicaCount": 3, "debug": True, "timeout": "1:30", "ratio": 1000, "retries": 8, "tls": True}},
+        "apiVersion": "helm.toolkit.fluxcd.io/v2",
+        "kind": "HelmRelease",
+        "metadata": {"name": "shop", "namespace": "shop"},
+        "spec": {
+            "chart": {"spec": {"chart": "shop", "version": "1.10.0"}},
+            "values": {"replicaCount": 3, "debug": True, "timeout": "1:30", "ratio": 1000, "retries": 8, "tls": True},
+        },
     },
     "Deployment": {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"},
-        "spec": {"replicas": 3, "template": {"spec": {"containers": [{"name": "web", "image": "nginx:1.25", "args": ["--window", "1:30"]}]}}},
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {
+            "replicas": 3,
+            "template": {
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.25", "args": ["--window", "1:30"]}]}
+            },
+        },
     },
 }
 
@@ -393,7 +489,14 @@ def admitted(document: dict[str, Any]) -> Review:
 
 
 def test_the_yaml_1_1_reading_really_differs() -> None:
-    assert AS_YAML_1_1_READS["HelmRelease"]["spec"]["values"] == {"replicaCount": "0o3", "debug": "y", "timeout": 90, "ratio": "1e3", "retries": "08", "tls": True}
+    assert AS_YAML_1_1_READS["HelmRelease"]["spec"]["values"] == {
+        "replicaCount": "0o3",
+        "debug": "y",
+        "timeout": 90,
+        "ratio": "1e3",
+        "retries": "08",
+        "tls": True,
+    }
     assert AS_YAML_1_1_READS["Deployment"]["spec"]["replicas"] == "0o3"
 
 

@@ -32,8 +32,16 @@ def test_name_patterns(pattern: str, value: str, expected: bool) -> None:
 
 
 def test_object_ref_matches_each_field() -> None:
-    ident = ObjectIdentity.of({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"}})
-    assert (ident.group, ident.version, ident.kind, ident.name, ident.namespace) == ("apps", "v1", "Deployment", "web", "shop")
+    ident = ObjectIdentity.of(
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop"}}
+    )
+    assert (ident.group, ident.version, ident.kind, ident.name, ident.namespace) == (
+        "apps",
+        "v1",
+        "Deployment",
+        "web",
+        "shop",
+    )
     assert ObjectRef.from_dict({"kind": "Deployment", "namespace": "shop"}, "r").matches(ident)
     assert ObjectRef.from_dict({}, "r").matches(ident)
     assert not ObjectRef.from_dict({"group": "-"}, "r").matches(ident)
@@ -68,7 +76,11 @@ def ignores(patterns: list[str], path: tuple[str | int, ...]) -> bool:
         ("metadata.annotations.app.kubernetes.io/name", ("metadata", "annotations", "app.kubernetes.io/name"), True),
         ('metadata.annotations["app.kubernetes.io/name"]', ("metadata", "annotations", "app.kubernetes.io/name"), True),
         ("metadata.annotations['app.kubernetes.io/name']", ("metadata", "annotations", "app.kubernetes.io/name"), True),
-        ('metadata.annotations["app.kubernetes.io/name"]', ("metadata", "annotations", "app.kubernetes.io/names"), False),
+        (
+            'metadata.annotations["app.kubernetes.io/name"]',
+            ("metadata", "annotations", "app.kubernetes.io/names"),
+            False,
+        ),
         ("metadata.annotations.app", ("metadata", "annotations", "app.kubernetes.io/name"), False),
         ("metadata.annotations.*", ("metadata", "annotations", "app.kubernetes.io/name"), True),
         ("metadata.finalizers*", ("metadata", "finalizers", 0), True),
@@ -80,7 +92,19 @@ def test_anchored_field_patterns(pattern: str, path: tuple[str | int, ...], expe
 
 
 @pytest.mark.parametrize(
-    "bad", ["", "a..b", "a.", ".a", "a[", "a[x]", "a]b", 3, "a[0]b"], ids=["empty", "double-dot", "trailing-dot", "leading-dot", "open-bracket", "bad-index", "stray-bracket", "not-a-string", "junk-after-bracket"]
+    "bad",
+    ["", "a..b", "a.", ".a", "a[", "a[x]", "a]b", 3, "a[0]b"],
+    ids=[
+        "empty",
+        "double-dot",
+        "trailing-dot",
+        "leading-dot",
+        "open-bracket",
+        "bad-index",
+        "stray-bracket",
+        "not-a-string",
+        "junk-after-bracket",
+    ],
 )
 def test_malformed_field_patterns(bad: object) -> None:
     with pytest.raises(PolicyError):
@@ -91,4 +115,6 @@ def test_unanchored_mode_reproduces_upstream() -> None:
     rx = unanchored_matcher("status")
     assert rx.search("metadata.labels.status")
     assert rx.search("status.replicas")
-    assert unanchored_matcher("spec.containers.*.imagePullPolicy").search("spec.template.spec.containers.0.imagePullPolicy")
+    assert unanchored_matcher("spec.containers.*.imagePullPolicy").search(
+        "spec.template.spec.containers.0.imagePullPolicy"
+    )

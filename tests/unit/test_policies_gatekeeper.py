@@ -37,7 +37,9 @@ POLICY_DIRS = [SIGNATURE, PULL]
 
 
 def rego_tests(directory: Path) -> list[tuple[Path, str]]:
-    engine = ConstraintTemplateEngine((directory / "src.rego").read_text(), tests=(directory / "src_test.rego").read_text())
+    engine = ConstraintTemplateEngine(
+        (directory / "src.rego").read_text(), tests=(directory / "src_test.rego").read_text()
+    )
     names = engine.test_names
     engine.close()
     return [(directory, name) for name in names]
@@ -157,12 +159,31 @@ def test_src_test_rego_catches_a_broken_policy(clause: str, replacement: str, te
 
 # --- external_data answers in Gatekeeper's shape (mocked) -----------------------------
 
-ALLOWED = {"allowed": True, "verified": True, "reason": "verified", "message": "ConfigMap demo/a matches its signed manifest", "signers": [], "diff": []}
-DENIED = {"allowed": False, "verified": False, "reason": "unsigned", "message": "ConfigMap demo/a: the object carries no signature", "signers": [], "diff": []}
+ALLOWED = {
+    "allowed": True,
+    "verified": True,
+    "reason": "verified",
+    "message": "ConfigMap demo/a matches its signed manifest",
+    "signers": [],
+    "diff": [],
+}
+DENIED = {
+    "allowed": False,
+    "verified": False,
+    "reason": "unsigned",
+    "message": "ConfigMap demo/a: the object carries no signature",
+    "signers": [],
+    "diff": [],
+}
 
 
 def answer(value: Any, status: int = 200, system_error: str = "") -> Callable[[dict[str, Any]], dict[str, Any]]:
-    return lambda req: {"responses": [[req["keys"][0], value]], "errors": [], "status_code": status, "system_error": system_error}
+    return lambda req: {
+        "responses": [[req["keys"][0], value]],
+        "errors": [],
+        "status_code": status,
+        "system_error": system_error,
+    }
 
 
 MOCKS: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any]], str | None]] = [
@@ -170,18 +191,41 @@ MOCKS: list[tuple[str, Callable[[dict[str, Any]], dict[str, Any]], str | None]] 
     ("cache-hit-status-0", answer(ALLOWED, status=0), None),
     ("denied", answer(DENIED), "the object carries no signature (reason: unsigned)"),
     ("cache-hit-denied", answer(DENIED, status=0), "reason: unsigned"),
-    ("system-error", lambda req: handle_error(500, "Post \"https://manifest-provider\": dial tcp: connection refused"), "connection refused"),
+    (
+        "system-error",
+        lambda req: handle_error(500, 'Post "https://manifest-provider": dial tcp: connection refused'),
+        "connection refused",
+    ),
     ("system-error-beside-items", answer(ALLOWED, system_error="deadline-exceeded: 2.5 s"), "deadline-exceeded"),
-    ("null-responses", lambda req: {"responses": None, "errors": None, "status_code": 200, "system_error": ""}, "responses: null"),
-    ("missing-key", lambda req: {"responses": [["{}", ALLOWED]], "errors": [], "status_code": 200, "system_error": ""}, "0 answers"),
-    ("per-key-error", lambda req: {"responses": [], "errors": [[req["keys"][0], "policy-invalid: policy: no keys or signers"]], "status_code": 200, "system_error": ""}, "no keys or signers"),
+    (
+        "null-responses",
+        lambda req: {"responses": None, "errors": None, "status_code": 200, "system_error": ""},
+        "responses: null",
+    ),
+    (
+        "missing-key",
+        lambda req: {"responses": [["{}", ALLOWED]], "errors": [], "status_code": 200, "system_error": ""},
+        "0 answers",
+    ),
+    (
+        "per-key-error",
+        lambda req: {
+            "responses": [],
+            "errors": [[req["keys"][0], "policy-invalid: policy: no keys or signers"]],
+            "status_code": 200,
+            "system_error": "",
+        },
+        "no keys or signers",
+    ),
     ("allowed-not-boolean", answer({**ALLOWED, "allowed": "true"}), "reason: verified"),
     ("value-not-object", answer(["allowed"]), "malformed"),
 ]
 
 
 @pytest.mark.parametrize(("case", "mock", "expected"), MOCKS, ids=[m[0] for m in MOCKS])
-def test_external_data_answers(case: str, mock: Callable[[dict[str, Any]], dict[str, Any]], expected: str | None) -> None:
+def test_external_data_answers(
+    case: str, mock: Callable[[dict[str, Any]], dict[str, Any]], expected: str | None
+) -> None:
     calls: list[dict[str, Any]] = []
 
     def external_data(request: dict[str, Any]) -> dict[str, Any]:
@@ -190,7 +234,12 @@ def test_external_data_answers(case: str, mock: Callable[[dict[str, Any]], dict[
 
     engine = ConstraintTemplateEngine((SIGNATURE / "src.rego").read_text(), external_data)
     try:
-        obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "demo"}, "data": {"k": "v"}}
+        obj = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "demo"},
+            "data": {"k": "v"},
+        }
         violations = engine.violations(review_of(obj), {"keys": ["PEM"]})
     finally:
         engine.close()
@@ -220,8 +269,19 @@ def test_key_is_a_json_string_of_review_fields_and_parameters() -> None:
     (key,) = seen
     decoded = json.loads(key)
     assert decoded["policy"] == {"keys": ["PEM"], "skipUsers": [{"users": ["ci-bot"]}]}
-    assert set(decoded["review"]) == {"object", "oldObject", "operation", "userInfo", "namespace", "name", "kind", "dryRun",
-                                      "resource", "requestKind", "requestResource"}
+    assert set(decoded["review"]) == {
+        "object",
+        "oldObject",
+        "operation",
+        "userInfo",
+        "namespace",
+        "name",
+        "kind",
+        "dryRun",
+        "resource",
+        "requestKind",
+        "requestResource",
+    }
     assert "uid" not in decoded["review"]  # a uid would defeat Gatekeeper's per-key cache
 
 
@@ -239,17 +299,28 @@ SCALE_REVIEW: dict[str, Any] = {
     "namespace": "demo",
     "operation": "UPDATE",
     "userInfo": {"username": "alice@example.com", "groups": ["system:authenticated"]},
-    "object": {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": {"name": "web", "namespace": "demo"},
-               "spec": {"replicas": 5}},
-    "oldObject": {"kind": "Scale", "apiVersion": "autoscaling/v1", "metadata": {"name": "web", "namespace": "demo"},
-                  "spec": {"replicas": 2}},
+    "object": {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {"name": "web", "namespace": "demo"},
+        "spec": {"replicas": 5},
+    },
+    "oldObject": {
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {"name": "web", "namespace": "demo"},
+        "spec": {"replicas": 2},
+    },
     "dryRun": False,
     "options": {"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"},
 }
 
 
-@pytest.mark.parametrize("directory", [SIGNATURE, GATEKEEPER / "verify-cluster-info", GATEKEEPER / "verify-kubelet-serving-csr"],
-                         ids=lambda d: d.name)
+@pytest.mark.parametrize(
+    "directory",
+    [SIGNATURE, GATEKEEPER / "verify-cluster-info", GATEKEEPER / "verify-kubelet-serving-csr"],
+    ids=lambda d: d.name,
+)
 def test_a_subresource_request_reaches_the_provider_with_its_resource_fields(directory: Path) -> None:
     seen: list[str] = []
 
@@ -264,7 +335,16 @@ def test_a_subresource_request_reaches_the_provider_with_its_resource_fields(dir
         engine.close()
     (key,) = seen
     sent = json.loads(key)["review"]
-    for field in ("kind", "resource", "subResource", "requestKind", "requestResource", "requestSubResource", "operation", "oldObject"):
+    for field in (
+        "kind",
+        "resource",
+        "subResource",
+        "requestKind",
+        "requestResource",
+        "requestSubResource",
+        "operation",
+        "oldObject",
+    ):
         assert sent[field] == SCALE_REVIEW[field], field
     assert "uid" not in sent and "options" not in sent
 
@@ -302,12 +382,18 @@ def test_signature_samples(sample: str) -> None:
         assert violations == []
     else:
         assert len(violations) == 1
-        expected_reason = {"tampered": "content-mismatch", "unsigned": "unsigned"}[sample.removesuffix(".yaml").rsplit("_", 1)[1]]
+        expected_reason = {"tampered": "content-mismatch", "unsigned": "unsigned"}[
+            sample.removesuffix(".yaml").rsplit("_", 1)[1]
+        ]
         assert violations[0]["details"]["reason"] == expected_reason
 
 
 def test_signature_samples_cover_allowed_tampered_unsigned() -> None:
-    assert SIGNATURE_SAMPLES == ["example_allowed.yaml", "example_disallowed_tampered.yaml", "example_disallowed_unsigned.yaml"]
+    assert SIGNATURE_SAMPLES == [
+        "example_allowed.yaml",
+        "example_disallowed_tampered.yaml",
+        "example_disallowed_unsigned.yaml",
+    ]
 
 
 @pytest.mark.parametrize("sample", PULL_SAMPLES)
@@ -324,20 +410,31 @@ def test_pull_policy_samples(sample: str) -> None:
 @pytest.mark.parametrize(
     ("clause", "replacement", "test_name"),
     [
-        ('tagged(image) if contains(substring(image, indexof(image, "/") + 1, -1), ":")',
-         'tagged(image) if contains(image, ":")', "test_registry_port_is_not_a_tag"),
+        (
+            'tagged(image) if contains(substring(image, indexof(image, "/") + 1, -1), ":")',
+            'tagged(image) if contains(image, ":")',
+            "test_registry_port_is_not_a_tag",
+        ),
         ('latest(image) if contains(image, ":latest@")', "latest(image) if false", "test_tag_and_digest"),
-        ('is_set(value) if not value in {null, false, "", [], {}}', "is_set(value) if not value in {null, false}",
-         "test_empty_policy_counts_as_missing"),
-        ('default_pull_policy(image) := "IfNotPresent" if not always_by_default(image)', "",
-         "test_malformed_reference_is_not_a_pass"),
+        (
+            'is_set(value) if not value in {null, false, "", [], {}}',
+            "is_set(value) if not value in {null, false}",
+            "test_empty_policy_counts_as_missing",
+        ),
+        (
+            'default_pull_policy(image) := "IfNotPresent" if not always_by_default(image)',
+            "",
+            "test_malformed_reference_is_not_a_pass",
+        ),
     ],
     ids=["port-is-a-tag", "latest-with-digest", "empty-policy", "no-default"],
 )
 def test_pull_src_test_rego_catches_a_broken_policy(clause: str, replacement: str, test_name: str) -> None:
     source = (PULL / "src.rego").read_text()
     assert clause in source
-    engine = ConstraintTemplateEngine(source.replace(clause, replacement, 1), tests=(PULL / "src_test.rego").read_text())
+    engine = ConstraintTemplateEngine(
+        source.replace(clause, replacement, 1), tests=(PULL / "src_test.rego").read_text()
+    )
     try:
         assert not engine.passes(test_name)
     finally:
@@ -369,7 +466,14 @@ def test_every_schema_field_is_accepted_by_the_policy() -> None:
     pem = constraint(SIGNATURE)["spec"]["parameters"]["keys"][0]
     props = parameter_schema()["properties"]
     ref = {name: "*" for name in props["skipObjects"]["items"]["properties"]}
-    field_scoped = {"users": ["ci-bot"], "groups": ["ci"], "operations": ["UPDATE"], "objects": [ref], "fields": ["spec.replicas"], "description": "CI"}
+    field_scoped = {
+        "users": ["ci-bot"],
+        "groups": ["ci"],
+        "operations": ["UPDATE"],
+        "objects": [ref],
+        "fields": ["spec.replicas"],
+        "description": "CI",
+    }
     example = {
         "keys": [{"publicKey": pem, "name": "team"}],
         "signers": [{"subject": "jane@example.com", "issuer": "https://accounts.google.com"}],
@@ -377,8 +481,18 @@ def test_every_schema_field_is_accepted_by_the_policy() -> None:
         "threshold": 1,
         "trustedRoot": json.loads((REPO / "provider" / "data" / "trusted_root.json").read_text()),
         "annotationDomain": "cosign.sigstore.dev",
-        "ignoreFields": [{name: ([ref] if name == "objects" else ["data.note"]) for name in props["ignoreFields"]["items"]["properties"]}],
-        "sensitiveFields": [{name: ([ref] if name == "objects" else ["data.token"]) for name in props["sensitiveFields"]["items"]["properties"]}],
+        "ignoreFields": [
+            {
+                name: ([ref] if name == "objects" else ["data.note"])
+                for name in props["ignoreFields"]["items"]["properties"]
+            }
+        ],
+        "sensitiveFields": [
+            {
+                name: ([ref] if name == "objects" else ["data.token"])
+                for name in props["sensitiveFields"]["items"]["properties"]
+            }
+        ],
         "skipObjects": [ref],
         "inScopeObjects": [ref],
         "skipUsers": [{name: field_scoped[name] for name in props["skipUsers"]["items"]["properties"]}],

@@ -96,8 +96,12 @@ def test_it_compiles_with_gatekeepers_builtin_and_runs_every_sample(ingested: tu
         assert examples
         for example in examples:
             (obj,) = load_yaml(example)
-            review = {"kind": {"group": "", "version": "v1", "kind": obj["kind"]}, "operation": "CREATE",
-                      "object": obj, "name": obj["metadata"].get("name")}
+            review = {
+                "kind": {"group": "", "version": "v1", "kind": obj["kind"]},
+                "operation": "CREATE",
+                "object": obj,
+                "name": obj["metadata"].get("name"),
+            }
             for violation in engine.violations(review, constraint["spec"].get("parameters")):
                 assert isinstance(violation["msg"], str) and violation["msg"], example.name
     finally:
@@ -114,7 +118,9 @@ def test_a_template_reading_the_inventory_says_what_to_sync(ingested: tuple[Path
     template declares it; none of ours reads the inventory today.
     """
     path, result = ingested
-    declared = json.loads(template(path)["metadata"].get("annotations", {}).get("metadata.gatekeeper.sh/requires-sync-data", "[]"))
+    declared = json.loads(
+        template(path)["metadata"].get("annotations", {}).get("metadata.gatekeeper.sh/requires-sync-data", "[]")
+    )
     assert not reads_inventory(result.module) or declared, path.parent.name
     assert not reads_inventory(result.module)
     probe = parse_rego("package p\nimport future.keywords.if\nx if data.inventory.cluster.v1.Namespace\n")
@@ -138,6 +144,7 @@ def with_rego(old: str, new: str) -> Mutation:
         target = doc["spec"]["targets"][0]
         assert old in target["rego"]
         target["rego"] = target["rego"].replace(old, new, 1)
+
     return mutate
 
 
@@ -147,6 +154,7 @@ def set_path(*path: str | int, value: Any) -> Mutation:
         for part in path[:-1]:
             node = node[part]
         node[path[-1]] = value
+
     return mutate
 
 
@@ -159,6 +167,7 @@ def code_entry(version: str | None, rego: str | None = None, *, keep_rego_field:
         target["code"] = [{"engine": "Rego", "source": source}]
         if not keep_rego_field:
             del target["rego"]
+
     return mutate
 
 
@@ -166,6 +175,7 @@ def both(first: Mutation, second: Mutation) -> Mutation:
     def mutate(doc: dict[str, Any]) -> None:
         first(doc)
         second(doc)
+
     return mutate
 
 
@@ -174,6 +184,7 @@ def add_lib(lib: str, import_line: str = "import data.lib.helpers\n") -> Mutatio
         target = doc["spec"]["targets"][0]
         target["libs"] = [lib]
         target["rego"] = target["rego"].replace(FUTURE_IMPORTS, FUTURE_IMPORTS + import_line, 1)
+
     return mutate
 
 
@@ -187,48 +198,134 @@ violation contains {"msg": msg} if {
 
 #: (case, mutation, rule that refuses, words of its message)
 REFUSALS: list[tuple[str, Mutation, str, str]] = [
-    ("shipped-before-import-rego-v1", with_rego(FUTURE_IMPORTS, "import rego.v1\n"),
-     "regorewriter.checkImport", 'bad import: "rego.v1"'),
-    ("import-input", with_rego(FUTURE_IMPORTS, FUTURE_IMPORTS + "import input.review\n"),
-     "regorewriter.checkImport", "cannot import input"),
-    ("import-data-outside-lib", with_rego(FUTURE_IMPORTS, FUTURE_IMPORTS + "import data.kubernetes.namespaces\n"),
-     "regorewriter.checkImport", 'bad import: "data.kubernetes.namespaces"'),
-    ("data-outside-inventory", with_rego('provider_name := "manifest-provider"', "provider_name := data.providers.name"),
-     "regorewriter.checkDataReferences", "disallowed ref data.providers.name"),
-    ("v0-without-future-imports", with_rego(FUTURE_IMPORTS, ""),
-     "compilers.parseModule", "need import future.keywords"),
-    ("v0-missing-one-keyword", with_rego(FUTURE_IMPORTS, "import future.keywords.contains\nimport future.keywords.if\n"),
-     "compilers.parseModule", "in need import"),
-    ("no-violation-rule", with_rego("violation contains", "deny contains"),
-     "compilers.requireModuleRules", "missing required rules: [violation]"),
-    ("not-rego-at-all", with_rego("package k8sverifymanifestsignature", "package k8sverifymanifestsignature\n}{"),
-     "compilers.parseModule", ""),
-    ("empty-rego-in-code", code_entry("v1", rego="   \n"),
-     "compilers.parseModule", "is empty"),
-    ("code-without-rego", set_path("spec", "targets", 0,
-                                   value={"target": ADMISSION_TARGET, "code": [{"engine": "Rego", "source": {"version": "v1"}}]}),
-     "schema.GetSource", "missing required field: rego"),
-    ("no-rego-engine", set_path("spec", "targets", 0, value={"target": ADMISSION_TARGET, "code": [{"engine": "OPA", "source": {}}]}),
-     "compilers.parseConstraintTemplateTarget", "Could not extract Rego"),
+    (
+        "shipped-before-import-rego-v1",
+        with_rego(FUTURE_IMPORTS, "import rego.v1\n"),
+        "regorewriter.checkImport",
+        'bad import: "rego.v1"',
+    ),
+    (
+        "import-input",
+        with_rego(FUTURE_IMPORTS, FUTURE_IMPORTS + "import input.review\n"),
+        "regorewriter.checkImport",
+        "cannot import input",
+    ),
+    (
+        "import-data-outside-lib",
+        with_rego(FUTURE_IMPORTS, FUTURE_IMPORTS + "import data.kubernetes.namespaces\n"),
+        "regorewriter.checkImport",
+        'bad import: "data.kubernetes.namespaces"',
+    ),
+    (
+        "data-outside-inventory",
+        with_rego('provider_name := "manifest-provider"', "provider_name := data.providers.name"),
+        "regorewriter.checkDataReferences",
+        "disallowed ref data.providers.name",
+    ),
+    (
+        "v0-without-future-imports",
+        with_rego(FUTURE_IMPORTS, ""),
+        "compilers.parseModule",
+        "need import future.keywords",
+    ),
+    (
+        "v0-missing-one-keyword",
+        with_rego(FUTURE_IMPORTS, "import future.keywords.contains\nimport future.keywords.if\n"),
+        "compilers.parseModule",
+        "in need import",
+    ),
+    (
+        "no-violation-rule",
+        with_rego("violation contains", "deny contains"),
+        "compilers.requireModuleRules",
+        "missing required rules: [violation]",
+    ),
+    (
+        "not-rego-at-all",
+        with_rego("package k8sverifymanifestsignature", "package k8sverifymanifestsignature\n}{"),
+        "compilers.parseModule",
+        "",
+    ),
+    ("empty-rego-in-code", code_entry("v1", rego="   \n"), "compilers.parseModule", "is empty"),
+    (
+        "code-without-rego",
+        set_path(
+            "spec",
+            "targets",
+            0,
+            value={"target": ADMISSION_TARGET, "code": [{"engine": "Rego", "source": {"version": "v1"}}]},
+        ),
+        "schema.GetSource",
+        "missing required field: rego",
+    ),
+    (
+        "no-rego-engine",
+        set_path("spec", "targets", 0, value={"target": ADMISSION_TARGET, "code": [{"engine": "OPA", "source": {}}]}),
+        "compilers.parseConstraintTemplateTarget",
+        "Could not extract Rego",
+    ),
     # A v1 `code` entry beside the classic field is ignored: the field's Rego wins, as v0.
-    ("rego-field-overrides-v1-code", both(code_entry("v1", rego=V1_REGO, keep_rego_field=True), with_rego(FUTURE_IMPORTS, "")),
-     "compilers.parseModule", "parsed as Rego v0"),
-    ("two-targets", lambda doc: doc["spec"]["targets"].append(copy.deepcopy(doc["spec"]["targets"][0])),
-     "client.getTargetName", "exactly one target"),
+    (
+        "rego-field-overrides-v1-code",
+        both(code_entry("v1", rego=V1_REGO, keep_rego_field=True), with_rego(FUTURE_IMPORTS, "")),
+        "compilers.parseModule",
+        "parsed as Rego v0",
+    ),
+    (
+        "two-targets",
+        lambda doc: doc["spec"]["targets"].append(copy.deepcopy(doc["spec"]["targets"][0])),
+        "client.getTargetName",
+        "exactly one target",
+    ),
     ("no-targets", set_path("spec", "targets", value=[]), "client.getTargetName", "exactly one target"),
-    ("unknown-target", set_path("spec", "targets", 0, "target", value="validation.gatekeeper.sh"),
-     "client.getTargetHandler", "not recognized"),
-    ("name-not-the-kind", set_path("metadata", "name", value="verify-manifest-signature"),
-     "client.validateTemplateMetadata", "not equal to the lowercase of CRD's Kind"),
-    ("name-too-long", both(set_path("metadata", "name", value="k" * 64), set_path("spec", "crd", "spec", "names", "kind", value="K" * 64)),
-     "webhook.validateGatekeeperResources", "longer than 63"),
-    ("schema-not-structural", set_path("spec", "crd", "spec", "validation", "openAPIV3Schema", "properties", "keys",
-                                       value={"items": {"type": "string"}}),
-     "crds.ValidateCRD", "keys: type is required"),
-    ("lib-package-is-data-lib", add_lib("package lib\n\nx := 1\n"),
-     "regorewriter.checkLibPackages", "not found in lib prefixes"),
-    ("lib-package-outside-data-lib", add_lib("package helpers\n\nx := 1\n", "import data.helpers\n"),
-     "regorewriter.checkLibPackages", "not found in lib prefixes"),
+    (
+        "unknown-target",
+        set_path("spec", "targets", 0, "target", value="validation.gatekeeper.sh"),
+        "client.getTargetHandler",
+        "not recognized",
+    ),
+    (
+        "name-not-the-kind",
+        set_path("metadata", "name", value="verify-manifest-signature"),
+        "client.validateTemplateMetadata",
+        "not equal to the lowercase of CRD's Kind",
+    ),
+    (
+        "name-too-long",
+        both(
+            set_path("metadata", "name", value="k" * 64),
+            set_path("spec", "crd", "spec", "names", "kind", value="K" * 64),
+        ),
+        "webhook.validateGatekeeperResources",
+        "longer than 63",
+    ),
+    (
+        "schema-not-structural",
+        set_path(
+            "spec",
+            "crd",
+            "spec",
+            "validation",
+            "openAPIV3Schema",
+            "properties",
+            "keys",
+            value={"items": {"type": "string"}},
+        ),
+        "crds.ValidateCRD",
+        "keys: type is required",
+    ),
+    (
+        "lib-package-is-data-lib",
+        add_lib("package lib\n\nx := 1\n"),
+        "regorewriter.checkLibPackages",
+        "not found in lib prefixes",
+    ),
+    (
+        "lib-package-outside-data-lib",
+        add_lib("package helpers\n\nx := 1\n", "import data.helpers\n"),
+        "regorewriter.checkLibPackages",
+        "not found in lib prefixes",
+    ),
 ]
 
 
@@ -248,8 +345,14 @@ ACCEPTED: list[tuple[str, Mutation, str]] = [
     ("code-v1-keeping-future-imports", code_entry("v1"), "v1"),
     ("code-without-version-is-v0", code_entry(None), "v0"),
     ("all-future-keywords-at-once", with_rego(FUTURE_IMPORTS, "import future.keywords\n"), "v0"),
-    ("inventory-is-an-extern", with_rego('provider_name := "manifest-provider"',
-                                         'provider_name := data.inventory.cluster["v1"].Namespace.x.metadata.name'), "v0"),
+    (
+        "inventory-is-an-extern",
+        with_rego(
+            'provider_name := "manifest-provider"',
+            'provider_name := data.inventory.cluster["v1"].Namespace.x.metadata.name',
+        ),
+        "v0",
+    ),
     ("a-library-under-data-lib", add_lib("package lib.helpers\n\nimport future.keywords.if\n\nok if true\n"), "v0"),
 ]
 
@@ -271,7 +374,14 @@ def test_the_framework_accepts(case: str, mutate: Mutation, version: str) -> Non
         ("import future.keywords.in\nt := 1", set()),
         ("u := x.in", set()),
     ],
-    ids=["head-keywords", "contains-builtin-is-not-the-keyword", "body-keywords", "strings-and-comments", "import-path", "field-named-in"],
+    ids=[
+        "head-keywords",
+        "contains-builtin-is-not-the-keyword",
+        "body-keywords",
+        "strings-and-comments",
+        "import-path",
+        "field-named-in",
+    ],
 )
 def test_keyword_scan(rego: str, expected: set[str]) -> None:
     assert keywords_used(rego) == expected

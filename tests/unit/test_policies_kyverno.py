@@ -52,8 +52,14 @@ POLICY_DIRS = [APICALL, CEL, PULL]
 
 # --- every policy: layout, annotations, audit mode ---------------------------------------------
 
-ANNOTATIONS = ("policies.kyverno.io/title", "policies.kyverno.io/category", "policies.kyverno.io/severity",
-               "policies.kyverno.io/subject", "policies.kyverno.io/description", "policies.kyverno.io/minversion")
+ANNOTATIONS = (
+    "policies.kyverno.io/title",
+    "policies.kyverno.io/category",
+    "policies.kyverno.io/severity",
+    "policies.kyverno.io/subject",
+    "policies.kyverno.io/description",
+    "policies.kyverno.io/minversion",
+)
 
 
 @pytest.mark.parametrize("directory", POLICY_DIRS, ids=lambda d: d.name)
@@ -130,7 +136,9 @@ def test_jmespath_uses_only_standard_functions() -> None:
             for each in rule["validate"].get("foreach", []):
                 expressions.append(each["list"])
             for condition in rule["validate"].get("deny", {}).get("conditions", {}).get("any", []) + [
-                c for each in rule["validate"].get("foreach", []) for block in ("all", "any")
+                c
+                for each in rule["validate"].get("foreach", [])
+                for block in ("all", "any")
                 for c in each["deny"]["conditions"].get(block, [])
             ]:
                 expressions.extend(VARIABLE.findall(str(condition["key"])))
@@ -199,18 +207,33 @@ def test_cel_policy_posts_the_review_and_policy() -> None:
     assert url.endswith(SERVICE_PATH)
     assert headers == {"Content-Type": "application/json"}
     assert set(body) == {"request", "policy"}
-    fields = ("object", "oldObject", "operation", "namespace", "name", "kind", "userInfo", "dryRun",
-              "resource", "requestKind", "requestResource")
+    fields = (
+        "object",
+        "oldObject",
+        "operation",
+        "namespace",
+        "name",
+        "kind",
+        "userInfo",
+        "dryRun",
+        "resource",
+        "requestKind",
+        "requestResource",
+    )
     assert body["request"] == {k: request[k] for k in fields} | {"subResource": "", "requestSubResource": ""}
     Policy.from_dict(body["policy"])
     assert Review.from_admission(body["request"]).username == "bob"
 
 
 def test_both_kyverno_policies_trust_the_same_keys_as_the_constraint() -> None:
-    (constraint,) = load_yaml(GATEKEEPER / "verify-manifest-signature" / "samples" / "k8sverifymanifestsignature" / "constraint.yaml")
+    (constraint,) = load_yaml(
+        GATEKEEPER / "verify-manifest-signature" / "samples" / "k8sverifymanifestsignature" / "constraint.yaml"
+    )
     keys = constraint["spec"]["parameters"]["keys"]
     assert api_call(policy_doc(APICALL))["data"][1]["value"]["keys"] == [keys[0].rstrip("\n")]
-    policy = cel_variables(policy_doc(CEL), admission_request({"kind": "ConfigMap", "metadata": {}}), lambda *a: {})["policy"]
+    policy = cel_variables(policy_doc(CEL), admission_request({"kind": "ConfigMap", "metadata": {}}), lambda *a: {})[
+        "policy"
+    ]
     assert to_python(policy)["keys"] == keys
 
 
@@ -219,7 +242,10 @@ def test_both_kyverno_policies_trust_the_same_keys_as_the_constraint() -> None:
 
 def test_kyverno_resources_are_the_gatekeeper_samples() -> None:
     sample_dir = GATEKEEPER / "verify-manifest-signature" / "samples" / "k8sverifymanifestsignature"
-    samples = [load_yaml(sample_dir / f"example_{n}.yaml")[0] for n in ("allowed", "disallowed_tampered", "disallowed_unsigned")]
+    samples = [
+        load_yaml(sample_dir / f"example_{n}.yaml")[0]
+        for n in ("allowed", "disallowed_tampered", "disallowed_unsigned")
+    ]
     for directory in (APICALL, CEL):
         assert load_yaml(directory / ".kyverno-test" / "resource.yaml") == samples
 
@@ -251,8 +277,10 @@ def test_values_are_what_the_verifier_answers() -> None:
 
 PULL_TEMPLATE = GATEKEEPER / "always-pull-private-images"
 AUTOGEN_POD_SPEC = {
-    **dict.fromkeys(("DaemonSet", "Deployment", "Job", "StatefulSet", "ReplicaSet", "ReplicationController"),
-                    "request.object.spec.template.spec"),
+    **dict.fromkeys(
+        ("DaemonSet", "Deployment", "Job", "StatefulSet", "ReplicaSet", "ReplicationController"),
+        "request.object.spec.template.spec",
+    ),
     "CronJob": "request.object.spec.jobTemplate.spec.template.spec",
 }
 
@@ -387,13 +415,31 @@ PULL_CASES = [
     ("port-default-tag", ["registry.example.com:5000/"], "registry.example.com:5000/app:1.0", None, True),
     ("port-default-latest", ["registry.example.com:5000/"], "registry.example.com:5000/app:latest", None, False),
     ("port-default-digest", ["registry.example.com:5000/"], "registry.example.com:5000/app" + DIGEST, None, True),
-    ("port-default-tag-and-digest", ["registry.example.com:5000/"], "registry.example.com:5000/app:2" + DIGEST, None, True),
+    (
+        "port-default-tag-and-digest",
+        ["registry.example.com:5000/"],
+        "registry.example.com:5000/app:2" + DIGEST,
+        None,
+        True,
+    ),
     # Without "/", a ":" is a tag ("localhost:5000" is the repository localhost, tag 5000).
     ("no-slash-default-tag", ["localhost"], "localhost:5000", None, True),
     ("no-slash-default-no-tag", ["localhost"], "localhost", None, False),
     # Prefixes are plain strings: with "/" one host and port; without, every name it begins.
-    ("slash-prefix-not-other-port", ["registry.example.com/"], "registry.example.com:5000/app:1", "IfNotPresent", False),
-    ("slash-prefix-not-longer-host", ["registry.example.com/"], "registry.example.com.evil.io/app:1", "IfNotPresent", False),
+    (
+        "slash-prefix-not-other-port",
+        ["registry.example.com/"],
+        "registry.example.com:5000/app:1",
+        "IfNotPresent",
+        False,
+    ),
+    (
+        "slash-prefix-not-longer-host",
+        ["registry.example.com/"],
+        "registry.example.com.evil.io/app:1",
+        "IfNotPresent",
+        False,
+    ),
     ("bare-prefix-other-port", ["registry.example.com"], "registry.example.com:5000/app:1", "IfNotPresent", True),
     ("bare-prefix-longer-host", ["registry.example.com"], "registry.example.com.evil.io/app:1", "IfNotPresent", True),
     ("bare-prefix-port-default-no-tag", ["registry.example.com"], "registry.example.com:5000/app", None, False),
@@ -411,8 +457,13 @@ PULL_CASES = [
 ]
 
 #: Where the container goes: the lists of a Pod, and the pod templates of two controllers.
-PLACEMENTS = [("Pod", "containers"), ("Pod", "initContainers"), ("Pod", "ephemeralContainers"),
-              ("Deployment", "containers"), ("CronJob", "initContainers")]
+PLACEMENTS = [
+    ("Pod", "containers"),
+    ("Pod", "initContainers"),
+    ("Pod", "ephemeralContainers"),
+    ("Deployment", "containers"),
+    ("CronJob", "initContainers"),
+]
 
 
 def placed(kind: str, field: str, container: dict[str, Any]) -> dict[str, Any]:
@@ -422,10 +473,18 @@ def placed(kind: str, field: str, container: dict[str, Any]) -> dict[str, Any]:
         return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
     template = {"metadata": {"labels": {"app": "p"}}, "spec": spec}
     if kind == "CronJob":
-        return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "p"},
-                "spec": {"schedule": "@daily", "jobTemplate": {"spec": {"template": template}}}}
-    return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": "p"},
-            "spec": {"selector": {"matchLabels": {"app": "p"}}, "template": template}}
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "CronJob",
+            "metadata": {"name": "p"},
+            "spec": {"schedule": "@daily", "jobTemplate": {"spec": {"template": template}}},
+        }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": kind,
+        "metadata": {"name": "p"},
+        "spec": {"selector": {"matchLabels": {"app": "p"}}, "template": template},
+    }
 
 
 @pytest.mark.parametrize("case", PULL_CASES, ids=[c[0] for c in PULL_CASES])
@@ -452,10 +511,22 @@ REFERENCE = re.compile(
     r"(?::(?P<tag>\w[\w.-]{0,127}))?(?:@(?P<digest>[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}))?",
     re.ASCII,
 )
-MALFORMED = ["registry.example.com/app:1:2", "registry.example.com/a:latest/b", "registry.example.com/app:1.0:latest",
-             "registry.example.com/app@", "registry.example.com/app:", "registry.example.com/:latest",
-             "registry.example.com/app:latest@", "registry.example.com//app", "registry.example.com/App:1",
-             "registry.example.com", "registry.example.com:latest", "acme/app@sha256:1@2", "acme/:", "acme/@"]
+MALFORMED = [
+    "registry.example.com/app:1:2",
+    "registry.example.com/a:latest/b",
+    "registry.example.com/app:1.0:latest",
+    "registry.example.com/app@",
+    "registry.example.com/app:",
+    "registry.example.com/:latest",
+    "registry.example.com/app:latest@",
+    "registry.example.com//app",
+    "registry.example.com/App:1",
+    "registry.example.com",
+    "registry.example.com:latest",
+    "acme/app@sha256:1@2",
+    "acme/:",
+    "acme/@",
+]
 
 
 def api_server_default(image: str) -> str | None:
@@ -469,15 +540,27 @@ def api_server_default(image: str) -> str | None:
 
 def test_pull_policy_engines_agree_on_every_reference(pull_engine: Any) -> None:
     prefixes = ["registry.example.com", "localhost", "docker.io/acme/", "acme/", "index.docker.io/acme/"]
-    images = [host + path + tag + digest
-              for host in ("", "registry.example.com/", "registry.example.com:5000/", "localhost:5000/", "localhost/",
-                           "docker.io/", "index.docker.io/")
-              for path in ("app", "acme/app", "acme/team/app", "localhost")
-              for tag in ("", ":1.0", ":latest", ":v1-rc.2", ":LATEST", ":5000")
-              for digest in ("", DIGEST)] + MALFORMED
-    containers = [{"name": f"c{i}", "image": image} | ({} if policy is None else {"imagePullPolicy": policy})
-                  for i, (image, policy) in enumerate((image, policy) for image in images
-                                                      for policy in (None, "", "Always", "IfNotPresent", "Never"))]
+    images = [
+        host + path + tag + digest
+        for host in (
+            "",
+            "registry.example.com/",
+            "registry.example.com:5000/",
+            "localhost:5000/",
+            "localhost/",
+            "docker.io/",
+            "index.docker.io/",
+        )
+        for path in ("app", "acme/app", "acme/team/app", "localhost")
+        for tag in ("", ":1.0", ":latest", ":v1-rc.2", ":LATEST", ":5000")
+        for digest in ("", DIGEST)
+    ] + MALFORMED
+    containers = [
+        {"name": f"c{i}", "image": image} | ({} if policy is None else {"imagePullPolicy": policy})
+        for i, (image, policy) in enumerate(
+            (image, policy) for image in images for policy in (None, "", "Always", "IfNotPresent", "Never")
+        )
+    ]
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": containers}}
     rego = set(rego_pull_violations(pull_engine, pod, prefixes))
     kyverno = set(kyverno_pull_violations(policy_doc(PULL), pod, [p + "*" for p in prefixes]))
@@ -488,6 +571,9 @@ def test_pull_policy_engines_agree_on_every_reference(pull_engine: Any) -> None:
         if policy is None:  # malformed, no default to compare with
             continue
         private = any(image.startswith(p) for p in prefixes)
-        assert (container["name"] in rego) == (private and policy != "Always"), (image, container.get("imagePullPolicy"))
+        assert (container["name"] in rego) == (private and policy != "Always"), (
+            image,
+            container.get("imagePullPolicy"),
+        )
         checked += 1
     assert checked > 1000

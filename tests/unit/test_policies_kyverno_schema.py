@@ -129,14 +129,32 @@ CEL = KYVERNO / "verify-manifest-signature-cel" / "verify-manifest-signature-cel
 
 BROKEN: list[tuple[str, Path, str, Any, str]] = [
     ("misspelt-field", APICALL, "spec.rules.0.validate.failureActon", "Audit", "failureActon: unknown field"),
-    ("unknown-service-field", APICALL, "spec.rules.0.context.0.apiCall.service.timeout", "2s", "timeout: unknown field"),
-    ("failure-action-not-in-enum", APICALL, "spec.rules.0.validate.failureAction", "Deny", "is not one of ['Audit', 'Enforce']"),
+    (
+        "unknown-service-field",
+        APICALL,
+        "spec.rules.0.context.0.apiCall.service.timeout",
+        "2s",
+        "timeout: unknown field",
+    ),
+    (
+        "failure-action-not-in-enum",
+        APICALL,
+        "spec.rules.0.validate.failureAction",
+        "Deny",
+        "is not one of ['Audit', 'Enforce']",
+    ),
     ("method-not-in-enum", APICALL, "spec.rules.0.context.0.apiCall.method", "PUT", "is not one of ['GET', 'POST']"),
     ("boolean-as-a-string", APICALL, "spec.background", "false", "expected boolean"),
     ("rule-without-a-name", APICALL, "spec.rules.0.name", _DELETE, "'name' is required"),
     ("name-not-a-dns-name", APICALL, "metadata.name", "Verify_Manifest", "not a DNS-1123 subdomain"),
     ("namespaced-cluster-policy", APICALL, "metadata.namespace", "demo", "cluster-scoped"),
-    ("validation-action-not-in-enum", CEL, "spec.validationActions", ["Reject"], "is not one of ['Deny', 'Audit', 'Warn']"),
+    (
+        "validation-action-not-in-enum",
+        CEL,
+        "spec.validationActions",
+        ["Reject"],
+        "is not one of ['Deny', 'Audit', 'Warn']",
+    ),
     ("misspelt-cel-field", CEL, "spec.evaluation.background.enable", False, "enable: unknown field"),
     ("integer-as-a-string", CEL, "spec.webhookConfiguration.timeoutSeconds", "10", "expected integer"),
     ("unserved-version", CEL, "apiVersion", "policies.kyverno.io/v2", "no such version"),
@@ -155,21 +173,65 @@ def test_the_api_server_would_refuse(case: str, path: Path, field: str, value: A
 # --- JMESPath -------------------------------------------------------------------------------------
 
 #: Kyverno's own functions (kyverno/kyverno pkg/engine/jmespath/functions.go ``GetFunctions`` and time.go).
-KYVERNO_FUNCTIONS = frozenset({
-    "compare", "equal_fold", "replace", "replace_all", "to_upper", "to_lower", "trim", "trim_prefix", "split",
-    "regex_replace_all", "regex_replace_all_literal", "regex_match", "pattern_match", "label_match", "to_boolean",
-    "add", "sum", "subtract", "multiply", "divide", "modulo", "round", "base64_decode", "base64_encode",
-    "path_canonicalize", "truncate", "semver_compare", "parse_json", "parse_yaml", "lookup", "items",
-    "object_from_lists", "random", "x509_decode", "image_normalize", "time_since", "time_now", "time_now_utc",
-    "time_to_cron", "time_add", "time_parse", "time_utc", "time_diff", "time_before", "time_after", "time_between",
-    "time_truncate",
-})
+KYVERNO_FUNCTIONS = frozenset(
+    {
+        "compare",
+        "equal_fold",
+        "replace",
+        "replace_all",
+        "to_upper",
+        "to_lower",
+        "trim",
+        "trim_prefix",
+        "split",
+        "regex_replace_all",
+        "regex_replace_all_literal",
+        "regex_match",
+        "pattern_match",
+        "label_match",
+        "to_boolean",
+        "add",
+        "sum",
+        "subtract",
+        "multiply",
+        "divide",
+        "modulo",
+        "round",
+        "base64_decode",
+        "base64_encode",
+        "path_canonicalize",
+        "truncate",
+        "semver_compare",
+        "parse_json",
+        "parse_yaml",
+        "lookup",
+        "items",
+        "object_from_lists",
+        "random",
+        "x509_decode",
+        "image_normalize",
+        "time_since",
+        "time_now",
+        "time_now_utc",
+        "time_to_cron",
+        "time_add",
+        "time_parse",
+        "time_utc",
+        "time_diff",
+        "time_before",
+        "time_after",
+        "time_between",
+        "time_truncate",
+    }
+)
 #: Kyverno functions whose semantics the tests reproduce; a policy may call only these of Kyverno's.
 #: ``sum`` is in both lists: Kyverno replaces the standard one with one that also adds quantities
 #: and durations, which for plain numbers gives the same.
 IMPLEMENTED_KYVERNO_FUNCTIONS: frozenset[str] = frozenset()
 #: Variables Kyverno binds for every rule (besides the rule's own context entries).
-KYVERNO_ROOTS = frozenset({"request", "element", "elementIndex", "images", "serviceAccountName", "serviceAccountNamespace", "@"})
+KYVERNO_ROOTS = frozenset(
+    {"request", "element", "elementIndex", "images", "serviceAccountName", "serviceAccountNamespace", "@"}
+)
 
 _TEMPLATE = re.compile(r"\{\{-?\s*(.+?)\s*-?\}\}", re.DOTALL)
 
@@ -198,8 +260,15 @@ def jmespath_expressions(rule: dict[str, Any]) -> list[tuple[str, str]]:
 def root_of(expression: str) -> str | None:
     """The variable an expression starts from (``verdict.allowed`` -> ``verdict``), None for literals and the like."""
     node = jmespath.compile(expression).parsed
-    while node["type"] in ("subexpression", "index_expression", "projection", "flatten", "filter_projection",
-                           "pipe", "value_projection") and node.get("children"):
+    while node["type"] in (
+        "subexpression",
+        "index_expression",
+        "projection",
+        "flatten",
+        "filter_projection",
+        "pipe",
+        "value_projection",
+    ) and node.get("children"):
         node = node["children"][0]
     if node["type"] == "field":
         return str(node["value"])
@@ -219,15 +288,34 @@ def roots(expression: str) -> set[str]:
         if kind == "field" and top:
             found.add(str(node["value"]))
             return
-        if kind in ("subexpression", "index_expression", "projection", "flatten", "filter_projection", "pipe",
-                    "value_projection"):
+        if kind in (
+            "subexpression",
+            "index_expression",
+            "projection",
+            "flatten",
+            "filter_projection",
+            "pipe",
+            "value_projection",
+        ):
             children = node.get("children", [])
             if children:
                 walk(children[0], top)
             return
         for child in node.get("children", []):
-            walk(child, top=kind in ("or_expression", "and_expression", "not_expression", "comparator", "function_expression",
-                                     "multi_select_hash", "multi_select_list", "key_val_pair"))
+            walk(
+                child,
+                top=kind
+                in (
+                    "or_expression",
+                    "and_expression",
+                    "not_expression",
+                    "comparator",
+                    "function_expression",
+                    "multi_select_hash",
+                    "multi_select_list",
+                    "key_val_pair",
+                ),
+            )
 
     walk(jmespath.compile(expression).parsed, top=True)
     return found
@@ -303,7 +391,9 @@ def evaluate_rule(rule: dict[str, Any], obj: dict[str, Any]) -> int:
             call = entry["apiCall"]
             substitute(call.get("data", []), context)
             count += len(_TEMPLATE.findall(yaml.safe_dump(call.get("data", []))))
-            context[entry["name"]] = jmespath.search(call["jmesPath"], call["default"]) if "jmesPath" in call else call["default"]
+            context[entry["name"]] = (
+                jmespath.search(call["jmesPath"], call["default"]) if "jmesPath" in call else call["default"]
+            )
             count += 1
         elif "variable" in entry:
             context[entry["name"]] = substitute(entry["variable"].get("value"), context)
@@ -313,7 +403,9 @@ def evaluate_rule(rule: dict[str, Any], obj: dict[str, Any]) -> int:
     for each in validate.get("foreach", []):
         listed = jmespath.search(each["list"], context) or []
         count += 1
-        elements.extend(({**context, "element": element, "elementIndex": i}, each["deny"]) for i, element in enumerate(listed))
+        elements.extend(
+            ({**context, "element": element, "elementIndex": i}, each["deny"]) for i, element in enumerate(listed)
+        )
     if "deny" in validate:
         elements.append((context, validate["deny"]))
     for scope, deny in elements:
@@ -339,18 +431,74 @@ def test_every_jmespath_evaluates_on_every_test_resource(path: Path, index: int)
 
 #: CEL's standard functions and macros (cel-spec ``doc/langdef.md``), and the Kubernetes CEL libraries'
 #: string and list helpers that Kyverno binds too (k8s.io/apiserver ``pkg/cel/library``).
-CEL_FUNCTIONS = frozenset({
-    "has", "size", "dyn", "type", "int", "uint", "double", "string", "bytes", "bool", "duration", "timestamp",
-    "matches", "startsWith", "endsWith", "contains", "exists", "exists_one", "all", "map", "filter",
-    "lowerAscii", "upperAscii", "replace", "split", "join", "trim", "substring", "indexOf", "lastIndexOf",
-    "format", "orValue", "hasValue", "value", "isSorted", "sum", "min", "max",
-})
+CEL_FUNCTIONS = frozenset(
+    {
+        "has",
+        "size",
+        "dyn",
+        "type",
+        "int",
+        "uint",
+        "double",
+        "string",
+        "bytes",
+        "bool",
+        "duration",
+        "timestamp",
+        "matches",
+        "startsWith",
+        "endsWith",
+        "contains",
+        "exists",
+        "exists_one",
+        "all",
+        "map",
+        "filter",
+        "lowerAscii",
+        "upperAscii",
+        "replace",
+        "split",
+        "join",
+        "trim",
+        "substring",
+        "indexOf",
+        "lastIndexOf",
+        "format",
+        "orValue",
+        "hasValue",
+        "value",
+        "isSorted",
+        "sum",
+        "min",
+        "max",
+    }
+)
 #: Kyverno's CEL http library (kyverno/kyverno ``pkg/cel/libs/http``): ``http.Get``/``http.Post`` and
 #: ``http.Client(caBundle)`` returning a client with the same two methods.
 KYVERNO_CEL_FUNCTIONS = frozenset({"Client", "Get", "Post"})
 #: What Kyverno binds in a ValidatingPolicy's expressions (its ``compiler`` for ``policies.kyverno.io``).
-CEL_ROOTS = frozenset({"object", "oldObject", "request", "variables", "namespaceObject", "params", "authorizer", "http",
-                       "bool", "int", "string", "double", "list", "map", "null_type", "type", "bytes", "uint"})
+CEL_ROOTS = frozenset(
+    {
+        "object",
+        "oldObject",
+        "request",
+        "variables",
+        "namespaceObject",
+        "params",
+        "authorizer",
+        "http",
+        "bool",
+        "int",
+        "string",
+        "double",
+        "list",
+        "map",
+        "null_type",
+        "type",
+        "bytes",
+        "uint",
+    }
+)
 
 
 def cel_expressions(doc: dict[str, Any]) -> list[tuple[str, str]]:
@@ -381,7 +529,9 @@ def cel_calls_and_roots(expression: str) -> tuple[set[str], set[str]]:
             args = [c for c in node.children if isinstance(c, Tree) and c.data == "exprlist"]
             if name in ("exists", "all", "exists_one", "map", "filter") and args and args[0].children:
                 # A macro binds its first argument within the rest.
-                bound.update(str(t) for t in args[0].children[0].scan_values(lambda v: getattr(v, "type", "") == "IDENT"))
+                bound.update(
+                    str(t) for t in args[0].children[0].scan_values(lambda v: getattr(v, "type", "") == "IDENT")
+                )
         if node.data == "ident":
             idents.add(str(node.children[0]))
         for child in node.children:
@@ -413,7 +563,10 @@ def test_the_cel_scan_catches_an_unknown_function_and_variable() -> None:
 @pytest.mark.parametrize("path", CEL_POLICIES, ids=lambda p: p.parent.name)
 def test_every_cel_expression_evaluates_on_every_test_resource(path: Path) -> None:
     doc = policy(path)
-    answers = [{"allowed": True, "reason": "verified", "message": "ok"}, {"allowed": False, "reason": "unsigned", "message": "no"}]
+    answers = [
+        {"allowed": True, "reason": "verified", "message": "ok"},
+        {"allowed": False, "reason": "unsigned", "message": "no"},
+    ]
     resources = kyverno_test_resources(path)
     assert resources
     for obj in resources:

@@ -51,13 +51,31 @@ POLICY_DOC = REPO / "docs" / "policy.md"
 #: Gatekeeper chart's default webhook rule (open-policy-agent/gatekeeper, charts/gatekeeper/templates/
 #: gatekeeper-validating-webhook-configuration-validatingwebhookconfiguration.yaml; the same list is the
 #: kubebuilder marker in pkg/webhook/policy.go), without enableDeleteOperations.
-CHART_DEFAULT_RULES = [{
-    "apiGroups": ["*"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
-    "resources": ["*", "pods/ephemeralcontainers", "pods/exec", "pods/log", "pods/eviction", "pods/portforward",
-                  "pods/proxy", "pods/attach", "pods/binding", "deployments/scale", "replicasets/scale",
-                  "statefulsets/scale", "replicationcontrollers/scale", "services/proxy", "nodes/proxy",
-                  "services/status"],
-}]
+CHART_DEFAULT_RULES = [
+    {
+        "apiGroups": ["*"],
+        "apiVersions": ["*"],
+        "operations": ["CREATE", "UPDATE"],
+        "resources": [
+            "*",
+            "pods/ephemeralcontainers",
+            "pods/exec",
+            "pods/log",
+            "pods/eviction",
+            "pods/portforward",
+            "pods/proxy",
+            "pods/attach",
+            "pods/binding",
+            "deployments/scale",
+            "replicasets/scale",
+            "statefulsets/scale",
+            "replicationcontrollers/scale",
+            "services/proxy",
+            "nodes/proxy",
+            "services/status",
+        ],
+    }
+]
 
 #: Policies that need no service, and the subresources that can change what they check.
 CONTENT_SUBRESOURCES = {"always-pull-private-images": {"ephemeralcontainers"}}
@@ -108,7 +126,9 @@ def test_the_cases_cover_the_kinds_that_have_subresources() -> None:
     assert len(GATEKEEPER_CASES) >= 9
 
 
-@pytest.mark.parametrize(("policy", "kind", "sub"), GATEKEEPER_CASES, ids=[f"{p}:{k}/{s or '-'}" for p, k, s in GATEKEEPER_CASES])
+@pytest.mark.parametrize(
+    ("policy", "kind", "sub"), GATEKEEPER_CASES, ids=[f"{p}:{k}/{s or '-'}" for p, k, s in GATEKEEPER_CASES]
+)
 def test_gatekeeper_is_sent_the_request_and_the_constraint_matches_it(policy: str, kind: str, sub: str | None) -> None:
     (constraint,) = load_yaml(GATEKEEPER / policy / "samples" / f"k8s{policy.replace('-', '')}" / "constraint.yaml")
     match = constraint["spec"]["match"]
@@ -128,34 +148,84 @@ def test_the_values_keep_the_charts_rule_and_add_to_it() -> None:
 @pytest.mark.parametrize(
     ("what", "rules", "match", "admission", "sent", "matched"),
     [
-        ("old-constraint-without-scale", CHART_DEFAULT_RULES,
-         {"kinds": [{"apiGroups": [""], "kinds": ["ConfigMap"]}, {"apiGroups": ["apps"], "kinds": ["Deployment"]}]},
-         admission_request("Deployment", next(s for s in SUBRESOURCES if s.name == "scale")), True, False),
-        ("chart-rules-without-status", CHART_DEFAULT_RULES, {"kinds": [{"apiGroups": ["apps"], "kinds": ["Deployment"]}]},
-         admission_request("Deployment", next(s for s in SUBRESOURCES if s.name == "status")), False, True),
-        ("chart-rules-without-approval", CHART_DEFAULT_RULES,
-         {"kinds": [{"apiGroups": ["certificates.k8s.io"], "kinds": ["CertificateSigningRequest"]}]},
-         admission_request("CertificateSigningRequest", next(s for s in SUBRESOURCES if s.name == "approval"), namespace=None),
-         False, True),
-        ("other-namespace", CHART_DEFAULT_RULES, {"kinds": [{"apiGroups": ["*"], "kinds": ["*"]}], "namespaces": ["demo"]},
-         admission_request("Deployment", None, namespace="prod"), True, False),
-        ("connect-is-not-a-write", CHART_DEFAULT_RULES, {"kinds": [{"apiGroups": ["*"], "kinds": ["*"]}]},
-         admission_request("Pod", next(s for s in SUBRESOURCES if s.name == "exec")), False, True),
+        (
+            "old-constraint-without-scale",
+            CHART_DEFAULT_RULES,
+            {"kinds": [{"apiGroups": [""], "kinds": ["ConfigMap"]}, {"apiGroups": ["apps"], "kinds": ["Deployment"]}]},
+            admission_request("Deployment", next(s for s in SUBRESOURCES if s.name == "scale")),
+            True,
+            False,
+        ),
+        (
+            "chart-rules-without-status",
+            CHART_DEFAULT_RULES,
+            {"kinds": [{"apiGroups": ["apps"], "kinds": ["Deployment"]}]},
+            admission_request("Deployment", next(s for s in SUBRESOURCES if s.name == "status")),
+            False,
+            True,
+        ),
+        (
+            "chart-rules-without-approval",
+            CHART_DEFAULT_RULES,
+            {"kinds": [{"apiGroups": ["certificates.k8s.io"], "kinds": ["CertificateSigningRequest"]}]},
+            admission_request(
+                "CertificateSigningRequest", next(s for s in SUBRESOURCES if s.name == "approval"), namespace=None
+            ),
+            False,
+            True,
+        ),
+        (
+            "other-namespace",
+            CHART_DEFAULT_RULES,
+            {"kinds": [{"apiGroups": ["*"], "kinds": ["*"]}], "namespaces": ["demo"]},
+            admission_request("Deployment", None, namespace="prod"),
+            True,
+            False,
+        ),
+        (
+            "connect-is-not-a-write",
+            CHART_DEFAULT_RULES,
+            {"kinds": [{"apiGroups": ["*"], "kinds": ["*"]}]},
+            admission_request("Pod", next(s for s in SUBRESOURCES if s.name == "exec")),
+            False,
+            True,
+        ),
     ],
-    ids=["old-constraint-without-scale", "chart-rules-without-status", "chart-rules-without-approval", "other-namespace",
-         "connect-is-not-a-write"],
+    ids=[
+        "old-constraint-without-scale",
+        "chart-rules-without-status",
+        "chart-rules-without-approval",
+        "other-namespace",
+        "connect-is-not-a-write",
+    ],
 )
-def test_the_checks_catch_what_used_to_ship(what: str, rules: list[dict[str, Any]], match: dict[str, Any], *,
-                                           admission: dict[str, Any], sent: bool, matched: bool) -> None:
+def test_the_checks_catch_what_used_to_ship(
+    what: str,
+    rules: list[dict[str, Any]],
+    match: dict[str, Any],
+    *,
+    admission: dict[str, Any],
+    sent: bool,
+    matched: bool,
+) -> None:
     assert rules_send(rules, admission) is sent
     assert gatekeeper_matches(match, admission) is matched
 
 
 @pytest.mark.parametrize(
     ("entry", "sub", "sent"),
-    [("*", "", True), ("*", "scale", False), ("*/*", "scale", True), ("deployments/*", "status", True),
-     ("*/scale", "scale", True), ("*/scale", "status", False), ("deployments/scale", "scale", True),
-     ("replicasets/scale", "scale", False), ("deployments", "", True), ("deployments", "scale", False)],
+    [
+        ("*", "", True),
+        ("*", "scale", False),
+        ("*/*", "scale", True),
+        ("deployments/*", "status", True),
+        ("*/scale", "scale", True),
+        ("*/scale", "status", False),
+        ("deployments/scale", "scale", True),
+        ("replicasets/scale", "scale", False),
+        ("deployments", "", True),
+        ("deployments", "scale", False),
+    ],
 )
 def test_webhook_resource_wildcards(entry: str, sub: str, sent: bool) -> None:
     """The API server's rule matching (k8s.io/apiserver ``rules.Matcher.resource``), as reproduced."""
@@ -190,11 +260,16 @@ KYVERNO_CASES = kyverno_cases()
 
 def test_the_kyverno_cases_cover_the_kinds_that_have_subresources() -> None:
     covered = {(policy, kind) for policy, kind, sub in KYVERNO_CASES if sub}
-    assert {("verify-manifest-signature", "Deployment"), ("verify-kubelet-serving-csr", "CertificateSigningRequest"),
-            ("always-pull-private-images", "Pod")} <= covered
+    assert {
+        ("verify-manifest-signature", "Deployment"),
+        ("verify-kubelet-serving-csr", "CertificateSigningRequest"),
+        ("always-pull-private-images", "Pod"),
+    } <= covered
 
 
-@pytest.mark.parametrize(("policy", "kind", "sub"), KYVERNO_CASES, ids=[f"{p}:{k}/{s or '-'}" for p, k, s in KYVERNO_CASES])
+@pytest.mark.parametrize(
+    ("policy", "kind", "sub"), KYVERNO_CASES, ids=[f"{p}:{k}/{s or '-'}" for p, k, s in KYVERNO_CASES]
+)
 def test_the_cluster_policy_matches_the_request(policy: str, kind: str, sub: str | None) -> None:
     (doc,) = load_yaml(KYVERNO / policy / f"{policy}.yaml")
     subresource = next((s for s in SUBRESOURCES if s.name == sub and kind in s.parents), None)
@@ -203,8 +278,9 @@ def test_the_cluster_policy_matches_the_request(policy: str, kind: str, sub: str
         for block in rule["match"].get("any", []):
             resources = block["resources"]
             request = request_for(kind, subresource, resources.get("namespaces"))
-            if (kyverno_kind_matches(resources["kinds"], request)
-                    and request["operation"] in resources.get("operations", ["CREATE", "UPDATE", "DELETE", "CONNECT"])):
+            if kyverno_kind_matches(resources["kinds"], request) and request["operation"] in resources.get(
+                "operations", ["CREATE", "UPDATE", "DELETE", "CONNECT"]
+            ):
                 hits.append(rule["name"])
     assert hits, f"no rule of {policy} matches {kind}/{sub}"
 
@@ -213,7 +289,12 @@ def test_the_cluster_policy_matches_the_request(policy: str, kind: str, sub: str
 def test_a_policy_matching_subresources_is_admission_only(path: Path) -> None:
     """Kyverno refuses background scanning for a policy that names a subresource (kyverno/website#652, Kyverno 1.9+)."""
     (doc,) = load_yaml(path)
-    selectors = [s for rule in doc["spec"]["rules"] for block in rule["match"].get("any", []) for s in block["resources"]["kinds"]]
+    selectors = [
+        s
+        for rule in doc["spec"]["rules"]
+        for block in rule["match"].get("any", [])
+        for s in block["resources"]["kinds"]
+    ]
     if any(kyverno_kind_selector(s)[3] for s in selectors):
         assert doc["spec"]["background"] is False
 
@@ -253,8 +334,12 @@ def test_there_is_a_validating_policy() -> None:
 def test_the_validating_policy_matches_every_subresource_the_service_needs(path: Path) -> None:
     (doc,) = load_yaml(path)
     rules = doc["spec"]["matchConstraints"]["resourceRules"]
-    kinds = [k.kind for k in KINDS.values() for rule in rules
-             if k.group in rule["apiGroups"] and k.resource in rule["resources"]]
+    kinds = [
+        k.kind
+        for k in KINDS.values()
+        for rule in rules
+        if k.group in rule["apiGroups"] and k.resource in rule["resources"]
+    ]
     assert set(kinds) == {"ConfigMap", "Deployment"}
     checked = 0
     for kind in kinds:
@@ -266,8 +351,12 @@ def test_the_validating_policy_matches_every_subresource_the_service_needs(path:
 
 # --- the table in docs/policy.md ------------------------------------------------------------------------
 
-DOC_WORDS = {"verified": "verified", "denied-unless-exempt": "denied unless exempt",
-             "unverifiable-operation": "`unverifiable-operation`", "harmless": "not sent"}
+DOC_WORDS = {
+    "verified": "verified",
+    "denied-unless-exempt": "denied unless exempt",
+    "unverifiable-operation": "`unverifiable-operation`",
+    "harmless": "not sent",
+}
 
 
 def doc_section() -> str:
@@ -279,8 +368,9 @@ def doc_section() -> str:
 
 @pytest.mark.parametrize("sub", SUBRESOURCES, ids=lambda s: s.name)
 def test_the_docs_table_states_each_decision(sub: Subresource) -> None:
-    rows = [line for line in doc_section().splitlines()
-            if line.startswith("|") and f"`{sub.name}`" in line.split("|")[1]]
+    rows = [
+        line for line in doc_section().splitlines() if line.startswith("|") and f"`{sub.name}`" in line.split("|")[1]
+    ]
     assert len(rows) == 1, sub.name
     (row,) = rows
     assert DOC_WORDS[sub.decision] in row
@@ -291,11 +381,15 @@ def test_the_docs_table_states_each_decision(sub: Subresource) -> None:
 # --- what the service is told ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", [p for p in CLUSTER_POLICIES if "apiCall" in p.read_text()], ids=lambda p: p.parent.name)
+@pytest.mark.parametrize(
+    "path", [p for p in CLUSTER_POLICIES if "apiCall" in p.read_text()], ids=lambda p: p.parent.name
+)
 def test_every_service_call_sends_the_whole_request(path: Path) -> None:
     """``{{ request }}`` alone is the AdmissionRequest's JSON: subResource, resource, requestKind and the rest."""
     (doc,) = load_yaml(path)
-    calls = [entry["apiCall"] for rule in doc["spec"]["rules"] for entry in rule.get("context", []) if "apiCall" in entry]
+    calls = [
+        entry["apiCall"] for rule in doc["spec"]["rules"] for entry in rule.get("context", []) if "apiCall" in entry
+    ]
     assert calls
     for call in calls:
         data = {item["key"]: item["value"] for item in call["data"]}

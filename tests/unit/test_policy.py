@@ -30,7 +30,12 @@ def test_defaults() -> None:
 
 
 def test_key_forms_and_counts() -> None:
-    p = Policy.from_dict({"keys": [KEY + KEY2, {"publicKey": public_key_pem(make_key("ed25519")), "name": "team-b"}], "keyOperation": "MustAll"})
+    p = Policy.from_dict(
+        {
+            "keys": [KEY + KEY2, {"publicKey": public_key_pem(make_key("ed25519")), "name": "team-b"}],
+            "keyOperation": "MustAll",
+        }
+    )
     assert len(p.keys) == 3
     assert p.keys[2].name == "team-b"
     assert p.required_count == 3
@@ -57,7 +62,11 @@ BAD = [
     ("keys-not-list", {"keys": KEY}, "expected a list"),
     ("bad-domain", {"keys": [KEY], "annotationDomain": "Not A Domain"}, "DNS subdomain"),
     ("unknown-profile", {"keys": [KEY], "defaults": ["comon"]}, "unknown profile"),
-    ("empty-fields", {"keys": [KEY], "ignoreFields": [{"objects": [{"kind": "X"}], "fields": []}]}, "at least one field"),
+    (
+        "empty-fields",
+        {"keys": [KEY], "ignoreFields": [{"objects": [{"kind": "X"}], "fields": []}]},
+        "at least one field",
+    ),
     ("bad-field-pattern", {"keys": [KEY], "ignoreFields": [{"fields": ["a..b"]}]}, "empty segment"),
     ("skip-user-without-users", {"keys": [KEY], "skipUsers": [{"objects": [{"kind": "Pod"}]}]}, "would skip everyone"),
     ("skip-user-wildcard", {"keys": [KEY], "skipUsers": [{"users": ["*"]}]}, "matches every user"),

@@ -48,22 +48,35 @@ ENVELOPE = (f"{D}/message", f"{D}/signature")
 
 #: The ignored region, as paths: the policy below says the same in its own syntax.
 IGNORED: tuple[tuple[str, ...], ...] = (("spec", "free"), ("metadata", "labels", "scratch"))
-IGNORE_POLICY = Policy.from_dict({"keys": [public_key_pem(make_key("ed25519"))], "ignoreFields": [{"fields": ["spec.free", "metadata.labels.scratch"]}]})
+IGNORE_POLICY = Policy.from_dict(
+    {
+        "keys": [public_key_pem(make_key("ed25519"))],
+        "ignoreFields": [{"fields": ["spec.free", "metadata.labels.scratch"]}],
+    }
+)
 
 # Keys never spell a field a built-in profile ignores (status, metadata.uid, ...); dotted keys
 # appear only below ``spec``, where no ignore pattern can be read as a dotted key.
 PLAIN_KEYS = st.text("abcxyz", min_size=1, max_size=3)
-SPEC_KEYS = PLAIN_KEYS | st.sampled_from(["a.b", "free.x", "x-y", "app.kubernetes.io/name", "", "podSelector", "matchLabels", "ingress", "from"])
+SPEC_KEYS = PLAIN_KEYS | st.sampled_from(
+    ["a.b", "free.x", "x-y", "app.kubernetes.io/name", "", "podSelector", "matchLabels", "ingress", "from"]
+)
 # Floats as the API server can hand them over: encoding/json writes a whole float below 1e21 as its
 # shortest digits padded with zeros, so one from 2**53 up arrives as another integer (4.058275127741359e16
 # as 40582751277413590), never as itself (provider/parsing.py reads signed YAML the same way).
-FLOATS = st.floats(allow_nan=False, allow_infinity=False).filter(lambda f: not f.is_integer() or not 2**53 <= abs(f) < 1e21)
+FLOATS = st.floats(allow_nan=False, allow_infinity=False).filter(
+    lambda f: not f.is_integer() or not 2**53 <= abs(f) < 1e21
+)
 SCALARS = st.none() | st.booleans() | st.integers(-3, 3) | FLOATS | st.text(max_size=5)
 EMPTIES = st.sampled_from([None, {}, [], [{}], [None], {"matchLabels": {}}, {"matchLabels": None}])
 
 
 def trees(keys: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
-    return st.recursive(SCALARS | EMPTIES, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3), max_leaves=10)
+    return st.recursive(
+        SCALARS | EMPTIES,
+        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3),
+        max_leaves=10,
+    )
 
 
 #: Kinds the objects are drawn from: (apiVersion, kind) -> the map positions below the
@@ -72,7 +85,14 @@ def trees(keys: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
 META_MAPS = (("metadata", "labels"), ("metadata", "annotations"))
 SELECTOR_MAPS = tuple(
     ("spec", *where, "matchLabels")
-    for where in (("podSelector",), *((rules, "*", peers, "*", selector) for rules, peers in (("ingress", "from"), ("egress", "to")) for selector in ("podSelector", "namespaceSelector")))
+    for where in (
+        ("podSelector",),
+        *(
+            (rules, "*", peers, "*", selector)
+            for rules, peers in (("ingress", "from"), ("egress", "to"))
+            for selector in ("podSelector", "namespaceSelector")
+        ),
+    )
 )
 KINDS: dict[tuple[str, str], tuple[tuple[str, ...], ...]] = {
     ("example.com/v1", "Widget"): META_MAPS,  # a custom resource: no schema, so only metadata's maps
@@ -101,7 +121,9 @@ def is_map(path: Path, maps: tuple[tuple[str, ...], ...]) -> bool:
     return any(len(m) == len(path) and all(x in ("*", y) for x, y in zip(m, path, strict=True)) for m in maps)
 
 
-def normal(value: Any, path: Path, maps: tuple[tuple[str, ...], ...], ignored: tuple[tuple[str, ...], ...] = IGNORED) -> Any:
+def normal(
+    value: Any, path: Path, maps: tuple[tuple[str, ...], ...], ignored: tuple[tuple[str, ...], ...] = IGNORED
+) -> Any:
     """``value`` without the ignored region and with the equivalences applied; VANISHED when it equals absent."""
     if any(path == region for region in ignored):
         return VANISHED
@@ -115,7 +137,11 @@ def normal(value: Any, path: Path, maps: tuple[tuple[str, ...], ...], ignored: t
         return ("string", value)
     if isinstance(value, list):
         # The length counts: a vanished element is still a position.
-        return VANISHED if not value else ("list", tuple(_element(normal(item, (*path, i), maps, ignored)) for i, item in enumerate(value)))
+        return (
+            VANISHED
+            if not value
+            else ("list", tuple(_element(normal(item, (*path, i), maps, ignored)) for i, item in enumerate(value)))
+        )
     fields = {k: n for k, item in value.items() if (n := normal(item, (*path, k), maps, ignored)) is not VANISHED}
     if not fields and is_map(path, maps):
         return VANISHED
@@ -168,7 +194,9 @@ def paths(value: Any, path: Path = ()) -> list[Path]:
 
 def mutable(path: Path) -> bool:
     """The signature annotations (and the containers holding them) stay as signed."""
-    return path not in ((), ("metadata",), ("metadata", "annotations")) and not (len(path) >= 3 and path[:2] == ("metadata", "annotations") and path[2] in ENVELOPE)
+    return path not in ((), ("metadata",), ("metadata", "annotations")) and not (
+        len(path) >= 3 and path[:2] == ("metadata", "annotations") and path[2] in ENVELOPE
+    )
 
 
 def protected(path: Path) -> bool:
@@ -192,7 +220,9 @@ def mutations(draw: st.DrawFn, obj: dict[str, Any]) -> dict[str, Any]:
     changed = copy.deepcopy(obj)
     candidates = [p for p in paths(changed) if mutable(p)]
     inside = [p for p in candidates if any(p[: len(r)] == r for r in IGNORED)]
-    outside = [p for p in candidates if (p[:1] == ("spec",) or p[:2] == ("metadata", "labels")) and p not in inside] + [("metadata", "annotations")]
+    outside = [p for p in candidates if (p[:1] == ("spec",) or p[:2] == ("metadata", "labels")) and p not in inside] + [
+        ("metadata", "annotations")
+    ]
     pool = draw(st.sampled_from([pool for pool in (inside, outside, candidates) if pool]))
     path = draw(st.sampled_from(pool))
     parent, last = container_at(changed, path[:-1]), path[-1]
@@ -214,7 +244,9 @@ def mutations(draw: st.DrawFn, obj: dict[str, Any]) -> dict[str, Any]:
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), OBJECTS)
-def test_a_change_is_verified_exactly_when_every_difference_is_inside_the_ignored_fields(data: st.DataObject, obj: dict[str, Any]) -> None:
+def test_a_change_is_verified_exactly_when_every_difference_is_inside_the_ignored_fields(
+    data: st.DataObject, obj: dict[str, Any]
+) -> None:
     (signed,) = sign(obj, make_key("ed25519"))
     assert decide(Review.for_object(signed), IGNORE_POLICY).verified, "an unchanged signed object must verify"
     admitted = data.draw(mutations(signed))
@@ -240,7 +272,9 @@ EXEMPT_POLICY = Policy.from_dict({
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data(), OBJECTS)
-def test_a_field_scoped_exemption_covers_exactly_the_changes_within_its_fields(data: st.DataObject, obj: dict[str, Any]) -> None:
+def test_a_field_scoped_exemption_covers_exactly_the_changes_within_its_fields(
+    data: st.DataObject, obj: dict[str, Any]
+) -> None:
     """An UPDATE by the exempt operator passes unsigned exactly when old and new differ only within its fields.
 
     Anything else -- a change outside, ``{}`` or ``[{}]`` added, the identity -- goes on to
@@ -425,7 +459,9 @@ def check_against_model(sets: list[tuple[Any, ...]], keys: list[int], signers: l
     expected = model(sets, keys, signers, requirement)
     assert result.verified is expected.verified, (result.reason, result.message)
     assert result.allowed is expected.verified
-    required = len(keys) + len(signers) if requirement == "MustAll" else 1 if requirement == "AtLeastOne" else requirement
+    required = (
+        len(keys) + len(signers) if requirement == "MustAll" else 1 if requirement == "AtLeastOne" else requirement
+    )
     if expected.verified:
         assert result.reason == "verified"
         # one signer when one is enough (checking stops there), otherwise the whole count
@@ -441,12 +477,21 @@ def check_against_model(sets: list[tuple[Any, ...]], keys: list[int], signers: l
     assert len({expected.same(key) for key in named}) == len(named)
     for signer in result.signers:
         if isinstance(signer, dict):
-            assert any(signer["subject"] in cert.sans and SETS[("cert", name)][3] == signer["key"] for name, cert in CERTS.items())
+            assert any(
+                signer["subject"] in cert.sans and SETS[("cert", name)][3] == signer["key"]
+                for name, cert in CERTS.items()
+            )
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(KEY_SETS, min_size=1, max_size=6), st.lists(st.integers(0, 3), min_size=1, max_size=4, unique=True), st.data())
-def test_keys_meet_at_least_one_must_all_and_thresholds_as_the_model_says(sets: list[tuple[Any, ...]], keys: list[int], data: st.DataObject) -> None:
+@given(
+    st.lists(KEY_SETS, min_size=1, max_size=6),
+    st.lists(st.integers(0, 3), min_size=1, max_size=4, unique=True),
+    st.data(),
+)
+def test_keys_meet_at_least_one_must_all_and_thresholds_as_the_model_says(
+    sets: list[tuple[Any, ...]], keys: list[int], data: st.DataObject
+) -> None:
     check_against_model(sets, keys, [], data.draw(requirements(len(keys))))
 
 
@@ -461,7 +506,9 @@ def cases(draw: st.DrawFn) -> Case:
     keys = draw(st.lists(st.integers(0, 3), max_size=2, unique=True))
     signers = draw(st.lists(st.sampled_from(sorted(SIGNER_ENTRIES)), min_size=1, max_size=3))
     wanted = [("key", n) for n in keys]
-    wanted += [("cert", name) for name, cert in CERTS.items() if any(set(cert.sans) & SIGNER_ENTRIES[e][1] for e in signers)]
+    wanted += [
+        ("cert", name) for name, cert in CERTS.items() if any(set(cert.sans) & SIGNER_ENTRIES[e][1] for e in signers)
+    ]
     pool = st.sampled_from(wanted) if wanted else CERT_SETS
     sets = draw(st.lists(st.one_of(pool, pool, KEY_SETS, CERT_SETS), min_size=1, max_size=6))
     requirement = draw(REQUIREMENTS)
@@ -499,5 +546,9 @@ def test_a_broad_entry_gives_way_to_a_narrow_one_whatever_the_order_of_the_sets(
 def test_one_identity_named_by_two_entries_never_meets_a_threshold_of_two_nor_must_all() -> None:
     for requirement in (2, "MustAll"):
         check_against_model([("cert", "alice-1")], [], ["alice", "alice-regexp"], requirement)
-        result = decide(Review.for_object(envelope([("cert", "alice-1")])), policy_for([], ["alice", "alice-regexp"], requirement), now=NOW)
+        result = decide(
+            Review.for_object(envelope([("cert", "alice-1")])),
+            policy_for([], ["alice", "alice-regexp"], requirement),
+            now=NOW,
+        )
         assert result.reason == "key-threshold-not-met" and "1 distinct signer" in result.message

@@ -45,10 +45,17 @@ def test_every_error_class_carries_a_listed_reason() -> None:
         assert cls.reason in REASONS, f"{cls.__module__}.{cls.__name__}: {cls.reason}"
 
 
-@pytest.mark.parametrize("error", [RequestError("bad"), TransientError("down", reason="dry-run-failed"), PolicyError("typo")])
+@pytest.mark.parametrize(
+    "error", [RequestError("bad"), TransientError("down", reason="dry-run-failed"), PolicyError("typo")]
+)
 def test_from_error_keeps_the_reason_and_message(error: ProviderError) -> None:
     result = Result.from_error(error)
-    assert (result.allowed, result.verified, result.reason, result.message) == (False, False, error.reason, error.message)
+    assert (result.allowed, result.verified, result.reason, result.message) == (
+        False,
+        False,
+        error.reason,
+        error.message,
+    )
 
 
 def test_constructors() -> None:

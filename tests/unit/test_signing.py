@@ -20,7 +20,11 @@ D = "cosign.sigstore.dev"
 
 @pytest.mark.parametrize(
     "fixture",
-    [UPSTREAM / "manifests" / "cm-plain-2keys-multi-signed.yaml", KYVERNO / "manifests" / "svc-two-signatures.yaml", KYVERNO / "manifests" / "secret-signed-docs.yaml"],
+    [
+        UPSTREAM / "manifests" / "cm-plain-2keys-multi-signed.yaml",
+        KYVERNO / "manifests" / "svc-two-signatures.yaml",
+        KYVERNO / "manifests" / "secret-signed-docs.yaml",
+    ],
     ids=["upstream-configmap", "kyverno-service", "kyverno-docs-secret"],
 )
 def test_plain_payload_is_byte_identical_to_upstreams(fixture: object) -> None:

@@ -141,8 +141,17 @@ def test_the_fake_api_server_fixture_is_defined_once() -> None:
         ("from tests.support import csr as csrs\n", "tests/integration/test_logs.py", False),
         ("from provider.neighbours import bootstrap\n", "tests/unit/neighbours/test_csr.py", False),
     ],
-    ids=["from-test-module", "test-module-from-package", "import", "lazy", "relative", "relative-package",
-         "support", "support-package", "library"],
+    ids=[
+        "from-test-module",
+        "test-module-from-package",
+        "import",
+        "lazy",
+        "relative",
+        "relative-package",
+        "support",
+        "support-package",
+        "library",
+    ],
 )
 def test_the_scan_finds_every_form_of_import(tmp_path: Path, source: str, module: str, imported: bool) -> None:
     path = tmp_path / module

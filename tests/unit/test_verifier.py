@@ -89,9 +89,12 @@ def set_annotation(name: str, value: Any) -> Any:
     return lambda o: annotations(o).__setitem__(f"{D}/{name}", value)
 
 
-BILLION_LAUGHS = ("a0: &a0 [" + ", ".join(['"lol"'] * 9) + "]\n" + "".join(
-    f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]\n" for i in range(1, 10)
-)).encode()
+BILLION_LAUGHS = (
+    "a0: &a0 ["
+    + ", ".join(['"lol"'] * 9)
+    + "]\n"
+    + "".join(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]\n" for i in range(1, 10))
+).encode()
 
 
 def gzip_bomb(size: int) -> bytes:
@@ -117,11 +120,31 @@ def sign_payload(payload: bytes) -> Any:
 
 
 NEGATIVE: list[tuple[str, Any, Policy | None, str]] = [
-    ("tampered-field", mutate(lambda o: o["spec"]["template"]["spec"]["containers"][0].__setitem__("image", "nginx:latest")), None, "content-mismatch"),
-    ("added-field", mutate(lambda o: o["spec"]["template"]["spec"].__setitem__("hostNetwork", True)), None, "content-mismatch"),
+    (
+        "tampered-field",
+        mutate(lambda o: o["spec"]["template"]["spec"]["containers"][0].__setitem__("image", "nginx:latest")),
+        None,
+        "content-mismatch",
+    ),
+    (
+        "added-field",
+        mutate(lambda o: o["spec"]["template"]["spec"].__setitem__("hostNetwork", True)),
+        None,
+        "content-mismatch",
+    ),
     ("removed-field", mutate(lambda o: o["spec"].pop("replicas")), None, "content-mismatch"),
-    ("added-label-named-status", mutate(lambda o: o["metadata"]["labels"].__setitem__("status", "pwned")), None, "content-mismatch"),
-    ("changed-defaulted-field", mutate(lambda o: o["spec"]["template"]["spec"]["containers"][0].__setitem__("imagePullPolicy", "Always")), None, "content-mismatch"),
+    (
+        "added-label-named-status",
+        mutate(lambda o: o["metadata"]["labels"].__setitem__("status", "pwned")),
+        None,
+        "content-mismatch",
+    ),
+    (
+        "changed-defaulted-field",
+        mutate(lambda o: o["spec"]["template"]["spec"]["containers"][0].__setitem__("imagePullPolicy", "Always")),
+        None,
+        "content-mismatch",
+    ),
     ("wrong-key", sign(deployment())[0], pol(OTHER), "signature-invalid"),
     ("replay-other-name", replay("name", "api"), None, "no-matching-manifest"),
     ("replay-other-namespace", replay("namespace", "prod"), None, "no-matching-manifest"),
@@ -130,16 +153,56 @@ NEGATIVE: list[tuple[str, Any, Policy | None, str]] = [
     ("threshold-not-met", sign(deployment())[0], pol(KEY, OTHER, threshold=2), "key-threshold-not-met"),
     ("unsigned", deployment(), None, "unsigned"),
     ("signature-without-message", mutate(lambda o: annotations(o).pop(f"{D}/message")), None, "unsigned"),
-    ("gzip-bomb-16mib", mutate(set_annotation("message", base64.b64encode(gzip_bomb(16 << 20)).decode())), None, "malformed-message"),
-    ("alias-bomb-message-unsigned", mutate(set_annotation("message", billion_laughs_message())), None, "signature-invalid"),
+    (
+        "gzip-bomb-16mib",
+        mutate(set_annotation("message", base64.b64encode(gzip_bomb(16 << 20)).decode())),
+        None,
+        "malformed-message",
+    ),
+    (
+        "alias-bomb-message-unsigned",
+        mutate(set_annotation("message", billion_laughs_message())),
+        None,
+        "signature-invalid",
+    ),
     ("alias-bomb-message-signed", mutate(sign_payload(BILLION_LAUGHS)), None, "malformed-message"),
     ("deep-nesting-message-signed", mutate(sign_payload(b"[" * 50_000 + b"]" * 50_000)), None, "malformed-message"),
-    ("duplicate-keys-message-signed", mutate(sign_payload(b"apiVersion: apps/v1\nkind: Deployment\nkind: Deployment\n")), None, "malformed-message"),
-    ("truncated-base64-message", mutate(lambda o: annotations(o).__setitem__(f"{D}/message", annotations(o)[f"{D}/message"][:-5])), None, "malformed-message"),
-    ("truncated-base64-signature", mutate(lambda o: annotations(o).__setitem__(f"{D}/signature", annotations(o)[f"{D}/signature"][:-3])), None, "malformed-message"),
-    ("signature-wrong-length", mutate(set_annotation("signature", base64.b64encode(b"\x01\x02\x03").decode())), None, "signature-invalid"),
-    ("signature-gap", mutate(lambda o: annotations(o).__setitem__(f"{D}/signature_2", annotations(o).pop(f"{D}/signature"))), None, "unsigned"),
-    ("annotations-not-a-map", mutate(lambda o: o["metadata"].__setitem__("annotations", ["x"])), None, "malformed-message"),
+    (
+        "duplicate-keys-message-signed",
+        mutate(sign_payload(b"apiVersion: apps/v1\nkind: Deployment\nkind: Deployment\n")),
+        None,
+        "malformed-message",
+    ),
+    (
+        "truncated-base64-message",
+        mutate(lambda o: annotations(o).__setitem__(f"{D}/message", annotations(o)[f"{D}/message"][:-5])),
+        None,
+        "malformed-message",
+    ),
+    (
+        "truncated-base64-signature",
+        mutate(lambda o: annotations(o).__setitem__(f"{D}/signature", annotations(o)[f"{D}/signature"][:-3])),
+        None,
+        "malformed-message",
+    ),
+    (
+        "signature-wrong-length",
+        mutate(set_annotation("signature", base64.b64encode(b"\x01\x02\x03").decode())),
+        None,
+        "signature-invalid",
+    ),
+    (
+        "signature-gap",
+        mutate(lambda o: annotations(o).__setitem__(f"{D}/signature_2", annotations(o).pop(f"{D}/signature"))),
+        None,
+        "unsigned",
+    ),
+    (
+        "annotations-not-a-map",
+        mutate(lambda o: o["metadata"].__setitem__("annotations", ["x"])),
+        None,
+        "malformed-message",
+    ),
     ("metadata-not-a-map", {"apiVersion": "v1", "kind": "ConfigMap", "metadata": "x"}, None, "malformed-message"),
 ]
 
@@ -165,7 +228,9 @@ def test_numbering_gap_with_a_valid_first_signature_names_the_unread_one() -> No
 def test_messages_say_what_differs() -> None:
     obj = mutate(lambda o: o["spec"]["template"]["spec"]["containers"][0].__setitem__("image", "nginx:latest"))
     result = check(obj)
-    assert "spec.template.spec.containers.0.image differs: signed 'nginx:1.25', admitted 'nginx:latest'" in result.message
+    assert (
+        "spec.template.spec.containers.0.image differs: signed 'nginx:1.25', admitted 'nginx:latest'" in result.message
+    )
     assert [d.to_dict() for d in result.diff] == [
         {"key": "spec.template.spec.containers.0.image", "values": {"before": "nginx:1.25", "after": "nginx:latest"}}
     ]
@@ -176,7 +241,10 @@ def test_ignore_fields_are_anchored() -> None:
     obj = mutate(lambda o: o["metadata"]["labels"].__setitem__("modes", "x"))
     assert check(obj, pol(ignoreFields=[{"fields": ["metadata.labels.mode"]}])).reason == "content-mismatch"
     assert check(obj, pol(ignoreFields=[{"fields": ["metadata.labels.modes"]}])).reason == "verified"
-    assert check(obj, pol(ignoreFields=[{"fields": ["metadata.labels.mode"]}], unsafeUnanchoredIgnoreFields=True)).reason == "verified"
+    assert (
+        check(obj, pol(ignoreFields=[{"fields": ["metadata.labels.mode"]}], unsafeUnanchoredIgnoreFields=True)).reason
+        == "verified"
+    )
 
 
 def test_ignore_fields_scoped_to_objects() -> None:
@@ -214,7 +282,14 @@ def test_generate_name_objects_match_on_generate_name() -> None:
 
 def test_server_side_fields_are_masked_by_default_profile() -> None:
     obj = signed_cm()
-    obj["metadata"].update({"uid": "u", "resourceVersion": "1", "creationTimestamp": "2024-01-01T00:00:00Z", "managedFields": [{"manager": "kubectl"}]})
+    obj["metadata"].update(
+        {
+            "uid": "u",
+            "resourceVersion": "1",
+            "creationTimestamp": "2024-01-01T00:00:00Z",
+            "managedFields": [{"manager": "kubectl"}],
+        }
+    )
     obj["status"] = {"anything": True}
     assert check(obj).reason == "verified"
     assert check(obj, pol(defaults=[])).reason == "content-mismatch"
@@ -226,7 +301,10 @@ def test_unknown_envelope_annotations_are_not_masked() -> None:
     annotations(obj)[f"{D}/resourceBundleRef"] = "registry/evil"
     result = check(obj)
     assert result.reason == "content-mismatch"
-    assert {d.key for d in result.diff} == {f"metadata.annotations.{D}/signatureX", f"metadata.annotations.{D}/resourceBundleRef"}
+    assert {d.key for d in result.diff} == {
+        f"metadata.annotations.{D}/signatureX",
+        f"metadata.annotations.{D}/resourceBundleRef",
+    }
 
 
 def test_custom_annotation_domain() -> None:
@@ -270,27 +348,56 @@ def test_in_scope_objects() -> None:
 
 def test_skip_objects() -> None:
     result = check(deployment(), pol(skipObjects=[{"kind": "Deployment", "name": "we*"}]), **USER)
-    assert (result.allowed, result.reason, result.profile, result.traffic_class) == (True, "skipped-object", "policy", "app-profile")
+    assert (result.allowed, result.reason, result.profile, result.traffic_class) == (
+        True,
+        "skipped-object",
+        "policy",
+        "app-profile",
+    )
 
 
 def test_skip_users_policy_and_common_profile() -> None:
     p = pol(skipUsers=[{"users": ["system:serviceaccount:shop:operator"], "objects": [{"kind": "Deployment"}]}])
     by_operator = check(deployment(), p, operation="UPDATE", username="system:serviceaccount:shop:operator")
-    assert (by_operator.reason, by_operator.profile, by_operator.traffic_class) == ("skipped-user", "policy", "app-profile")
-    assert check(configmap(), p, operation="UPDATE", username="system:serviceaccount:shop:operator").reason == "unsigned"
+    assert (by_operator.reason, by_operator.profile, by_operator.traffic_class) == (
+        "skipped-user",
+        "policy",
+        "app-profile",
+    )
+    assert (
+        check(configmap(), p, operation="UPDATE", username="system:serviceaccount:shop:operator").reason == "unsigned"
+    )
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-abc", "namespace": "shop"}}
     by_rs = check(pod, p, operation="CREATE", username="system:serviceaccount:kube-system:replicaset-controller")
     assert (by_rs.reason, by_rs.profile, by_rs.traffic_class) == ("skipped-user", "common", "common-profile")
-    assert check(pod, pol(defaults=["k8s-manifest-sigstore"]), operation="CREATE", username="system:serviceaccount:kube-system:replicaset-controller").reason == "unsigned"
+    assert (
+        check(
+            pod,
+            pol(defaults=["k8s-manifest-sigstore"]),
+            operation="CREATE",
+            username="system:serviceaccount:kube-system:replicaset-controller",
+        ).reason
+        == "unsigned"
+    )
     # a controller outside its own objects is verified like anyone else
-    assert check(configmap(), p, operation="CREATE", username="system:serviceaccount:kube-system:replicaset-controller").reason == "unsigned"
+    assert (
+        check(
+            configmap(), p, operation="CREATE", username="system:serviceaccount:kube-system:replicaset-controller"
+        ).reason
+        == "unsigned"
+    )
 
 
 def test_skip_users_by_group_and_all_criteria_must_hold() -> None:
     p = pol(skipUsers=[{"users": ["bob"], "groups": ["ops"]}])
     assert check(deployment(), p, operation="UPDATE", username="bob", groups=("ops",)).reason == "skipped-user"
     assert check(deployment(), p, operation="UPDATE", username="bob", groups=("dev",)).reason == "unsigned"
-    assert check(deployment(), pol(skipUsers=[{"groups": ["ops"]}]), operation="UPDATE", username="eve", groups=("ops",)).reason == "skipped-user"
+    assert (
+        check(
+            deployment(), pol(skipUsers=[{"groups": ["ops"]}]), operation="UPDATE", username="eve", groups=("ops",)
+        ).reason
+        == "skipped-user"
+    )
 
 
 def test_audit_reviews_are_verified_without_skip_users() -> None:
@@ -306,7 +413,15 @@ def test_common_profile_out_of_scope_kinds() -> None:
 
 
 def test_admission_request_fixture_shape() -> None:
-    rv = Review.from_admission({"operation": "CREATE", "userInfo": {"username": "u", "groups": ["g"]}, "object": signed_cm(), "namespace": "ns", "dryRun": False})
+    rv = Review.from_admission(
+        {
+            "operation": "CREATE",
+            "userInfo": {"username": "u", "groups": ["g"]},
+            "object": signed_cm(),
+            "namespace": "ns",
+            "dryRun": False,
+        }
+    )
     assert decide(rv, pol()).reason == "verified"
 
 
@@ -321,7 +436,15 @@ def test_admission_request_fixture_shape() -> None:
         {"object": {}, "namespace": 5},
         "review",
     ],
-    ids=["object-list", "userinfo-string", "groups-string", "dryrun-string", "bad-operation", "namespace-int", "not-a-map"],
+    ids=[
+        "object-list",
+        "userinfo-string",
+        "groups-string",
+        "dryrun-string",
+        "bad-operation",
+        "namespace-int",
+        "not-a-map",
+    ],
 )
 def test_reviews_of_the_wrong_shape_are_refused(bad: Any) -> None:
     from provider.errors import RequestError

@@ -77,7 +77,16 @@ def load(recipe_dir: Path | None = None) -> list[CorpusFile]:
         recipe = bool(entry.get("recipe", False))
         base = recipe_dir if recipe and recipe_dir is not None else HERE
         files.append(
-            CorpusFile(entry["name"], entry["as"], entry["reason"], entry["what"], entry.get("says", ""), entry.get("cli"), recipe, base / entry["name"])
+            CorpusFile(
+                entry["name"],
+                entry["as"],
+                entry["reason"],
+                entry["what"],
+                entry.get("says", ""),
+                entry.get("cli"),
+                recipe,
+                base / entry["name"],
+            )
         )
     return files
 
@@ -171,7 +180,9 @@ def gatekeeper_key(item: CorpusFile) -> str:
 
 
 def provider_request(keys: list[str]) -> bytes:
-    return json.dumps({"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": keys}}).encode()
+    return json.dumps(
+        {"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": keys}}
+    ).encode()
 
 
 def gatekeeper_body(item: CorpusFile) -> bytes:
@@ -188,7 +199,9 @@ def kyverno_body(item: CorpusFile) -> bytes:
 def admission_review_file(item: CorpusFile, directory: Path) -> Path:
     """For the CLI: the review file wrapped in an AdmissionReview, its bytes kept as they are."""
     path = directory / f"admission-review-{item.name}"
-    path.write_bytes(b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": ' + item.data() + b"}\n")
+    path.write_bytes(
+        b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": ' + item.data() + b"}\n"
+    )
     return path
 
 

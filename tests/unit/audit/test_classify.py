@@ -71,7 +71,10 @@ def test_real_log_table_with_the_common_profile_alone() -> None:
     assert report["total"] == 1137
     assert report["classes"] == REAL_LOG_TABLE
     assert summary.malformed == 0 and not summary.skipped
-    assert report["by"]["user"]["kubernetes-admin"] == {"total": 23, "classes": {**dict.fromkeys(TRAFFIC_CLASSES, 0), "unprocessed": 22, "invalid-signature": 1}}
+    assert report["by"]["user"]["kubernetes-admin"] == {
+        "total": 23,
+        "classes": {**dict.fromkeys(TRAFFIC_CLASSES, 0), "unprocessed": 22, "invalid-signature": 1},
+    }
     assert sum(row["total"] for row in report["by"]["namespace"].values()) == 1137
     assert report["by"]["kind"]["Lease"]["classes"]["out-of-scope"] == 548
     top = report["topUnprocessed"]
@@ -100,24 +103,77 @@ def test_each_class() -> None:
     other_key = Policy.from_dict({"keys": [public_key_pem(make_key("ecdsa-p256", 7))]})
     app = policy(skipUsers=[{"users": ["system:serviceaccount:shop:operator"], "objects": [{"namespace": "shop"}]}])
     cases = [
-        (event(body={"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"}}, resource="events"), None, "out-of-scope", "out-of-scope"),
-        (event(body=configmap("x", "ns"), requestURI="/api/v1/namespaces/ns/configmaps?dryRun=All"), None, "out-of-scope", "dry-run-request"),
-        (event(body=configmap("x", "ns"), user="system:serviceaccount:kube-system:replicaset-controller"), None, "unprocessed", "unsigned"),
-        (event(body={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}, resource="pods", user="system:serviceaccount:kube-system:replicaset-controller"), None, "common-profile", "skipped-user"),
-        (event(body=configmap("x", "shop"), namespace="shop", user="system:serviceaccount:shop:operator"), app, "app-profile", "skipped-user"),
-        (event(body=configmap("x", "shop"), namespace="shop"), policy(skipObjects=[{"kind": "ConfigMap", "name": "x"}]), "app-profile", "skipped-object"),
+        (
+            event(body={"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"}}, resource="events"),
+            None,
+            "out-of-scope",
+            "out-of-scope",
+        ),
+        (
+            event(body=configmap("x", "ns"), requestURI="/api/v1/namespaces/ns/configmaps?dryRun=All"),
+            None,
+            "out-of-scope",
+            "dry-run-request",
+        ),
+        (
+            event(body=configmap("x", "ns"), user="system:serviceaccount:kube-system:replicaset-controller"),
+            None,
+            "unprocessed",
+            "unsigned",
+        ),
+        (
+            event(
+                body={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}},
+                resource="pods",
+                user="system:serviceaccount:kube-system:replicaset-controller",
+            ),
+            None,
+            "common-profile",
+            "skipped-user",
+        ),
+        (
+            event(body=configmap("x", "shop"), namespace="shop", user="system:serviceaccount:shop:operator"),
+            app,
+            "app-profile",
+            "skipped-user",
+        ),
+        (
+            event(body=configmap("x", "shop"), namespace="shop"),
+            policy(skipObjects=[{"kind": "ConfigMap", "name": "x"}]),
+            "app-profile",
+            "skipped-object",
+        ),
         (event(body=signed, namespace="shop", name="app-config"), None, "valid-signature", "verified"),
         (event(body=tampered, namespace="shop", name="app-config"), None, "invalid-signature", "content-mismatch"),
         (event(body=signed, namespace="shop", name="app-config"), other_key, "invalid-signature", "signature-invalid"),
         (event(body=configmap("x", "ns")), None, "unprocessed", "unsigned"),
-        (event("delete", resource="namespaces", namespace="", name="shop"), None, "unprocessed", "unverifiable-operation"),
-        (event("delete", resource="pods", user="system:node:n1", groups=("system:nodes",)), None, "common-profile", "skipped-user"),
-        (event("deletecollection", resource="leases", group="coordination.k8s.io", name="", user="alice"), None, "out-of-scope", "out-of-scope"),
+        (
+            event("delete", resource="namespaces", namespace="", name="shop"),
+            None,
+            "unprocessed",
+            "unverifiable-operation",
+        ),
+        (
+            event("delete", resource="pods", user="system:node:n1", groups=("system:nodes",)),
+            None,
+            "common-profile",
+            "skipped-user",
+        ),
+        (
+            event("deletecollection", resource="leases", group="coordination.k8s.io", name="", user="alice"),
+            None,
+            "out-of-scope",
+            "out-of-scope",
+        ),
         (event(body=["not", "an", "object"], resource="configmaps"), None, "invalid-signature", "request-invalid"),
     ]
     for data, pol, traffic_class, reason in cases:
         v = verdict(data, pol)
-        assert (v.traffic_class, v.result.reason) == (traffic_class, reason), (data["verb"], data["objectRef"], v.result.message)
+        assert (v.traffic_class, v.result.reason) == (traffic_class, reason), (
+            data["verb"],
+            data["objectRef"],
+            v.result.message,
+        )
 
 
 def test_patches_by_signature() -> None:
@@ -132,14 +188,25 @@ def test_patches_by_signature() -> None:
     v = verdict(event("patch", body={"data": {"mode": "debug"}}, namespace="shop", name="app-config"))
     assert (v.traffic_class, v.result.reason, v.evidence) == ("unprocessed", "unsigned", "patch")
     # ... and by a controller on its own objects: the common profile
-    v = verdict(event("patch", resource="pods", body={"metadata": {"finalizers": None}}, user="system:serviceaccount:kube-system:job-controller"))
+    v = verdict(
+        event(
+            "patch",
+            resource="pods",
+            body={"metadata": {"finalizers": None}},
+            user="system:serviceaccount:kube-system:job-controller",
+        )
+    )
     assert (v.traffic_class, v.kind) == ("common-profile", "Pod")
 
 
 def test_writes_without_a_body_are_counted_only_when_the_body_does_not_matter() -> None:
     v = classify(event("create", resource="leases", group="coordination.k8s.io", level="Metadata"))
     assert isinstance(v, Classified) and v.traffic_class == "out-of-scope"
-    v = classify(event("create", resource="pods", user="system:serviceaccount:kube-system:replicaset-controller", level="Metadata"))
+    v = classify(
+        event(
+            "create", resource="pods", user="system:serviceaccount:kube-system:replicaset-controller", level="Metadata"
+        )
+    )
     assert isinstance(v, Classified) and v.traffic_class == "common-profile"
     skipped = classify(event("create", level="Metadata"))
     assert isinstance(skipped, Skipped) and skipped.why == "no-body"
@@ -162,7 +229,17 @@ def test_events_that_are_not_admission_requests_are_skipped(data: dict[str, Any]
 
 
 def test_events_lines() -> None:
-    v = verdict(event("update", resource="deployments", group="apps", subresource="status", name="web", body={"kind": "Deployment", "apiVersion": "apps/v1", "metadata": {"name": "web"}}, user="system:serviceaccount:kube-system:deployment-controller"))
+    v = verdict(
+        event(
+            "update",
+            resource="deployments",
+            group="apps",
+            subresource="status",
+            name="web",
+            body={"kind": "Deployment", "apiVersion": "apps/v1", "metadata": {"name": "web"}},
+            user="system:serviceaccount:kube-system:deployment-controller",
+        )
+    )
     assert v.to_dict() == {
         "auditID": "id-update-deployments-web",
         "user": "system:serviceaccount:kube-system:deployment-controller",
@@ -232,11 +309,29 @@ def app_log() -> io.BytesIO:
     roamer = "system:serviceaccount:shop:roamer"
     return jsonl(
         event(body=configmap("a", "shop"), namespace="shop", user=operator),
-        event("patch", resource="deployments", group="apps", name="web", namespace="shop", body={"spec": {"replicas": 2}}, user=operator),
-        event(body={"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"}}, resource="events", namespace="shop", user=operator),
+        event(
+            "patch",
+            resource="deployments",
+            group="apps",
+            name="web",
+            namespace="shop",
+            body={"spec": {"replicas": 2}},
+            user=operator,
+        ),
+        event(
+            body={"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"}},
+            resource="events",
+            namespace="shop",
+            user=operator,
+        ),
         event(body=configmap("b", "shop"), namespace="shop", user=roamer),
         event(body=configmap("c", "data"), namespace="data", user=roamer),
-        event(body={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}, resource="pods", namespace="shop", user="system:serviceaccount:shop:quiet"),
+        event(
+            body={"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}},
+            resource="pods",
+            namespace="shop",
+            user="system:serviceaccount:shop:quiet",
+        ),
         event(body=configmap("d", "shop"), namespace="shop", user="system:serviceaccount:shop:*"),
         event(body=configmap("e", "x"), namespace="x", user="alice"),
     )
@@ -248,11 +343,18 @@ QUIET = {"users": ["system:serviceaccount:shop:quiet"]}  # already in the applic
 def test_suggestions_for_service_accounts_in_their_own_namespace() -> None:
     summary = run_log(policy(skipUsers=[QUIET]), app_log())
     found = {s.username: s for s in suggestions(summary)}
-    assert set(found) == {"system:serviceaccount:shop:operator", "system:serviceaccount:shop:roamer", "system:serviceaccount:shop:*"}
+    assert set(found) == {
+        "system:serviceaccount:shop:operator",
+        "system:serviceaccount:shop:roamer",
+        "system:serviceaccount:shop:*",
+    }
     entry = found["system:serviceaccount:shop:operator"].entry
     assert entry is not None
     assert entry["users"] == ["system:serviceaccount:shop:operator"]
-    assert entry["objects"] == [{"namespace": "shop", "group": "-", "kind": "ConfigMap"}, {"namespace": "shop", "group": "apps", "kind": "Deployment"}]
+    assert entry["objects"] == [
+        {"namespace": "shop", "group": "-", "kind": "ConfigMap"},
+        {"namespace": "shop", "group": "apps", "kind": "Deployment"},
+    ]
     assert entry["operations"] == ["CREATE", "UPDATE"]
     assert found["system:serviceaccount:shop:roamer"].entry is None
     assert "outside namespace shop" in found["system:serviceaccount:shop:roamer"].note
@@ -300,7 +402,12 @@ def test_suggestion_tracking_is_bounded() -> None:
     classifier = Classifier(pol)
     for data in [
         event(body=configmap("a", "shop"), namespace="shop", user="system:serviceaccount:shop:one"),
-        event(body={"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}}, resource="secrets", namespace="shop", user="system:serviceaccount:shop:one"),
+        event(
+            body={"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}},
+            resource="secrets",
+            namespace="shop",
+            user="system:serviceaccount:shop:one",
+        ),
         event(body=configmap("a", "shop"), namespace="shop", user="system:serviceaccount:shop:two"),
     ]:
         summary.add(classifier.classify(parse_event(data)))

@@ -74,7 +74,10 @@ def test_python_heap_stays_flat_once_the_bounded_structures_are_full() -> None:
     assert summary.total == 10_000
     assert not summary.unprocessed.exact and summary.accounts_untracked > 0
     growth = marks[10_000] - marks[2_500]
-    print(f"\nheap after 2,500 events {marks[2_500] / 1024:.0f} KiB, after 10,000 {marks[10_000] / 1024:.0f} KiB", file=sys.stderr)
+    print(
+        f"\nheap after 2,500 events {marks[2_500] / 1024:.0f} KiB, after 10,000 {marks[10_000] / 1024:.0f} KiB",
+        file=sys.stderr,
+    )
     assert growth < 32 * 1024, f"the heap grew by {growth} bytes over 7,500 events"
 
 
@@ -87,6 +90,9 @@ def test_cli_peak_rss_is_independent_of_the_log_length(tmp_path: Path) -> None:
         seconds, rss_kib, code = module.run(count, str(policy))
         assert code == 1
         figures[count] = rss_kib
-        print(f"\n{count} events: {seconds:.1f} s, {count / seconds:.0f} events/s, peak RSS {rss_kib / 1024:.1f} MiB", file=sys.stderr)
+        print(
+            f"\n{count} events: {seconds:.1f} s, {count / seconds:.0f} events/s, peak RSS {rss_kib / 1024:.1f} MiB",
+            file=sys.stderr,
+        )
     # Every cap (10,000 groups, triples, accounts) is reached by 40,000 events; a longer log may not cost more.
     assert figures[120_000] - figures[45_000] < 8 * 1024, figures

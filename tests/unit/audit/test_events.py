@@ -50,9 +50,19 @@ def test_reads_the_real_log_completely() -> None:
 
 def test_malformed_lines_are_reported_and_reading_goes_on() -> None:
     good = json.dumps(event()).encode()
-    stream = io.BytesIO(b"\n".join([b"{not json", good, b"[1, 2]", b"", b"   ", b'{"kind": "Event"}', b'{"a": 1, "a": 2}', good]) + b"\n")
+    stream = io.BytesIO(
+        b"\n".join([b"{not json", good, b"[1, 2]", b"", b"   ", b'{"kind": "Event"}', b'{"a": 1, "a": 2}', good])
+        + b"\n"
+    )
     items = list(read_events(stream))
-    assert [type(i).__name__ for i in items] == ["Malformed", "AuditEvent", "Malformed", "Malformed", "Malformed", "AuditEvent"]
+    assert [type(i).__name__ for i in items] == [
+        "Malformed",
+        "AuditEvent",
+        "Malformed",
+        "Malformed",
+        "Malformed",
+        "AuditEvent",
+    ]
     lines = [i.line for i in items]
     assert lines == [1, 2, 3, 6, 7, 8]
     messages = [i.message for i in items if isinstance(i, Malformed)]
@@ -90,7 +100,17 @@ def test_last_line_without_newline_and_gzip_streams() -> None:
         ({**event(), "auditID": {}}, "event.auditID"),
         ({**event(), "impersonatedUser": {"username": 5}}, "impersonatedUser.username"),
     ],
-    ids=["not-event", "wrong-api-version", "verb-type", "no-username", "groups-type", "objectref-type", "resource-type", "auditid-type", "impersonated-type"],
+    ids=[
+        "not-event",
+        "wrong-api-version",
+        "verb-type",
+        "no-username",
+        "groups-type",
+        "objectref-type",
+        "resource-type",
+        "auditid-type",
+        "impersonated-type",
+    ],
 )
 def test_event_shape_is_checked(data: dict[str, Any], message: str) -> None:
     with pytest.raises(RequestError, match=message):
@@ -98,16 +118,33 @@ def test_event_shape_is_checked(data: dict[str, Any], message: str) -> None:
 
 
 def test_event_fields() -> None:
-    e = parse_event(event("patch", resource="deployments", group="apps", subresource="scale", body={"spec": {"replicas": 3}},
-                          requestURI="/apis/apps/v1/namespaces/ns/deployments/cm/scale?dryRun=All&fieldManager=kubectl"))
-    assert (e.verb, e.resource_path, e.group, e.version, e.namespace, e.name) == ("patch", "deployments/scale", "apps", "v1", "ns", "cm")
+    e = parse_event(
+        event(
+            "patch",
+            resource="deployments",
+            group="apps",
+            subresource="scale",
+            body={"spec": {"replicas": 3}},
+            requestURI="/apis/apps/v1/namespaces/ns/deployments/cm/scale?dryRun=All&fieldManager=kubectl",
+        )
+    )
+    assert (e.verb, e.resource_path, e.group, e.version, e.namespace, e.name) == (
+        "patch",
+        "deployments/scale",
+        "apps",
+        "v1",
+        "ns",
+        "cm",
+    )
     assert e.dry_run and e.operation == "UPDATE"
     assert e.received is not None and e.received.year == 2026
     assert not parse_event(event(requestURI="/api/v1/namespaces/ns/configmaps?fieldManager=dryRun")).dry_run
 
 
 def test_impersonation_is_what_admission_sees() -> None:
-    e = parse_event(event(impersonatedUser={"username": "system:serviceaccount:ns:app", "groups": ["system:serviceaccounts"]}))
+    e = parse_event(
+        event(impersonatedUser={"username": "system:serviceaccount:ns:app", "groups": ["system:serviceaccounts"]})
+    )
     assert (e.username, e.groups) == ("system:serviceaccount:ns:app", ("system:serviceaccounts",))
 
 
@@ -150,7 +187,9 @@ def test_kinds_of_builtin_resources_and_subresources() -> None:
     assert len(BUILTIN_KINDS) > 60
     target = kinds.target(parse_event(event("update", resource="deployments", group="apps", subresource="scale")))
     assert (target["apiVersion"], target["kind"]) == ("autoscaling/v1", "Scale")
-    target = kinds.target(parse_event(event("patch", resource="nodes", subresource="status", namespace="", name="node-1")))
+    target = kinds.target(
+        parse_event(event("patch", resource="nodes", subresource="status", namespace="", name="node-1"))
+    )
     assert target == {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}}
 
 
@@ -165,7 +204,13 @@ def test_kinds_of_custom_resources_are_learned_from_the_log_within_a_bound() -> 
     assert kinds.kind_of("other.io", "gadgets") == kinds.kind_of("example.com", "gizmos") == ""
     # subresources and patches name other kinds or none
     kinds = KindIndex()
-    kinds.learn(parse_event(event("create", resource="widgets", group="example.com", subresource="scale", body={**widget, "kind": "Scale"})))
+    kinds.learn(
+        parse_event(
+            event(
+                "create", resource="widgets", group="example.com", subresource="scale", body={**widget, "kind": "Scale"}
+            )
+        )
+    )
     kinds.learn(parse_event(event("patch", resource="widgets", group="example.com", body=widget)))
     assert kinds.kind_of("example.com", "widgets") == ""
 
@@ -177,13 +222,32 @@ def test_create_and_update_review_the_request_body() -> None:
     cm = configmap("cm", "ns")
     review, evidence = review_of(event("create", body=cm))
     assert evidence == "object"
-    assert (review.object, review.operation, review.username, review.namespace, review.name) == (cm, "CREATE", "alice", "ns", "cm")
-    review, _ = review_of(event("update", resource="deployments", group="apps", subresource="status", body={"metadata": {"name": "cm"}}))
-    assert (review.object["kind"], review.object["apiVersion"], review.sub_resource) == ("Deployment", "apps/v1", "status")
+    assert (review.object, review.operation, review.username, review.namespace, review.name) == (
+        cm,
+        "CREATE",
+        "alice",
+        "ns",
+        "cm",
+    )
+    review, _ = review_of(
+        event("update", resource="deployments", group="apps", subresource="status", body={"metadata": {"name": "cm"}})
+    )
+    assert (review.object["kind"], review.object["apiVersion"], review.sub_resource) == (
+        "Deployment",
+        "apps/v1",
+        "status",
+    )
 
 
 def test_deletes_review_the_identity_of_what_they_remove() -> None:
-    review, evidence = review_of(event("delete", resource="pods", name="web-1", body={"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/__internal"}))
+    review, evidence = review_of(
+        event(
+            "delete",
+            resource="pods",
+            name="web-1",
+            body={"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/__internal"},
+        )
+    )
     assert evidence == "identity"
     assert review.object is None and review.operation == "DELETE"
     assert review.old_object == {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1", "namespace": "ns"}}
@@ -213,16 +277,40 @@ def test_dry_run_requests_stay_dry_run() -> None:
         ({"a": [1, 2]}, {"a": [3]}, {"a": [3]}),
         ({"a": 1}, {"$retainKeys": ["a"], "$patch": "replace"}, {"a": 1}),
         (
-            {"c": [{"name": "web", "image": "nginx:1.25", "ports": [{"containerPort": 80}]}, {"name": "side", "image": "s"}]},
+            {
+                "c": [
+                    {"name": "web", "image": "nginx:1.25", "ports": [{"containerPort": 80}]},
+                    {"name": "side", "image": "s"},
+                ]
+            },
             {"$setElementOrder/c": [{"name": "web"}, {"name": "side"}], "c": [{"name": "web", "image": "nginx:1.27"}]},
-            {"c": [{"name": "web", "image": "nginx:1.27", "ports": [{"containerPort": 80}]}, {"name": "side", "image": "s"}]},
+            {
+                "c": [
+                    {"name": "web", "image": "nginx:1.27", "ports": [{"containerPort": 80}]},
+                    {"name": "side", "image": "s"},
+                ]
+            },
         ),
-        ({"c": [{"name": "a"}, {"name": "b"}]}, {"c": [{"name": "b", "$patch": "delete"}, {"name": "z"}]}, {"c": [{"name": "a"}, {"name": "z"}]}),
+        (
+            {"c": [{"name": "a"}, {"name": "b"}]},
+            {"c": [{"name": "b", "$patch": "delete"}, {"name": "z"}]},
+            {"c": [{"name": "a"}, {"name": "z"}]},
+        ),
         ({"c": [{"name": "a"}, {"port": 1}]}, {"c": [{"name": "x"}]}, {"c": [{"name": "x"}]}),
         ({"a": "scalar"}, {"a": {"b": 1}}, {"a": {"b": 1}}),
         ("not a mapping", {"a": 1}, {"a": 1}),
     ],
-    ids=["nested-merge", "null-removes", "list-replaced", "directives-dropped", "merge-by-name", "delete-directive", "no-common-key", "scalar-to-map", "base-not-mapping"],
+    ids=[
+        "nested-merge",
+        "null-removes",
+        "list-replaced",
+        "directives-dropped",
+        "merge-by-name",
+        "delete-directive",
+        "no-common-key",
+        "scalar-to-map",
+        "base-not-mapping",
+    ],
 )
 def test_apply_patch(base: Any, patch: Any, expected: Any) -> None:
     before = json.dumps(base)
@@ -231,12 +319,28 @@ def test_apply_patch(base: Any, patch: Any, expected: Any) -> None:
 
 
 def test_a_plain_patch_is_applied_to_the_identity() -> None:
-    review, evidence = review_of(event("patch", resource="deployments", group="apps", name="web", body={"spec": {"replicas": 4}}))
+    review, evidence = review_of(
+        event("patch", resource="deployments", group="apps", name="web", body={"spec": {"replicas": 4}})
+    )
     assert evidence == "patch"
-    assert review.object == {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "ns"}, "spec": {"replicas": 4}}
+    assert review.object == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "ns"},
+        "spec": {"replicas": 4},
+    }
     # the URL decides what is patched, whatever the body claims
-    review, _ = review_of(event("patch", name="cm", body={"kind": "Secret", "metadata": {"name": "other", "namespace": "x", "labels": {"a": "b"}}}))
-    assert (review.object["kind"], review.object["metadata"]) == ("ConfigMap", {"name": "cm", "namespace": "ns", "labels": {"a": "b"}})
+    review, _ = review_of(
+        event(
+            "patch",
+            name="cm",
+            body={"kind": "Secret", "metadata": {"name": "other", "namespace": "x", "labels": {"a": "b"}}},
+        )
+    )
+    assert (review.object["kind"], review.object["metadata"]) == (
+        "ConfigMap",
+        {"name": "cm", "namespace": "ns", "labels": {"a": "b"}},
+    )
     # a JSON patch (operations) cannot be applied without the stored object
     review, _ = review_of(event("patch", body=[{"op": "replace", "path": "/data/key", "value": "x"}]))
     assert review.object == {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "ns"}}
@@ -249,7 +353,9 @@ def test_a_patch_carrying_a_signature_is_applied_to_the_document_it_signs() -> N
     assert review.object["data"] == {"key": "value", "other": "kept"}
     assert review.object["metadata"]["annotations"] == annotations
     # a message that is not one cannot be a base: the identity is
-    review, _ = review_of(event("patch", body={"metadata": {"annotations": {f"{DOMAIN}/message": "!!"}}, "data": {"k": "v"}}))
+    review, _ = review_of(
+        event("patch", body={"metadata": {"annotations": {f"{DOMAIN}/message": "!!"}}, "data": {"k": "v"}})
+    )
     assert review.object["data"] == {"k": "v"}
     # nor is a document signed for another object
     review, _ = review_of(event("patch", name="other", body={"metadata": {"annotations": annotations}}))
@@ -257,8 +363,14 @@ def test_a_patch_carrying_a_signature_is_applied_to_the_document_it_signs() -> N
 
 
 def test_reviews_carry_the_requester() -> None:
-    review, _ = review_of(event(body=configmap(), user="system:node:n1", groups=("system:nodes", "system:authenticated")))
-    assert (review.username, review.groups, review.is_audit) == ("system:node:n1", ("system:nodes", "system:authenticated"), False)
+    review, _ = review_of(
+        event(body=configmap(), user="system:node:n1", groups=("system:nodes", "system:authenticated"))
+    )
+    assert (review.username, review.groups, review.is_audit) == (
+        "system:node:n1",
+        ("system:nodes", "system:authenticated"),
+        False,
+    )
     e = replace(parse_event(event(body=configmap())), namespace="")
     built = to_review(e, KindIndex(), domain=DOMAIN)
     assert built is not None and built[0].namespace is None

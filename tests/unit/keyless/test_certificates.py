@@ -53,11 +53,16 @@ def _authority(name: str, intermediate: CA, valid_for: dict[str, str]) -> dict[s
 
 def rotated_root() -> dict[str, Any]:
     document = WORLD.trusted_root()
-    document["certificateAuthorities"] = [_authority("ca-a", INTERMEDIATE_A, RETIRED), _authority("ca-b", INTERMEDIATE_B, CURRENT)]
+    document["certificateAuthorities"] = [
+        _authority("ca-a", INTERMEDIATE_A, RETIRED),
+        _authority("ca-b", INTERMEDIATE_B, CURRENT),
+    ]
     return document
 
 
-POLICY = Policy.from_dict({"signers": [{"subject": "jane@example.com", "issuer": GOOGLE}], "trustedRoot": rotated_root()})
+POLICY = Policy.from_dict(
+    {"signers": [{"subject": "jane@example.com", "issuer": GOOGLE}], "trustedRoot": rotated_root()}
+)
 
 
 def signed(issuer: CA, *, sent: tuple[CA, ...] = (), logged: datetime = SIGNED_AT) -> dict[str, Any]:
@@ -95,7 +100,10 @@ REFUSED = [
     ("retired-ca-with-its-intermediate-sent", lambda: signed(INTERMEDIATE_A, sent=(INTERMEDIATE_A,))),
     ("retired-ca-with-its-whole-chain-sent", lambda: signed(INTERMEDIATE_A, sent=(INTERMEDIATE_A, ROOT))),
     # The same hole the other way round: an authority not yet valid, brought in early.
-    ("current-ca-before-its-window-with-its-intermediate-sent", lambda: signed(INTERMEDIATE_B, sent=(INTERMEDIATE_B,), logged=LOGGED_2024)),
+    (
+        "current-ca-before-its-window-with-its-intermediate-sent",
+        lambda: signed(INTERMEDIATE_B, sent=(INTERMEDIATE_B,), logged=LOGGED_2024),
+    ),
     # An intermediate the shared root issued that no authority lists.
     ("unlisted-intermediate-sent", lambda: signed(UNLISTED, sent=(UNLISTED,))),
 ]

@@ -22,12 +22,7 @@ from tests.support.data import UPSTREAM, load_yaml
 
 TRUST = str(UPSTREAM / "trust" / "sigstore-public-good-trusted_root.json")
 EXPECTED = json.loads((UPSTREAM / "expected.json").read_text())
-KEYLESS = [
-    (case, sig)
-    for case in EXPECTED["cases"]
-    for sig in case.get("signatures", [])
-    if sig.get("keyless")
-]
+KEYLESS = [(case, sig) for case in EXPECTED["cases"] for sig in case.get("signatures", []) if sig.get("keyless")]
 KEYLESS_CASES = list({id(case): case for case, _ in KEYLESS}.values())
 
 
@@ -54,7 +49,11 @@ def identity(sig: dict[str, Any]) -> dict[str, str]:
 
 def test_the_fixtures_hold_keyless_signatures() -> None:
     assert len(KEYLESS) == 4
-    assert {sig["san_email"] for _, sig in KEYLESS} == {"hkitahar@redhat.com", "hirokuni.kitahara1@ibm.com", "hirokuni.kitahara1@gmail.com"}
+    assert {sig["san_email"] for _, sig in KEYLESS} == {
+        "hkitahar@redhat.com",
+        "hirokuni.kitahara1@ibm.com",
+        "hirokuni.kitahara1@gmail.com",
+    }
 
 
 @pytest.mark.parametrize("root", [TRUST, None], ids=["interop-trust-root", "shipped-public-good-root"])
@@ -63,7 +62,9 @@ def test_listed_identity_verifies_offline(case: dict[str, Any], sig: dict[str, A
     obj = obj_of(case)
     result = run(obj, identity(sig), root)
     issuer = sig.get("oidc_issuer") or "CN=sigstore,O=sigstore.dev"  # the 2021 certificate carries no OIDC issuer
-    assert result.signers == ({"subject": sig["san_email"], "issuer": issuer, "key": certificate_key(obj, sig["index"])},), result.message
+    assert result.signers == (
+        {"subject": sig["san_email"], "issuer": issuer, "key": certificate_key(obj, sig["index"])},
+    ), result.message
     if case["verify_resource"]["verified"]:
         assert result.reason == "verified"
     else:  # signed by that identity, then modified: the signature holds, the content does not
@@ -82,7 +83,14 @@ def test_listed_identity_verifies_offline(case: dict[str, Any], sig: dict[str, A
         {"subject": "hirokuni.kitahara1@ibm.com", "issuer": "https://accounts.google.com"},
         {"subject": "hirokuni.kitahara1@gmail.com", "issuer": "https://accounts.google.com"},
     ],
-    ids=["stranger", "upstream-e2e-signer", "partial-regexp", "redhat-with-github-issuer", "ibm-with-google-issuer", "gmail-with-any-oidc-issuer"],
+    ids=[
+        "stranger",
+        "upstream-e2e-signer",
+        "partial-regexp",
+        "redhat-with-github-issuer",
+        "ibm-with-google-issuer",
+        "gmail-with-any-oidc-issuer",
+    ],
 )
 def test_any_other_identity_fails(case: dict[str, Any], other: Any) -> None:
     result = run(obj_of(case), other)
@@ -115,7 +123,13 @@ def test_verification_time_does_not_matter() -> None:
 
 def test_both_keyless_signers_with_must_all() -> None:
     (obj,) = load_yaml(UPSTREAM / "manifests" / "cm-plain-keyless-multi-signed.yaml")
-    policy = Policy.from_dict({"signers": ["hkitahar@redhat.com", "hirokuni.kitahara1@ibm.com"], "keyOperation": "MustAll", "trustedRoot": TRUST})
+    policy = Policy.from_dict(
+        {
+            "signers": ["hkitahar@redhat.com", "hirokuni.kitahara1@ibm.com"],
+            "keyOperation": "MustAll",
+            "trustedRoot": TRUST,
+        }
+    )
     result = decide(Review.for_object(obj), policy)
     assert result.reason == "verified"
     assert [s["subject"] for s in result.signers] == ["hkitahar@redhat.com", "hirokuni.kitahara1@ibm.com"]  # type: ignore[index]

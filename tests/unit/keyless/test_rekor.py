@@ -56,7 +56,10 @@ def test_honest_bundle_gives_the_logged_time() -> None:
 
 
 def test_rekord_may_log_the_content_itself() -> None:
-    entry = honest_entry(data={"content": b64(PAYLOAD)}, signature={"format": "x509", "content": b64(SIGNATURE), "publicKey": {"content": b64(pem(CERT))}})
+    entry = honest_entry(
+        data={"content": b64(PAYLOAD)},
+        signature={"format": "x509", "content": b64(SIGNATURE), "publicKey": {"content": b64(pem(CERT))}},
+    )
     entry["kind"] = "rekord"
     assert check(bundle(entry=entry)).kind == "rekord"
 
@@ -70,7 +73,9 @@ def test_canonical_payload_is_rfc8785() -> None:
 
 
 def pkcs_public_key() -> str:
-    return b64(KEY.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    return b64(
+        KEY.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
 
 
 MALFORMED = [
@@ -78,7 +83,11 @@ MALFORMED = [
     ("json-array", lambda: b"[]", "not a JSON object"),
     ("duplicate-key", lambda: b'{"Payload": {}, "Payload": {}}', "duplicate key"),
     ("deeply-nested", lambda: b'{"a":' * 200 + b"1" + b"}" * 200, "nested deeper"),
-    ("unknown-top-field", lambda: reshape(lambda d: d.update(rekorBundle=1)), "expected SignedEntryTimestamp and Payload"),
+    (
+        "unknown-top-field",
+        lambda: reshape(lambda d: d.update(rekorBundle=1)),
+        "expected SignedEntryTimestamp and Payload",
+    ),
     ("missing-payload", lambda: reshape(lambda d: d.pop("Payload")), "expected SignedEntryTimestamp and Payload"),
     ("unknown-payload-field", lambda: reshape(lambda d: d["Payload"].update(inclusionProof={})), "expected body"),
     ("payload-not-object", lambda: reshape(lambda d: d.update(Payload="x")), "not a JSON object"),
@@ -88,7 +97,11 @@ MALFORMED = [
     ("time-negative", lambda: reshape(lambda d: d["Payload"].update(integratedTime=-1)), "integratedTime"),
     ("time-beyond-2-53", lambda: reshape(lambda d: d["Payload"].update(integratedTime=2**53)), "integratedTime"),
     ("index-huge", lambda: reshape(lambda d: d["Payload"].update(logIndex=10**30)), "logIndex"),
-    ("log-id-uppercase", lambda: reshape(lambda d: d["Payload"].update(logID=d["Payload"]["logID"].upper())), "lowercase hex"),
+    (
+        "log-id-uppercase",
+        lambda: reshape(lambda d: d["Payload"].update(logID=d["Payload"]["logID"].upper())),
+        "lowercase hex",
+    ),
     ("log-id-short", lambda: reshape(lambda d: d["Payload"].update(logID="c0d2")), "lowercase hex"),
     ("set-not-base64", lambda: reshape(lambda d: d.update(SignedEntryTimestamp="%%%")), "not valid base64"),
     ("body-not-base64", lambda: reshape(lambda d: d["Payload"].update(body="not base64!")), "not valid base64"),
@@ -98,13 +111,49 @@ MALFORMED = [
     ("kind-intoto", lambda: bundle(entry={**honest_entry(), "kind": "intoto"}), "not hashedrekord/rekord"),
     ("api-version-0.0.2", lambda: bundle(entry={**honest_entry(), "apiVersion": "0.0.2"}), "not hashedrekord/rekord"),
     ("no-spec", lambda: bundle(entry={"apiVersion": "0.0.1", "kind": "hashedrekord"}), "spec is not a JSON object"),
-    ("hash-sha512", lambda: bundle(entry=honest_entry(data={"hash": {"algorithm": "sha512", "value": hashlib.sha512(PAYLOAD).hexdigest()}})), "not a sha256 digest"),
-    ("hash-not-hex", lambda: bundle(entry=honest_entry(data={"hash": {"algorithm": "sha256", "value": "z" * 64}})), "not a sha256 digest"),
+    (
+        "hash-sha512",
+        lambda: bundle(
+            entry=honest_entry(data={"hash": {"algorithm": "sha512", "value": hashlib.sha512(PAYLOAD).hexdigest()}})
+        ),
+        "not a sha256 digest",
+    ),
+    (
+        "hash-not-hex",
+        lambda: bundle(entry=honest_entry(data={"hash": {"algorithm": "sha256", "value": "z" * 64}})),
+        "not a sha256 digest",
+    ),
     ("no-hash-no-content", lambda: bundle(entry=honest_entry(data={})), "neither the hash nor the content"),
-    ("content-of-other-data", lambda: bundle(entry=honest_entry(data={"content": b64(b"other")})), "neither the hash nor the content"),
-    ("signature-missing", lambda: bundle(entry=honest_entry(signature={"publicKey": {"content": b64(pem(CERT))}})), "not a base64 string"),
-    ("public-key-not-certificate", lambda: bundle(entry=honest_entry(signature={"content": b64(SIGNATURE), "publicKey": {"content": pkcs_public_key()}})), "a public key, not a certificate"),
-    ("rekord-pgp-format", lambda: bundle(kind="rekord", entry={**honest_entry(signature={"format": "pgp", "content": b64(SIGNATURE), "publicKey": {"content": b64(pem(CERT))}}), "kind": "rekord"}), "format pgp"),
+    (
+        "content-of-other-data",
+        lambda: bundle(entry=honest_entry(data={"content": b64(b"other")})),
+        "neither the hash nor the content",
+    ),
+    (
+        "signature-missing",
+        lambda: bundle(entry=honest_entry(signature={"publicKey": {"content": b64(pem(CERT))}})),
+        "not a base64 string",
+    ),
+    (
+        "public-key-not-certificate",
+        lambda: bundle(
+            entry=honest_entry(signature={"content": b64(SIGNATURE), "publicKey": {"content": pkcs_public_key()}})
+        ),
+        "a public key, not a certificate",
+    ),
+    (
+        "rekord-pgp-format",
+        lambda: bundle(
+            kind="rekord",
+            entry={
+                **honest_entry(
+                    signature={"format": "pgp", "content": b64(SIGNATURE), "publicKey": {"content": b64(pem(CERT))}}
+                ),
+                "kind": "rekord",
+            },
+        ),
+        "format pgp",
+    ),
 ]
 
 

@@ -34,7 +34,9 @@ NOW = SIGNED_AT + timedelta(days=30)  # long after the ten-minute certificates e
 
 
 def policy(*signers: Any, root: Any = None, **fields: Any) -> Policy:
-    return Policy.from_dict({"signers": list(signers or ["jane@example.com"]), "trustedRoot": root or WORLD.trusted_root(), **fields})
+    return Policy.from_dict(
+        {"signers": list(signers or ["jane@example.com"]), "trustedRoot": root or WORLD.trusted_root(), **fields}
+    )
 
 
 def check(obj: dict[str, Any], pol: Policy | None = None) -> Any:
@@ -66,22 +68,47 @@ def test_keyless_signature_verifies_and_names_the_identity_and_its_key() -> None
     key, cert = WORLD.leaf()
     result = check(WORLD.sign(cm(), key=key, cert=cert))
     assert (result.allowed, result.verified, result.reason) == (True, True, "verified")
-    assert result.signers == ({"subject": "jane@example.com", "issuer": GOOGLE, "key": fingerprint_of(key.public_key())},)
+    assert result.signers == (
+        {"subject": "jane@example.com", "issuer": GOOGLE, "key": fingerprint_of(key.public_key())},
+    )
     assert "signed by jane@example.com" in result.message
 
 
 @pytest.mark.parametrize(
     ("leaf", "signer", "expected"),
     [
-        ({"email": None, "uri": "https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main", "issuer": "https://token.actions.githubusercontent.com"},
-         {"subjectRegExp": r"https://github\.com/org/repo/\.github/workflows/[^@]+@refs/heads/main", "issuer": "https://token.actions.githubusercontent.com"},
-         "https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main"),
-        ({"email": None, "username": "jane", "issuer": "https://oidc.example"}, {"subject": "jane", "issuer": "https://oidc.example"}, "jane"),
+        (
+            {
+                "email": None,
+                "uri": "https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main",
+                "issuer": "https://token.actions.githubusercontent.com",
+            },
+            {
+                "subjectRegExp": r"https://github\.com/org/repo/\.github/workflows/[^@]+@refs/heads/main",
+                "issuer": "https://token.actions.githubusercontent.com",
+            },
+            "https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main",
+        ),
+        (
+            {"email": None, "username": "jane", "issuer": "https://oidc.example"},
+            {"subject": "jane", "issuer": "https://oidc.example"},
+            "jane",
+        ),
         ({"issuer": None, "issuer_v1": GITHUB}, {"subject": "jane@example.com", "issuer": GITHUB}, "jane@example.com"),
-        ({"issuer": GITHUB, "issuer_v1": GITHUB}, {"subject": "jane@example.com", "issuerRegExp": r"https://github\.com/.*"}, "jane@example.com"),
+        (
+            {"issuer": GITHUB, "issuer_v1": GITHUB},
+            {"subject": "jane@example.com", "issuerRegExp": r"https://github\.com/.*"},
+            "jane@example.com",
+        ),
         ({}, {"subjectRegExp": r"[a-z]+@example\.com"}, "jane@example.com"),
     ],
-    ids=["uri-san-regexp", "username-othername", "issuer-v1-extension", "issuer-both-extensions-agree", "subject-regexp-any-issuer"],
+    ids=[
+        "uri-san-regexp",
+        "username-othername",
+        "issuer-v1-extension",
+        "issuer-both-extensions-agree",
+        "subject-regexp-any-issuer",
+    ],
 )
 def test_identity_forms(leaf: dict[str, Any], signer: dict[str, Any], expected: str) -> None:
     key, cert = WORLD.leaf(**leaf)
@@ -100,7 +127,9 @@ def test_second_signature_set_verifies_when_the_first_is_someone_else() -> None:
     key, cert = WORLD.leaf(email="bob@example.com", issuer=GITHUB)
     obj = WORLD.sign(WORLD.sign(cm()), key=key, cert=cert, index=1)
     result = check(obj, policy({"subject": "bob@example.com", "issuer": GITHUB}))
-    assert result.signers == ({"subject": "bob@example.com", "issuer": GITHUB, "key": fingerprint_of(key.public_key())},)
+    assert result.signers == (
+        {"subject": "bob@example.com", "issuer": GITHUB, "key": fingerprint_of(key.public_key())},
+    )
     both = check(obj, policy("jane@example.com", "bob@example.com", keyOperation="MustAll"))
     assert both.reason == "verified" and len(both.signers) == 2
 
@@ -109,9 +138,23 @@ def test_keys_and_signers_count_together_for_threshold() -> None:
     key = make_key()
     (obj,) = sign(cm(), key)
     obj = WORLD.sign(obj, index=1)
-    two = Policy.from_dict({"keys": [public_key_pem(key)], "signers": ["jane@example.com"], "trustedRoot": WORLD.trusted_root(), "threshold": 2})
+    two = Policy.from_dict(
+        {
+            "keys": [public_key_pem(key)],
+            "signers": ["jane@example.com"],
+            "trustedRoot": WORLD.trusted_root(),
+            "threshold": 2,
+        }
+    )
     assert check(obj, two).reason == "verified"
-    other = Policy.from_dict({"keys": [public_key_pem(key)], "signers": ["mallory@example.com"], "trustedRoot": WORLD.trusted_root(), "threshold": 2})
+    other = Policy.from_dict(
+        {
+            "keys": [public_key_pem(key)],
+            "signers": ["mallory@example.com"],
+            "trustedRoot": WORLD.trusted_root(),
+            "threshold": 2,
+        }
+    )
     result = check(obj, other)
     assert result.reason == "key-threshold-not-met"
     assert "mallory@example.com" in result.message
@@ -156,7 +199,9 @@ def not_yet_valid_at_signing() -> dict[str, Any]:
 
 
 def tampered_set() -> dict[str, Any]:
-    return reblob(WORLD.sign(cm()), "bundle", lambda b: b["Payload"].update(integratedTime=b["Payload"]["integratedTime"] - 3600))
+    return reblob(
+        WORLD.sign(cm()), "bundle", lambda b: b["Payload"].update(integratedTime=b["Payload"]["integratedTime"] - 3600)
+    )
 
 
 def set_over_other_bytes() -> dict[str, Any]:
@@ -264,8 +309,16 @@ def test_attack_is_refused(make: Any, reason: str) -> None:
 def test_regexps_must_match_the_whole_value() -> None:
     obj = WORLD.sign(cm())
     assert check(obj, policy({"subjectRegExp": "jane"})).reason == "identity-mismatch"
-    assert check(obj, policy({"subjectRegExp": "jane@example.com", "issuerRegExp": "https://accounts"})).reason == "identity-mismatch"
-    assert check(obj, policy({"subjectRegExp": "jane@example\\.com", "issuerRegExp": "https://accounts\\.google\\.com"})).reason == "verified"
+    assert (
+        check(obj, policy({"subjectRegExp": "jane@example.com", "issuerRegExp": "https://accounts"})).reason
+        == "identity-mismatch"
+    )
+    assert (
+        check(
+            obj, policy({"subjectRegExp": "jane@example\\.com", "issuerRegExp": "https://accounts\\.google\\.com"})
+        ).reason
+        == "verified"
+    )
 
 
 def test_ca_outside_its_trusted_root_window_is_untrusted() -> None:
@@ -318,7 +371,9 @@ PKI_TLS = make_ca("corp-tls-issuing", PKI_ROOT, path_length=0)  # same root, iss
 CORP = "CN=corp-code-signing,O=test.example"
 
 
-def corp_signed(*, not_before: datetime | None = None, chain: bool = True, ca: Any = PKI_ISSUING, **leaf: Any) -> dict[str, Any]:
+def corp_signed(
+    *, not_before: datetime | None = None, chain: bool = True, ca: Any = PKI_ISSUING, **leaf: Any
+) -> dict[str, Any]:
     """Signed with a corporate certificate; like a real signer, it sends its issuing CA along (``chain``)."""
     start = not_before or datetime.now(UTC) - timedelta(days=1)
     leaf = {"email": "build@corp.example", **leaf}
@@ -352,7 +407,13 @@ def test_chain_work_is_bounded() -> None:
     for i in range(6):
         ca = make_ca(f"level-{i}", ca)
         levels.append(ca)
-    key, cert = issue_leaf(ca, not_before=datetime.now(UTC) - timedelta(days=1), lifetime=timedelta(days=30), issuer=None, email="build@corp.example")
+    key, cert = issue_leaf(
+        ca,
+        not_before=datetime.now(UTC) - timedelta(days=1),
+        lifetime=timedelta(days=30),
+        issuer=None,
+        email="build@corp.example",
+    )
     sent = tuple(level.cert for level in reversed(levels))
     too_many = WORLD.sign(cm(), key=key, cert=cert, chain=sent, bundle=False)
     result = decide(Review.for_object(too_many), corp_policy())
@@ -371,15 +432,37 @@ CERT_SIGNER_FAILURES = [
     ("issuing-ca-only-in-the-annotation", corp_signed, (PKI_ROOT,), {}, "certificate-untrusted"),
     # Another CA under the trusted root, sent by the signer: it lends the root nothing.
     ("sibling-ca-sent-in-the-annotation", lambda: corp_signed(ca=PKI_TLS), (), {}, "certificate-untrusted"),
-    ("other-pki", lambda: corp_signed(ca=make_ca("other-issuing", make_ca("other-root"), path_length=0)), (), {}, "certificate-untrusted"),
-    ("keyless-certificate-under-roots", lambda: WORLD.sign(cm()), (), {"subject": "jane@example.com"}, "certificate-untrusted"),
-    ("expired-now", lambda: corp_signed(not_before=datetime.now(UTC) - timedelta(days=400)), (), {}, "certificate-untrusted"),
+    (
+        "other-pki",
+        lambda: corp_signed(ca=make_ca("other-issuing", make_ca("other-root"), path_length=0)),
+        (),
+        {},
+        "certificate-untrusted",
+    ),
+    (
+        "keyless-certificate-under-roots",
+        lambda: WORLD.sign(cm()),
+        (),
+        {"subject": "jane@example.com"},
+        "certificate-untrusted",
+    ),
+    (
+        "expired-now",
+        lambda: corp_signed(not_before=datetime.now(UTC) - timedelta(days=400)),
+        (),
+        {},
+        "certificate-untrusted",
+    ),
     ("wrong-issuing-ca", corp_signed, (), {"issuer": "CN=another-ca,O=test.example"}, "identity-mismatch"),
     ("wrong-subject", corp_signed, (), {"subject": "intern@corp.example"}, "identity-mismatch"),
 ]
 
 
-@pytest.mark.parametrize(("make", "roots", "signer", "reason"), [c[1:] for c in CERT_SIGNER_FAILURES], ids=[c[0] for c in CERT_SIGNER_FAILURES])
+@pytest.mark.parametrize(
+    ("make", "roots", "signer", "reason"),
+    [c[1:] for c in CERT_SIGNER_FAILURES],
+    ids=[c[0] for c in CERT_SIGNER_FAILURES],
+)
 def test_certificate_signer_failures(make: Any, roots: tuple[Any, ...], signer: dict[str, Any], reason: str) -> None:
     result = decide(Review.for_object(make()), corp_policy(*roots, **signer))
     assert (result.allowed, result.reason) == (False, reason), result.message
@@ -394,7 +477,9 @@ def test_sent_intermediates_are_named_as_unused() -> None:
 def test_certificate_signer_never_reads_the_trusted_root() -> None:
     """A policy with only certificate signers works with a trusted root that would not even parse."""
     roots = pem(PKI_ROOT.cert, PKI_ISSUING.cert).decode()
-    pol = Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": roots}], "trustedRoot": "/nonexistent/root.json"})
+    pol = Policy.from_dict(
+        {"signers": [{"subject": "build@corp.example", "roots": roots}], "trustedRoot": "/nonexistent/root.json"}
+    )
     assert decide(Review.for_object(corp_signed()), pol).reason == "verified"
 
 
@@ -415,7 +500,9 @@ def test_bad_roots_are_a_policy_error(roots: str | None, message: str) -> None:
         roots = pem(leaf).decode()
     obj = corp_signed()
     with pytest.raises(PolicyError, match=message):
-        decide(Review.for_object(obj), Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": roots}]}))
+        decide(
+            Review.for_object(obj), Policy.from_dict({"signers": [{"subject": "build@corp.example", "roots": roots}]})
+        )
 
 
 # --- one signer counts once -----------------------------------------------------------------
@@ -428,7 +515,11 @@ def two_names(*, corp: bool) -> tuple[dict[str, Any], Policy, Policy]:
         obj = corp_signed(email="alice.smith@example.com", also=("alice@example.com",))
         roots = pem(PKI_ROOT.cert, PKI_ISSUING.cert).decode()
         entries = [{**entry, "roots": roots} for entry in entries]
-        return obj, Policy.from_dict({"signers": entries, "threshold": 2}), Policy.from_dict({"signers": entries, "keyOperation": "MustAll"})
+        return (
+            obj,
+            Policy.from_dict({"signers": entries, "threshold": 2}),
+            Policy.from_dict({"signers": entries, "keyOperation": "MustAll"}),
+        )
     key, cert = WORLD.leaf(email="alice.smith@example.com", also=("alice@example.com",))
     return WORLD.sign(cm(), key=key, cert=cert), policy(*entries, threshold=2), policy(*entries, keyOperation="MustAll")
 
@@ -465,7 +556,10 @@ def test_one_person_signing_twice_is_one_signer() -> None:
     assert (result.allowed, result.reason) == (False, "key-threshold-not-met"), result.message
     key, cert = WORLD.leaf(email="bob@example.com")
     with_bob = WORLD.sign(obj, key=key, cert=cert, index=2)
-    assert check(with_bob, policy("jane@example.com", {"subjectRegExp": ".*@example\\.com"}, threshold=2)).reason == "verified"
+    assert (
+        check(with_bob, policy("jane@example.com", {"subjectRegExp": ".*@example\\.com"}, threshold=2)).reason
+        == "verified"
+    )
 
 
 def test_keys_certified_for_one_subject_are_one_signer() -> None:
@@ -474,7 +568,9 @@ def test_keys_certified_for_one_subject_are_one_signer() -> None:
     obj = WORLD.sign(cm(), key=k1, cert=WORLD.leaf(key=k1, email="carol@example.com")[1])
     obj = WORLD.sign(obj, key=k2, cert=WORLD.leaf(key=k2, email="carol@example.com")[1], index=1)
     keys = [public_key_pem(k1), public_key_pem(k2)]
-    with_a_signer_entry = Policy.from_dict({"keys": keys, "signers": ["dave@example.com"], "trustedRoot": WORLD.trusted_root(), "threshold": 2})
+    with_a_signer_entry = Policy.from_dict(
+        {"keys": keys, "signers": ["dave@example.com"], "trustedRoot": WORLD.trusted_root(), "threshold": 2}
+    )
     result = check(obj, with_a_signer_entry)
     assert (result.allowed, result.reason) == (False, "key-threshold-not-met"), result.message
     # A policy of keys alone trusts no certificate authority: its certificates prove nothing, each key is a signer.

@@ -47,7 +47,11 @@ def test_inline_and_file_roots_are_one_cached_root(tmp_path: Path) -> None:
 def test_chain_order_does_not_matter() -> None:
     a = load_trusted_root(WORLD.trusted_root())
     b = load_trusted_root(WORLD.trusted_root(root_first=True))
-    assert [c.subject for c in a.authorities[0].anchors] == [c.subject for c in b.authorities[0].anchors] == [WORLD.root.cert.subject]
+    assert (
+        [c.subject for c in a.authorities[0].anchors]
+        == [c.subject for c in b.authorities[0].anchors]
+        == [WORLD.root.cert.subject]
+    )
     assert [c.subject for c in b.authorities[0].intermediates] == [WORLD.intermediate.cert.subject]
 
 
@@ -91,11 +95,27 @@ BAD_ROOTS = [
     ("unknown-field", edited(lambda d: d.update(extra=1)), "extra"),
     ("empty-tlogs", edited(lambda d: d.update(tlogs=[])), "no usable transparency log"),
     ("empty-authorities", edited(lambda d: d.update(certificateAuthorities=[])), "no certificate authorities"),
-    ("empty-chain", edited(lambda d: d["certificateAuthorities"][0]["certChain"].update(certificates=[])), "no certificates"),
-    ("certificate-not-der", edited(lambda d: cert_bytes(d, base64.b64encode(b"nope").decode())), "not a DER certificate"),
-    ("log-key-not-der", edited(lambda d: d["tlogs"][0]["publicKey"].update(rawBytes="bm9wZQ==")), "not a DER public key"),
+    (
+        "empty-chain",
+        edited(lambda d: d["certificateAuthorities"][0]["certChain"].update(certificates=[])),
+        "no certificates",
+    ),
+    (
+        "certificate-not-der",
+        edited(lambda d: cert_bytes(d, base64.b64encode(b"nope").decode())),
+        "not a DER certificate",
+    ),
+    (
+        "log-key-not-der",
+        edited(lambda d: d["tlogs"][0]["publicKey"].update(rawBytes="bm9wZQ==")),
+        "not a DER public key",
+    ),
     ("log-key-missing", edited(lambda d: d["tlogs"][0]["publicKey"].pop("rawBytes")), "rawBytes is missing"),
-    ("bad-time", edited(lambda d: d["certificateAuthorities"][0].update(validFor={"start": "yesterday"})), "validFor.start"),
+    (
+        "bad-time",
+        edited(lambda d: d["certificateAuthorities"][0].update(validFor={"start": "yesterday"})),
+        "validFor.start",
+    ),
     ("too-deep", {"tlogs": json.loads("[" * 150 + "]" * 150)}, "nested deeper"),
 ]
 
@@ -116,7 +136,12 @@ def test_schema_errors_never_echo_the_input() -> None:
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(None, "cannot read"), (b"not json", "not valid JSON"), (b"[1]", "expected a JSON object"), (b" " * 2048 + b"{}", "larger than 1024 bytes")],
+    [
+        (None, "cannot read"),
+        (b"not json", "not valid JSON"),
+        (b"[1]", "expected a JSON object"),
+        (b" " * 2048 + b"{}", "larger than 1024 bytes"),
+    ],
     ids=["missing-file", "not-json", "not-an-object", "over-the-limit"],
 )
 def test_unusable_root_file(tmp_path: Path, content: bytes | None, message: str) -> None:

@@ -57,7 +57,9 @@ DISCOVERY = [
 
 
 @pytest.mark.parametrize(("api_version", "kind", "name", "namespaced"), DISCOVERY, ids=[k for _, k, _, _ in DISCOVERY])
-def test_discovery_maps_kind_to_resource_and_scope(runner: KubeDryRunner, api_version: str, kind: str, name: str, namespaced: bool) -> None:
+def test_discovery_maps_kind_to_resource_and_scope(
+    runner: KubeDryRunner, api_version: str, kind: str, name: str, namespaced: bool
+) -> None:
     resource = runner.resource_for(api_version, kind)
     assert (resource.name, resource.namespaced) == (name, namespaced)
     assert "create" in resource.verbs
@@ -68,7 +70,9 @@ def test_discovery_is_fetched_once_per_group_version(fake: FakeApiServer, runner
         runner.dry_run(manifest("deployment-seed-paper-figure1"), "default")
     runner.resource_for("apps/v1", "StatefulSet")
     assert gets(fake, "/apis/apps/v1") == 1
-    assert [r.path for r in fake.requests if r.method == "GET"] == ["/apis/apps/v1"]  # not /version, /apis, every group's v1
+    assert [r.path for r in fake.requests if r.method == "GET"] == [
+        "/apis/apps/v1"
+    ]  # not /version, /apis, every group's v1
 
 
 def test_discovery_expires_after_its_ttl(fake: FakeApiServer, tmp_path: Path) -> None:
@@ -105,8 +109,14 @@ def test_an_unknown_group_is_a_clear_deterministic_failure(fake: FakeApiServer, 
     assert [(r.path, r.status) for r in fake.requests] == [("/apis/example.com/v1", 404)]
 
 
-@pytest.mark.parametrize(("api_version", "kind"), [("", "ConfigMap"), ("v1", ""), (None, "ConfigMap"), ("v1", 7)], ids=["no-version", "no-kind", "null", "number"])
-def test_an_unusable_api_version_or_kind_is_refused_before_asking(fake: FakeApiServer, runner: KubeDryRunner, api_version: Any, kind: Any) -> None:
+@pytest.mark.parametrize(
+    ("api_version", "kind"),
+    [("", "ConfigMap"), ("v1", ""), (None, "ConfigMap"), ("v1", 7)],
+    ids=["no-version", "no-kind", "null", "number"],
+)
+def test_an_unusable_api_version_or_kind_is_refused_before_asking(
+    fake: FakeApiServer, runner: KubeDryRunner, api_version: Any, kind: Any
+) -> None:
     with pytest.raises(VerificationFailure, match="no usable apiVersion/kind"):
         runner.dry_run({"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}}, "default")
     assert fake.requests == []
@@ -121,7 +131,9 @@ def test_a_manifest_without_metadata_is_refused_before_the_create(fake: FakeApiS
 # --- the create -------------------------------------------------------------------
 
 
-def test_a_dry_run_create_is_what_the_api_server_made_of_the_manifest(fake: FakeApiServer, runner: KubeDryRunner) -> None:
+def test_a_dry_run_create_is_what_the_api_server_made_of_the_manifest(
+    fake: FakeApiServer, runner: KubeDryRunner
+) -> None:
     created = runner.dry_run(manifest("deployment-seed-paper-figure1"), "default")
     assert created["metadata"]["name"] == "test-app-dry-run"
     assert created["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] == "IfNotPresent"
@@ -149,7 +161,9 @@ def test_without_a_namespace_the_kubeconfig_context_namespace_is_used(fake: Fake
     assert fake.creates()[0].path == "/api/v1/namespaces/team-a/configmaps"
 
 
-@pytest.mark.parametrize("stem", ["clusterrole", "namespace", "storageclass", "customresourcedefinition", "priorityclass"])
+@pytest.mark.parametrize(
+    "stem", ["clusterrole", "namespace", "storageclass", "customresourcedefinition", "priorityclass"]
+)
 def test_cluster_scoped_kinds_are_created_cluster_wide(fake: FakeApiServer, runner: KubeDryRunner, stem: str) -> None:
     created = runner.dry_run(manifest(stem, "default"), "default")
     (post,) = fake.creates()
@@ -167,7 +181,9 @@ def test_a_name_clash_renames_and_retries_once(fake: FakeApiServer, runner: Kube
     assert created["metadata"]["name"] == second.body["metadata"]["name"]
 
 
-def test_the_kubeconfig_from_the_environment(fake: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_kubeconfig_from_the_environment(
+    fake: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBECONFIG", str(fake.kubeconfig(tmp_path / "env-kubeconfig")))
     with KubeDryRunner.from_kubeconfig(None) as runner:
         assert "env-kubeconfig" in runner.source
@@ -176,7 +192,12 @@ def test_the_kubeconfig_from_the_environment(fake: FakeApiServer, tmp_path: Path
 
 def test_concurrent_dry_runs_share_one_runner(fake: FakeApiServer, runner: KubeDryRunner) -> None:
     with ThreadPoolExecutor(8) as pool:
-        names = list(pool.map(lambda _: runner.dry_run(manifest("deployment-seed-paper-figure1"), "default")["metadata"]["name"], range(32)))
+        names = list(
+            pool.map(
+                lambda _: runner.dry_run(manifest("deployment-seed-paper-figure1"), "default")["metadata"]["name"],
+                range(32),
+            )
+        )
     assert names == ["test-app-dry-run"] * 32
 
 
@@ -225,13 +246,27 @@ def test_a_server_error_is_transient(fake: FakeApiServer, runner: KubeDryRunner)
 @pytest.mark.parametrize(
     ("stem", "namespace", "wanted"),
     [
-        ("configmap", "default", ['may not create configmaps (API group "")', 'in namespace "default"', "a Role in that namespace"]),
-        ("deployment-seed-paper-figure1", "default", ['may not create deployments (API group "apps")', 'grant verb "create" on resource "deployments"']),
-        ("clusterrole", None, ['may not create clusterroles (API group "rbac.authorization.k8s.io") cluster-wide', "a ClusterRole"]),
+        (
+            "configmap",
+            "default",
+            ['may not create configmaps (API group "")', 'in namespace "default"', "a Role in that namespace"],
+        ),
+        (
+            "deployment-seed-paper-figure1",
+            "default",
+            ['may not create deployments (API group "apps")', 'grant verb "create" on resource "deployments"'],
+        ),
+        (
+            "clusterrole",
+            None,
+            ['may not create clusterroles (API group "rbac.authorization.k8s.io") cluster-wide', "a ClusterRole"],
+        ),
     ],
     ids=["configmaps", "deployments", "cluster-scoped"],
 )
-def test_forbidden_names_the_missing_permission(fake: FakeApiServer, runner: KubeDryRunner, stem: str, namespace: str | None, wanted: list[str]) -> None:
+def test_forbidden_names_the_missing_permission(
+    fake: FakeApiServer, runner: KubeDryRunner, stem: str, namespace: str | None, wanted: list[str]
+) -> None:
     fake.fault = "403"
     error, _ = timed(runner, manifest(stem, namespace), namespace)
     assert isinstance(error, TransientError) and error.reason == "dry-run-failed"
@@ -244,18 +279,26 @@ def test_an_invalid_manifest_is_the_objects_fault(fake: FakeApiServer, runner: K
     fake.fault = "422"
     error, _ = timed(runner, manifest("deployment-seed-paper-figure1"))
     assert type(error) is VerificationFailure and error.reason == "dry-run-failed"
-    assert 'the API server rejects the signed manifest (dry-run create of Deployment default/test-app-dry-run): Deployment.apps "test-app-dry-run" is invalid' in error.message
+    assert (
+        'the API server rejects the signed manifest (dry-run create of Deployment default/test-app-dry-run): Deployment.apps "test-app-dry-run" is invalid'
+        in error.message
+    )
 
 
 @pytest.mark.parametrize(
     ("stem", "text"),
     [
-        ("edge/create-wrong-field-type-400", "cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas"),
+        (
+            "edge/create-wrong-field-type-400",
+            "cannot unmarshal string into Go struct field DeploymentSpec.spec.replicas",
+        ),
         ("edge/create-invalid-service-no-ports-422", "spec.ports: Required value"),
     ],
     ids=["400-field-type", "422-no-ports"],
 )
-def test_recorded_rejections_are_replayed_with_the_api_servers_message(runner: KubeDryRunner, stem: str, text: str) -> None:
+def test_recorded_rejections_are_replayed_with_the_api_servers_message(
+    runner: KubeDryRunner, stem: str, text: str
+) -> None:
     error, _ = timed(runner, plan_dry_run(recording(stem).request_body, "default").manifest)
     assert type(error) is VerificationFailure
     assert text in error.message

@@ -96,11 +96,14 @@ def assert_failed_in_time(outcome: Attempt, what: str, deadline: float = DEADLIN
     assert isinstance(outcome.error, TransientError), outcome.error
     assert outcome.error.reason == "dry-run-failed"
     assert what in outcome.error.message and f"within {deadline:g} s" in outcome.error.message, outcome.error.message
-    assert outcome.elapsed < deadline + DEADLINE_MARGIN_SECONDS, f"{outcome.elapsed:.2f} s: past the deadline by more than the margin"
+    assert outcome.elapsed < deadline + DEADLINE_MARGIN_SECONDS, (
+        f"{outcome.elapsed:.2f} s: past the deadline by more than the margin"
+    )
     return outcome.error
 
 
 # --- every pace, every exchange ---------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Case:
@@ -139,7 +142,9 @@ def test_every_pace_is_tested() -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
-def test_a_slow_answer_is_dry_run_failed_within_the_deadline(fake: FakeApiServer, runner: KubeDryRunner, case: Case) -> None:
+def test_a_slow_answer_is_dry_run_failed_within_the_deadline(
+    fake: FakeApiServer, runner: KubeDryRunner, case: Case
+) -> None:
     before = client_threads()
     fake.pace, fake.pace_scope, fake.pace_seconds = case.pace, case.scope, case.seconds
     outcome = attempt(lambda: runner.dry_run(manifest(), "default"))
@@ -157,7 +162,9 @@ def test_a_late_answer_to_the_retry_after_a_name_clash_is_not_used(fake: FakeApi
     assert client_threads() == before
 
 
-def test_headers_and_body_each_within_the_deadline_but_together_past_it_are_not_used(fake: FakeApiServer, runner: KubeDryRunner) -> None:
+def test_headers_and_body_each_within_the_deadline_but_together_past_it_are_not_used(
+    fake: FakeApiServer, runner: KubeDryRunner
+) -> None:
     # The issue's case (1.2 s + 1.2 s under 1.5 s): urllib3's per-read timeout let it through.
     fake.pace, fake.pace_seconds = "late-headers-and-body", 0.4
     error = assert_failed_in_time(attempt(lambda: runner.dry_run(manifest(), "default")), CREATE)
@@ -166,7 +173,9 @@ def test_headers_and_body_each_within_the_deadline_but_together_past_it_are_not_
     assert post.status == 201
 
 
-def test_an_answer_in_hand_only_after_the_deadline_is_not_used(fake: FakeApiServer, runner: KubeDryRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_answer_in_hand_only_after_the_deadline_is_not_used(
+    fake: FakeApiServer, runner: KubeDryRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The last receive may return right at the deadline, and parsing takes time on a loaded host:
     # parsing is made to end past the deadline here, the one way to land there deterministically.
     runner.resource_for("v1", "ConfigMap")
@@ -201,13 +210,20 @@ def test_after_a_late_answer_the_runner_answers_on_time_again(fake: FakeApiServe
     assert outcome.elapsed < BOUND
 
 
-def test_concurrent_dry_runs_against_a_trickling_server_all_end_in_time(fake: FakeApiServer, runner: KubeDryRunner) -> None:
+def test_concurrent_dry_runs_against_a_trickling_server_all_end_in_time(
+    fake: FakeApiServer, runner: KubeDryRunner
+) -> None:
     # The service's case: each request holds a worker thread; none may stay after its deadline.
     runner.resource_for("v1", "ConfigMap")
     before = client_threads()
     fake.pace = "trickle-body"
     outcomes: list[Attempt] = [Attempt() for _ in range(6)]
-    threads = [threading.Thread(target=lambda i=i: outcomes.__setitem__(i, attempt(lambda: runner.dry_run(manifest(), "default")))) for i in range(6)]
+    threads = [
+        threading.Thread(
+            target=lambda i=i: outcomes.__setitem__(i, attempt(lambda: runner.dry_run(manifest(), "default")))
+        )
+        for i in range(6)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -217,7 +233,9 @@ def test_concurrent_dry_runs_against_a_trickling_server_all_end_in_time(fake: Fa
     assert client_threads() == before
 
 
-def test_the_deadline_covers_connecting_again_after_a_dropped_connection(fake: FakeApiServer, runner: KubeDryRunner) -> None:
+def test_the_deadline_covers_connecting_again_after_a_dropped_connection(
+    fake: FakeApiServer, runner: KubeDryRunner
+) -> None:
     runner.dry_run(manifest(), "default")
     fake.pace, fake.pace_scope, fake.pace_seconds = "tls-stall", "all", 5.0
     runner.close()  # the next exchange needs a new connection, so a new handshake
@@ -257,7 +275,9 @@ class ConnectProxy:
                 client, _ = self._listener.accept()
             except TimeoutError:
                 continue
-            threading.Thread(target=self._tunnel, args=(client,), name=f"{THREAD_PREFIX}proxy-tunnel", daemon=True).start()
+            threading.Thread(
+                target=self._tunnel, args=(client,), name=f"{THREAD_PREFIX}proxy-tunnel", daemon=True
+            ).start()
 
     def _tunnel(self, client: socket.socket) -> None:
         with contextlib.ExitStack() as stack:
@@ -322,7 +342,9 @@ def test_through_a_proxy_the_connect_and_the_handshake_are_inside_the_deadline(
 KEY = make_key()
 
 
-def test_the_verifier_denies_on_a_late_dry_run_answer_and_never_allows(fake: FakeApiServer, runner: KubeDryRunner) -> None:
+def test_the_verifier_denies_on_a_late_dry_run_answer_and_never_allows(
+    fake: FakeApiServer, runner: KubeDryRunner
+) -> None:
     rec = recording("deployment-seed-paper-figure1")
     (signed,) = sign(rec.request_body, KEY)
     admitted = copy.deepcopy(rec.body)  # what the cluster made of it (defaults): verifies only through the dry-run

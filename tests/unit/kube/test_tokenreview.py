@@ -54,7 +54,9 @@ def test_a_review_over_tls_trusts_the_clusters_ca(tmp_path: Path) -> None:
         assert status.authenticated
         stranger = make_dev_pki(tmp_path / "stranger")
         with pytest.raises(TransientError) as refused:
-            reviewer(api.kubeconfig(tmp_path / "kc2", ca=stranger.ca_cert)).review(TOKEN, AUDIENCE, time.monotonic() + DEADLINE)
+            reviewer(api.kubeconfig(tmp_path / "kc2", ca=stranger.ca_cert)).review(
+                TOKEN, AUDIENCE, time.monotonic() + DEADLINE
+            )
         assert refused.value.reason == "token-review-failed" and "SSL" in refused.value.message
 
 
@@ -63,7 +65,9 @@ def test_a_review_over_tls_trusts_the_clusters_ca(tmp_path: Path) -> None:
     [("late_headers", 1.2), ("late_body", 1.2), ("trickle", 0.05)],
     ids=["headers-late", "body-late", "body-trickled"],
 )
-def test_a_slow_answer_ends_at_the_deadline_and_is_not_used(api: TokenReviewApi, tmp_path: Path, fault: str, value: float) -> None:
+def test_a_slow_answer_ends_at_the_deadline_and_is_not_used(
+    api: TokenReviewApi, tmp_path: Path, fault: str, value: float
+) -> None:
     setattr(api, fault, value)
     review = reviewer(api.kubeconfig(tmp_path / "kc"))
     start = time.monotonic()
@@ -86,7 +90,9 @@ def test_a_stalled_tls_handshake_ends_at_the_deadline(tmp_path: Path) -> None:
         assert time.monotonic() - start < DEADLINE + SLACK
 
 
-def test_through_the_app_a_slow_review_is_a_503_and_the_next_request_asks_again(api: TokenReviewApi, tmp_path: Path) -> None:
+def test_through_the_app_a_slow_review_is_a_503_and_the_next_request_asks_again(
+    api: TokenReviewApi, tmp_path: Path
+) -> None:
     """The service gives a review half the request's deadline; a late "yes" is neither used nor remembered."""
     client = create_app({"TESTING": True, "LOG_LEVEL": "error", "TOKEN_AUDIENCE": AUDIENCE, "DEADLINE_SECONDS": 1,
                          "KUBECONFIG": str(api.kubeconfig(tmp_path / "kc"))}).test_client()  # fmt: skip
@@ -94,7 +100,10 @@ def test_through_the_app_a_slow_review_is_a_503_and_the_next_request_asks_again(
     api.late_body = 1.0
     start = time.monotonic()
     response = client.post("/v1/kyverno/verify", data=b"{}", headers=headers)
-    assert response.status_code == 503 and response.get_json() == {"error": "unavailable", "reason": "token-review-timeout"}
+    assert response.status_code == 503 and response.get_json() == {
+        "error": "unavailable",
+        "reason": "token-review-timeout",
+    }
     assert time.monotonic() - start < 0.5 + SLACK
     api.late_body = 0.0
     assert client.post("/v1/kyverno/verify", data=b"{}", headers=headers).status_code == 200
@@ -106,7 +115,9 @@ def test_through_the_app_a_slow_review_is_a_503_and_the_next_request_asks_again(
     [(500, "HTTP 500"), (403, "HTTP 403"), (401, "HTTP 401")],
     ids=["server-error", "rbac-missing", "the-services-own-token-refused"],
 )
-def test_an_error_status_is_a_failure_that_names_it(api: TokenReviewApi, tmp_path: Path, status: int, error: str) -> None:
+def test_an_error_status_is_a_failure_that_names_it(
+    api: TokenReviewApi, tmp_path: Path, status: int, error: str
+) -> None:
     api.status = status
     with pytest.raises(TransientError) as failed:
         reviewer(api.kubeconfig(tmp_path / "kc")).review(TOKEN, AUDIENCE, time.monotonic() + DEADLINE)
@@ -128,13 +139,27 @@ def test_a_refused_connection_is_a_failure(tmp_path: Path) -> None:
         {"status": {"authenticated": True, "user": {"username": "u"}, "audiences": []}},
         {"status": {"authenticated": True, "user": {"username": "u"}}},
         {"status": {"authenticated": True, "user": {"username": ""}, "audiences": [AUDIENCE]}},
-        {"status": {"authenticated": True, "user": {"username": "u", "groups": "system:masters"}, "audiences": [AUDIENCE]}},
+        {
+            "status": {
+                "authenticated": True,
+                "user": {"username": "u", "groups": "system:masters"},
+                "audiences": [AUDIENCE],
+            }
+        },
         {"status": {"authenticated": True, "user": {"username": "u", "groups": [1]}, "audiences": [AUDIENCE]}},
         {"status": None},
         [],
     ],
-    ids=["authenticated-a-string", "no-audience", "audiences-missing", "empty-username", "groups-a-string",
-         "groups-not-strings", "status-null", "not-an-object"],
+    ids=[
+        "authenticated-a-string",
+        "no-audience",
+        "audiences-missing",
+        "empty-username",
+        "groups-a-string",
+        "groups-not-strings",
+        "status-null",
+        "not-an-object",
+    ],
 )
 def test_anything_but_a_clear_yes_for_the_audience_is_a_no(answer: object) -> None:
     assert status_from_answer(answer, AUDIENCE) == TokenStatus(False)

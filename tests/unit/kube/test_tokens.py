@@ -49,7 +49,9 @@ def ctx(client: Any) -> CheckContext:
 def test_lookup_reads_the_token_secret(api: tuple[TokenApi, Any]) -> None:
     server, client = api
     token = KubeTokenSource(client).lookup(TOKEN_ID)
-    assert token == BootstrapToken(TOKEN_ID, TOKEN_SECRET, signing=True, origin="Secret kube-system/bootstrap-token-abcdef")
+    assert token == BootstrapToken(
+        TOKEN_ID, TOKEN_SECRET, signing=True, origin="Secret kube-system/bootstrap-token-abcdef"
+    )
     assert [r.path for r in server.requests] == [SECRET_PATH + f"bootstrap-token-{TOKEN_ID}"]
     assert KubeTokenSource(client).lookup("zzzzzz") is None
 
@@ -71,7 +73,13 @@ def test_lookup_through_the_services_lazy_client(api: tuple[TokenApi, Any]) -> N
 
 def test_check_verifies_and_is_not_cacheable(api: tuple[TokenApi, Any]) -> None:
     _, client = api
-    result = check_cluster_info(Review(object=cluster_info(), operation="UPDATE", username="system:serviceaccount:kube-system:bootstrap-signer"), {}, ctx(client))
+    result = check_cluster_info(
+        Review(
+            object=cluster_info(), operation="UPDATE", username="system:serviceaccount:kube-system:bootstrap-signer"
+        ),
+        {},
+        ctx(client),
+    )
     assert (result.allowed, result.verified, result.reason, result.used_cluster) == (True, True, "verified", True)
 
 
@@ -85,7 +93,10 @@ def test_deleted_secret_means_unknown_token(api: tuple[TokenApi, Any]) -> None:
 
 @pytest.mark.parametrize(
     ("fields", "reason"),
-    [({"expiration": "2026-01-15T11:00:00Z"}, "token-expired"), ({"usage-bootstrap-signing": "false"}, "token-not-for-signing")],
+    [
+        ({"expiration": "2026-01-15T11:00:00Z"}, "token-expired"),
+        ({"usage-bootstrap-signing": "false"}, "token-not-for-signing"),
+    ],
     ids=["expired", "not-for-signing"],
 )
 def test_secret_fields_are_honoured(api: tuple[TokenApi, Any], fields: dict[str, str], reason: str) -> None:
@@ -121,7 +132,11 @@ def test_cluster_trouble_is_transient(api: tuple[TokenApi, Any], fault: str) -> 
     if fault == "forbidden":
         server.forbidden.add(f"bootstrap-token-{TOKEN_ID}")
     elif fault == "server-error":
-        server.answer = lambda logged: (500, {"kind": "Status", "status": "Failure", "code": 500, "reason": "InternalError"}, {})  # type: ignore[method-assign]
+        server.answer = lambda logged: (
+            500,
+            {"kind": "Status", "status": "Failure", "code": 500, "reason": "InternalError"},
+            {},
+        )  # type: ignore[method-assign]
     elif fault == "slow":
         server.fault, server.fault_scope, server.slow_seconds = "slow", "all", 2.0
     else:
@@ -137,15 +152,21 @@ def test_cluster_trouble_is_transient(api: tuple[TokenApi, Any], fault: str) -> 
 def test_no_cluster_configured() -> None:
     with pytest.raises(TransientError, match="no Kubernetes client"):
         check_cluster_info(Review.for_object(cluster_info()), {}, CheckContext(now=NOW))
-    unsigned = check_cluster_info(Review.for_object(cluster_info({"kubeconfig": KUBECONFIG})), {}, CheckContext(now=NOW))
+    unsigned = check_cluster_info(
+        Review.for_object(cluster_info({"kubeconfig": KUBECONFIG})), {}, CheckContext(now=NOW)
+    )
     assert unsigned.reason == "no-signatures"
 
 
 def test_clock_comes_from_the_context(api: tuple[TokenApi, Any]) -> None:
     server, client = api
     server.secrets[f"bootstrap-token-{TOKEN_ID}"] = secret(expiration="2026-01-15T12:00:01Z")
-    review = Review.for_object(cluster_info({"kubeconfig": KUBECONFIG, SIG_KEY: jws(KUBECONFIG, TOKEN_ID, TOKEN_SECRET)}))
+    review = Review.for_object(
+        cluster_info({"kubeconfig": KUBECONFIG, SIG_KEY: jws(KUBECONFIG, TOKEN_ID, TOKEN_SECRET)})
+    )
     assert check_cluster_info(review, {}, ctx(client)).verified
     later = CheckContext(kube_client=client, now=NOW + dt.timedelta(seconds=1))
     assert check_cluster_info(review, {}, later).reason == "token-expired"
-    assert base64.b64decode(server.secrets[f"bootstrap-token-{TOKEN_ID}"]["data"]["expiration"]) == b"2026-01-15T12:00:01Z"
+    assert (
+        base64.b64decode(server.secrets[f"bootstrap-token-{TOKEN_ID}"]["data"]["expiration"]) == b"2026-01-15T12:00:01Z"
+    )

@@ -137,7 +137,9 @@ def test_other_objects_are_out_of_scope(obj: dict[str, Any]) -> None:
 
 
 def test_delete_is_out_of_scope() -> None:
-    assert evaluate(cluster_info({"kubeconfig": "x", "jws-kubeconfig-abcdef": "junk"}), operation="DELETE", username="u").allowed
+    assert evaluate(
+        cluster_info({"kubeconfig": "x", "jws-kubeconfig-abcdef": "junk"}), operation="DELETE", username="u"
+    ).allowed
 
 
 def test_namespace_may_come_from_the_review() -> None:
@@ -160,7 +162,9 @@ def test_members_reordered_would_still_be_a_valid_rfc7515_jws() -> None:
     # The MAC is right for the header as written; only kubeadm's byte-for-byte comparison refuses it.
     value = jws(KUBECONFIG, TOKEN_ID, TOKEN_SECRET, header=b'{"kid":"abcdef","alg":"HS256"}')
     header_b64, mac_b64 = value.split("..")
-    expected = hmac.new(TOKEN_SECRET.encode(), f"{header_b64}.{b64u(KUBECONFIG.encode())}".encode(), hashlib.sha256).digest()
+    expected = hmac.new(
+        TOKEN_SECRET.encode(), f"{header_b64}.{b64u(KUBECONFIG.encode())}".encode(), hashlib.sha256
+    ).digest()
     assert b64u(expected) == mac_b64
     assert "byte for byte" in evaluate(cluster_info({"kubeconfig": KUBECONFIG, SIG_KEY: value})).message
 
@@ -232,13 +236,27 @@ def test_pins_apply_to_unsigned_cluster_info_too() -> None:
     [
         ("apiVersion: v1\nkind: Config\nclusters: []\n", "ca-pin-mismatch"),
         ("apiVersion: v1\nclusters:\n- cluster:\n    server: https://x\n  name: a\n", "ca-pin-mismatch"),
-        ("apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: '%%%'\n  name: a\n", "cluster-info-invalid"),
-        ("apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: aGVsbG8=\n  name: a\n", "cluster-info-invalid"),
+        (
+            "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: '%%%'\n  name: a\n",
+            "cluster-info-invalid",
+        ),
+        (
+            "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: aGVsbG8=\n  name: a\n",
+            "cluster-info-invalid",
+        ),
         ("[not, a, kubeconfig]\n", "cluster-info-invalid"),
         ("a: [unclosed\n", "cluster-info-invalid"),
         ("clusters:\n- just-a-string\n", "cluster-info-invalid"),
     ],
-    ids=["no-clusters", "no-ca-data", "ca-not-base64", "ca-not-pem", "not-a-mapping", "not-yaml", "cluster-not-a-mapping"],
+    ids=[
+        "no-clusters",
+        "no-ca-data",
+        "ca-not-base64",
+        "ca-not-pem",
+        "not-a-mapping",
+        "not-yaml",
+        "cluster-not-a-mapping",
+    ],
 )
 def test_pins_against_odd_kubeconfigs(config: str, reason: str) -> None:
     data = {"kubeconfig": config, SIG_KEY: jws(config, TOKEN_ID, TOKEN_SECRET)}
@@ -262,7 +280,17 @@ def test_pins_against_odd_kubeconfigs(config: str, reason: str) -> None:
         ({"requireSignature": "yes"}, "true or false"),
         (["tokenIds"], "mapping"),
     ],
-    ids=["typo", "check-inside", "empty-token-ids", "bad-token-id", "token-ids-not-list", "bad-pin", "sha1-pin", "require-not-bool", "not-a-mapping"],
+    ids=[
+        "typo",
+        "check-inside",
+        "empty-token-ids",
+        "bad-token-id",
+        "token-ids-not-list",
+        "bad-pin",
+        "sha1-pin",
+        "require-not-bool",
+        "not-a-mapping",
+    ],
 )
 def test_policy_is_strict(policy: Any, says: str) -> None:
     with pytest.raises(PolicyError, match=says):
@@ -278,7 +306,9 @@ def test_a_whole_token_in_token_ids_is_refused_without_quoting_its_secret() -> N
 
 def test_policy_defaults() -> None:
     assert ClusterInfoPolicy.from_dict(None) == ClusterInfoPolicy.from_dict({}) == ClusterInfoPolicy()
-    parsed = ClusterInfoPolicy.from_dict({"tokenIds": [TOKEN_ID], "caCertHashes": [CA_PIN.upper().replace("SHA256", "sha256")], "requireSignature": True})
+    parsed = ClusterInfoPolicy.from_dict(
+        {"tokenIds": [TOKEN_ID], "caCertHashes": [CA_PIN.upper().replace("SHA256", "sha256")], "requireSignature": True}
+    )
     assert parsed.token_ids == frozenset({TOKEN_ID})
     assert parsed.ca_cert_hashes == frozenset({CA_PIN.removeprefix("sha256:")})
 
@@ -290,7 +320,12 @@ def test_token_text() -> None:
     parsed = BootstrapToken.parse(f"{TOKEN_ID}.{TOKEN_SECRET}")
     assert (parsed.token_id, parsed.secret, parsed.expiration, parsed.signing) == (TOKEN_ID, TOKEN_SECRET, None, True)
     assert TOKEN_SECRET not in repr(parsed)
-    for bad in ("abcdef:0123456789abcdef", "abcdef.0123456789abcde", "ABCDEF.0123456789abcdef", "abcdef.0123456789abcdef.x"):
+    for bad in (
+        "abcdef:0123456789abcdef",
+        "abcdef.0123456789abcde",
+        "ABCDEF.0123456789abcdef",
+        "abcdef.0123456789abcdef.x",
+    ):
         with pytest.raises(PolicyError):
             BootstrapToken.parse(bad)
 
@@ -311,7 +346,11 @@ def test_secret_expiration(expiration: str, expected: dt.datetime) -> None:
     assert parsed.origin == "Secret kube-system/bootstrap-token-abcdef"
 
 
-@pytest.mark.parametrize("expiration", ["2030-01-01", "2030-01-01 00:00:00Z", "2030-13-01T00:00:00Z", "soon"], ids=["date", "space", "month-13", "word"])
+@pytest.mark.parametrize(
+    "expiration",
+    ["2030-01-01", "2030-01-01 00:00:00Z", "2030-13-01T00:00:00Z", "soon"],
+    ids=["date", "space", "month-13", "word"],
+)
 def test_unparseable_expiration_is_already_expired(expiration: str) -> None:
     parsed = BootstrapToken.from_secret(secret(expiration=expiration), TOKEN_ID)
     assert parsed is not None
@@ -324,7 +363,15 @@ def test_unparseable_expiration_is_already_expired(expiration: str) -> None:
         ({}, True),
         ({"type": "Opaque"}, False),
         ({"metadata": {"name": "bootstrap-token-zzzzzz"}}, False),
-        ({"data": {"token-id": base64.b64encode(b"zzzzzz").decode(), "token-secret": base64.b64encode(b"x").decode()}}, False),
+        (
+            {
+                "data": {
+                    "token-id": base64.b64encode(b"zzzzzz").decode(),
+                    "token-secret": base64.b64encode(b"x").decode(),
+                }
+            },
+            False,
+        ),
         ({"data": {"token-id": base64.b64encode(TOKEN_ID.encode()).decode()}}, False),
         ({"data": {"token-id": "%%%", "token-secret": "%%%"}}, False),
         ({"data": None, "stringData": {"token-id": TOKEN_ID, "token-secret": TOKEN_SECRET}}, True),
@@ -351,7 +398,9 @@ def test_unscoped_refuses_other_kinds_and_verifies_any_configmap() -> None:
     other = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}}
     result = evaluate_cluster_info(Review.for_object(other), ClusterInfoPolicy(), SOURCE, now=NOW, scoped=False)
     assert (result.allowed, result.reason) == (False, "cluster-info-invalid")
-    renamed = evaluate_cluster_info(Review.for_object(cluster_info(name="backup")), ClusterInfoPolicy(), SOURCE, now=NOW, scoped=False)
+    renamed = evaluate_cluster_info(
+        Review.for_object(cluster_info(name="backup")), ClusterInfoPolicy(), SOURCE, now=NOW, scoped=False
+    )
     assert renamed.verified
 
 

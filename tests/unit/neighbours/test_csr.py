@@ -39,7 +39,9 @@ from tests.support.csr import (
 )
 
 
-def evaluate(obj: dict[str, Any], policy: dict[str, Any] | None = None, *, resolver: Any = None, **review: Any) -> Result:
+def evaluate(
+    obj: dict[str, Any], policy: dict[str, Any] | None = None, *, resolver: Any = None, **review: Any
+) -> Result:
     rv = Review(object=obj, **review) if review else Review.for_object(obj)
     result = evaluate_csr(rv, CsrPolicy.from_dict(policy or {}), resolver=resolver)
     assert result.reason in REASONS
@@ -96,10 +98,19 @@ def test_requester_must_be_the_username_on_create() -> None:
 
 
 def test_every_broken_rule_is_listed_first_one_is_the_reason() -> None:
-    obj = csr(pem_request(cn="system:node:worker-2", orgs=(), dns=("a.example.com", "b.example.com")), expiration=MAX_EXPIRATION_SECONDS + 1)
+    obj = csr(
+        pem_request(cn="system:node:worker-2", orgs=(), dns=("a.example.com", "b.example.com")),
+        expiration=MAX_EXPIRATION_SECONDS + 1,
+    )
     result = evaluate(obj)
     assert result.reason == "csr-common-name-mismatch"
-    for reason in ("csr-common-name-mismatch", "csr-organization-invalid", "csr-expiration-too-long", "csr-too-many-dns-names", "csr-dns-name-not-prefixed"):
+    for reason in (
+        "csr-common-name-mismatch",
+        "csr-organization-invalid",
+        "csr-expiration-too-long",
+        "csr-too-many-dns-names",
+        "csr-dns-name-not-prefixed",
+    ):
         assert f"[{reason}]" in result.message
     assert "breaks 6 rules" in result.message
 
@@ -118,7 +129,9 @@ def test_many_names_are_bounded() -> None:
 
 
 def test_other_signers_and_kinds_are_out_of_scope() -> None:
-    client = evaluate(csr(usages=["digital signature", "client auth"], signer="kubernetes.io/kube-apiserver-client-kubelet"))
+    client = evaluate(
+        csr(usages=["digital signature", "client auth"], signer="kubernetes.io/kube-apiserver-client-kubelet")
+    )
     assert (client.allowed, client.reason) == (True, "out-of-scope")
     pod = evaluate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}})
     assert (pod.allowed, pod.reason) == (True, "out-of-scope")
@@ -172,7 +185,11 @@ def test_resolution_shares_one_deadline() -> None:
 
     names = (f"{NODE}.example.com", f"{NODE}.internal", f"{NODE}.lan")
     with pytest.raises(TransientError, match=r"longer than 0\.2 s"):
-        evaluate(csr(pem_request(dns=names)), {"resolveDnsNames": True, "dnsTimeoutSeconds": 0.2, "allowedDnsNames": 3}, resolver=slow)
+        evaluate(
+            csr(pem_request(dns=names)),
+            {"resolveDnsNames": True, "dnsTimeoutSeconds": 0.2, "allowedDnsNames": 3},
+            resolver=slow,
+        )
 
 
 def test_system_resolver_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -236,7 +253,11 @@ def test_policy_is_strict(policy: Any, says: str) -> None:
 def test_policy_defaults_follow_the_approver() -> None:
     parsed = CsrPolicy.from_dict(None)
     assert parsed == CsrPolicy()
-    assert (parsed.max_expiration_seconds, parsed.allowed_dns_names, parsed.resolve_dns_names) == (367 * 86400, 1, False)
+    assert (parsed.max_expiration_seconds, parsed.allowed_dns_names, parsed.resolve_dns_names) == (
+        367 * 86400,
+        1,
+        False,
+    )
     assert parsed.provider_regex is None and parsed.ip_prefixes is None
 
 
@@ -276,7 +297,11 @@ def test_host_names(name: str, valid: bool) -> None:
 @settings(max_examples=200, deadline=None)
 @given(data=st.binary(max_size=600), wrap=st.booleans())
 def test_arbitrary_requests_are_malformed_never_a_crash(data: bytes, wrap: bool) -> None:
-    payload = b"-----BEGIN CERTIFICATE REQUEST-----\n" + base64.encodebytes(data) + b"-----END CERTIFICATE REQUEST-----\n" if wrap else data
+    payload = (
+        b"-----BEGIN CERTIFICATE REQUEST-----\n" + base64.encodebytes(data) + b"-----END CERTIFICATE REQUEST-----\n"
+        if wrap
+        else data
+    )
     result = evaluate(csr(payload))
     assert (result.allowed, result.reason) == (False, "csr-malformed")
 

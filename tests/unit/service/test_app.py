@@ -38,11 +38,20 @@ def signed(name: str = "cm", **data: str) -> dict[str, Any]:
 
 
 def review(obj: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    return {"uid": "u", "operation": "CREATE", "userInfo": {"username": "alice"}, "namespace": "ns", "object": obj, **fields}
+    return {
+        "uid": "u",
+        "operation": "CREATE",
+        "userInfo": {"username": "alice"},
+        "namespace": "ns",
+        "object": obj,
+        **fields,
+    }
 
 
 def provider_request(*keys: str) -> bytes:
-    return json.dumps({"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": list(keys)}}).encode()
+    return json.dumps(
+        {"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": list(keys)}}
+    ).encode()
 
 
 def key(obj: dict[str, Any], pol: Any = None, **fields: Any) -> str:
@@ -86,8 +95,11 @@ def test_an_empty_provider_request_gets_no_items(client: FlaskClient) -> None:
     assert items(client.post(GATEKEEPER_PATH, data=b'{"request": {}}')) == []
 
 
-@pytest.mark.parametrize("content_type", [None, "application/json", "application/x-www-form-urlencoded", "text/plain"],
-                         ids=["none", "json", "form-as-curl-sends", "text"])
+@pytest.mark.parametrize(
+    "content_type",
+    [None, "application/json", "application/x-www-form-urlencoded", "text/plain"],
+    ids=["none", "json", "form-as-curl-sends", "text"],
+)
 def test_kyverno_body_is_json_whatever_the_content_type(client: FlaskClient, content_type: str | None) -> None:
     data = json.dumps({"request": review(signed()), "policy": policy()}).encode()
     response = client.post(KYVERNO_PATH, data=data, content_type=content_type)
@@ -98,7 +110,9 @@ def test_kyverno_body_is_json_whatever_the_content_type(client: FlaskClient, con
 def test_an_unknown_check_is_a_per_key_error(client: FlaskClient) -> None:
     (item,) = items(client.post(GATEKEEPER_PATH, data=provider_request(key(signed(), check="nope"))))
     assert item["error"].startswith("request-invalid: unknown check 'nope'")
-    kyverno = client.post(KYVERNO_PATH, data=json.dumps({"request": review(signed()), "policy": policy(), "check": "nope"})).get_json()
+    kyverno = client.post(
+        KYVERNO_PATH, data=json.dumps({"request": review(signed()), "policy": policy(), "check": "nope"})
+    ).get_json()
     assert (kyverno["allowed"], kyverno["reason"]) == (False, "request-invalid")
 
 
@@ -162,7 +176,11 @@ def test_a_transient_failure_is_a_system_error_for_gatekeeper_and_a_denial_for_k
     assert gatekeeper["response"]["items"] == []
     assert gatekeeper["response"]["systemError"] == "dry-run-failed: the API server did not answer"
     kyverno = client.post(KYVERNO_PATH, data=json.dumps({"request": review(tampered), "policy": dry})).get_json()
-    assert (kyverno["allowed"], kyverno["reason"], kyverno["message"]) == (False, "dry-run-failed", "the API server did not answer")
+    assert (kyverno["allowed"], kyverno["reason"], kyverno["message"]) == (
+        False,
+        "dry-run-failed",
+        "the API server did not answer",
+    )
     app.extensions["manifest_provider"].dispatcher.shutdown()
 
 
@@ -173,14 +191,20 @@ def test_a_bug_in_a_check_is_answered_without_detail(client: FlaskClient, monkey
     monkeypatch.setitem(CHECKS, "broken", broken)
     response = client.post(GATEKEEPER_PATH, data=provider_request(key(signed(), check="broken")))
     assert response.status_code == 200
-    assert response.get_json()["response"]["systemError"] == "internal-error: internal error while verifying; see the service's log"
+    assert (
+        response.get_json()["response"]["systemError"]
+        == "internal-error: internal error while verifying; see the service's log"
+    )
     kyverno = client.post(KYVERNO_PATH, data=json.dumps({"request": review(signed()), "policy": {}, "check": "broken"}))
     assert kyverno.status_code == 200 and kyverno.get_json()["reason"] == "internal-error"
     assert b"internal detail" not in response.data + kyverno.data
 
 
-@pytest.mark.parametrize(("method", "path", "status"), [("GET", GATEKEEPER_PATH, 405), ("POST", "/v2/verify", 404), ("DELETE", "/healthz", 405)],
-                         ids=["get-on-verify", "unknown-path", "delete-probe"])
+@pytest.mark.parametrize(
+    ("method", "path", "status"),
+    [("GET", GATEKEEPER_PATH, 405), ("POST", "/v2/verify", 404), ("DELETE", "/healthz", 405)],
+    ids=["get-on-verify", "unknown-path", "delete-probe"],
+)
 def test_http_errors_are_short_json(client: FlaskClient, method: str, path: str, status: int) -> None:
     response = client.open(path, method=method)
     assert response.status_code == status
@@ -194,7 +218,10 @@ def test_probes_and_metrics(client: FlaskClient) -> None:
     metrics = client.get("/metrics")
     assert metrics.status_code == 200 and metrics.content_type.startswith("text/plain")
     text = metrics.data.decode()
-    assert 'manifest_provider_decisions_total{check="manifest",class="valid-signature",reason="verified",route="gatekeeper"}' in text
+    assert (
+        'manifest_provider_decisions_total{check="manifest",class="valid-signature",reason="verified",route="gatekeeper"}'
+        in text
+    )
     assert "manifest_provider_request_duration_seconds_bucket" in text
 
 
@@ -203,13 +230,25 @@ def test_the_decision_counter_carries_each_of_the_six_traffic_classes(client: Fl
     tampered = copy.deepcopy(signed())
     tampered["data"]["key"] = "x"
     event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e", "namespace": "ns"}}
-    controller = {"username": "system:serviceaccount:kube-system:replicaset-controller", "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system"]}
+    controller = {
+        "username": "system:serviceaccount:kube-system:replicaset-controller",
+        "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system"],
+    }
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-abc12", "namespace": "ns"}, "spec": {}}
     app_profile = policy(skipUsers=[{"users": ["system:serviceaccount:ns:operator"]}])
     bodies = {
         "out-of-scope": {"request": review(event), "policy": policy()},
         "common-profile": {"request": review(pod, userInfo=controller), "policy": policy()},
-        "app-profile": {"request": review(configmap("cm", "ns"), userInfo={"username": "system:serviceaccount:ns:operator", "groups": ["system:serviceaccounts", "system:serviceaccounts:ns"]}), "policy": app_profile},
+        "app-profile": {
+            "request": review(
+                configmap("cm", "ns"),
+                userInfo={
+                    "username": "system:serviceaccount:ns:operator",
+                    "groups": ["system:serviceaccounts", "system:serviceaccounts:ns"],
+                },
+            ),
+            "policy": app_profile,
+        },
         "valid-signature": {"request": review(signed()), "policy": policy()},
         "invalid-signature": {"request": review(tampered), "policy": policy()},
         "unprocessed": {"request": review(configmap("cm", "ns")), "policy": policy()},
@@ -246,7 +285,10 @@ def test_a_body_over_the_limit_is_413_with_or_without_content_length() -> None:
     chunked = client.post(KYVERNO_PATH, input_stream=io.BytesIO(big), environ_overrides={"wsgi.input_terminated": True})
     assert chunked.status_code == 413 and chunked.get_json()["reason"] == "request-invalid"
     small = client.post(KYVERNO_PATH, input_stream=io.BytesIO(b"{}"), environ_overrides={"wsgi.input_terminated": True})
-    assert small.status_code == 200 and small.get_json()["message"] == 'the request body has no "request" (pass {{ request }} from the policy)'
+    assert (
+        small.status_code == 200
+        and small.get_json()["message"] == 'the request body has no "request" (pass {{ request }} from the policy)'
+    )
     app.extensions["manifest_provider"].dispatcher.shutdown()
 
 
@@ -261,7 +303,9 @@ def test_an_oversized_body_is_drained_before_the_413_so_the_answer_arrives(chunk
             overrides["wsgi.input_terminated"] = True
             response = client.post(KYVERNO_PATH, input_stream=stream, environ_overrides=overrides)
         else:
-            response = client.post(KYVERNO_PATH, input_stream=stream, environ_overrides=overrides, headers={"Content-Length": str(size)})
+            response = client.post(
+                KYVERNO_PATH, input_stream=stream, environ_overrides=overrides, headers={"Content-Length": str(size)}
+            )
         assert response.status_code == 413 and response.get_json()["reason"] == "request-invalid"
         assert (stream.tell() == size) is drained, (size, stream.tell())
     app.extensions["manifest_provider"].dispatcher.shutdown()
@@ -304,7 +348,9 @@ def test_a_kubeconfig_gives_lazy_clients_that_fail_transiently_when_unusable(tmp
     tampered = copy.deepcopy(signed())
     tampered["data"]["key"] = "x"
     assert items(client.post(GATEKEEPER_PATH, data=provider_request(key(signed()))))[0]["value"]["reason"] == "verified"
-    failed = client.post(GATEKEEPER_PATH, data=provider_request(key(tampered, policy(dryRun={"enabled": True})))).get_json()
+    failed = client.post(
+        GATEKEEPER_PATH, data=provider_request(key(tampered, policy(dryRun={"enabled": True})))
+    ).get_json()
     assert failed["response"]["systemError"].startswith("dry-run-failed: the cluster dry-run client is not available")
 
 
@@ -328,10 +374,14 @@ def test_the_kubernetes_client_is_imported_at_start_up_only_when_a_cluster_is_co
         "import sys; from provider.service.app import create_app; create_app({%s}); "
         "print('kubernetes.client' in sys.modules)"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MANIFEST_PROVIDER_") and k != "KUBERNETES_SERVICE_HOST"}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("MANIFEST_PROVIDER_") and k != "KUBERNETES_SERVICE_HOST"
+    }
     answers = []
     for setting in ("", f"'KUBECONFIG': {str(tmp_path / 'kubeconfig')!r}"):
-        done = subprocess.run([sys.executable, "-c", probe % setting], capture_output=True, text=True, env=env, timeout=60, check=True)
+        done = subprocess.run(
+            [sys.executable, "-c", probe % setting], capture_output=True, text=True, env=env, timeout=60, check=True
+        )
         answers.append(done.stdout.split()[-1])
     assert answers == ["False", "True"]
 
@@ -347,11 +397,16 @@ def test_an_unknown_setting_is_refused() -> None:
 def test_decisions_are_logged_as_json_lines_without_the_object(capsys: pytest.CaptureFixture[str]) -> None:
     _app, client = make({"LOG_LEVEL": "info"})
     capsys.readouterr()
-    client.post(KYVERNO_PATH, data=json.dumps({"request": review(signed("logged", key="hidden-value")), "policy": policy()}),
-                headers={"Authorization": "Bearer hidden-token"})
+    client.post(
+        KYVERNO_PATH,
+        data=json.dumps({"request": review(signed("logged", key="hidden-value")), "policy": policy()}),
+        headers={"Authorization": "Bearer hidden-token"},
+    )
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines()]
     (decision,) = [line for line in lines if line.get("message") == "decision"]
-    assert decision["decision"] == "allow" and decision["reason"] == "verified" and decision["class"] == "valid-signature"
+    assert (
+        decision["decision"] == "allow" and decision["reason"] == "verified" and decision["class"] == "valid-signature"
+    )
     assert decision["object"] == {"kind": "ConfigMap", "namespace": "ns", "name": "logged"}
     assert decision["cached"] is False and decision["latency_ms"] > 0
     text = json.dumps(lines)
@@ -379,4 +434,8 @@ def test_the_openapi_document_describes_every_route_the_app_serves() -> None:
     documented = {(path, method) for path, item in document["paths"].items() for method in item}
     assert documented == served
     verdict = document["components"]["schemas"]["Verdict"]
-    assert set(verdict["required"]) == set(verdict["properties"]) == {"allowed", "verified", "reason", "message", "signers", "diff"}
+    assert (
+        set(verdict["required"])
+        == set(verdict["properties"])
+        == {"allowed", "verified", "reason", "message", "signers", "diff"}
+    )

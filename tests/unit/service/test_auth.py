@@ -40,7 +40,14 @@ def api() -> Iterator[TokenReviewApi]:
 
 @pytest.fixture
 def client(api: TokenReviewApi, tmp_path: Path) -> FlaskClient:
-    app = create_app({"TESTING": True, "LOG_LEVEL": "warning", "TOKEN_AUDIENCE": AUDIENCE, "KUBECONFIG": str(api.kubeconfig(tmp_path / "kc"))})
+    app = create_app(
+        {
+            "TESTING": True,
+            "LOG_LEVEL": "warning",
+            "TOKEN_AUDIENCE": AUDIENCE,
+            "KUBECONFIG": str(api.kubeconfig(tmp_path / "kc")),
+        }
+    )
     return app.test_client()
 
 
@@ -49,7 +56,9 @@ def post(client: FlaskClient, token: str | None = None) -> Any:
     return client.post("/v1/kyverno/verify", data=b'{"request": {}}', headers=headers)
 
 
-def test_a_token_the_api_server_accepts_for_the_audience_is_let_through_and_remembered(client: FlaskClient, api: TokenReviewApi) -> None:
+def test_a_token_the_api_server_accepts_for_the_audience_is_let_through_and_remembered(
+    client: FlaskClient, api: TokenReviewApi
+) -> None:
     for _ in range(3):
         response = post(client, GOOD)
         assert response.status_code == 200 and response.get_json()["reason"] == "policy-invalid"
@@ -82,10 +91,15 @@ def test_a_refused_token_is_remembered_briefly(client: FlaskClient, api: TokenRe
     assert len(api.reviews) == 1
 
 
-def test_an_api_server_that_fails_the_review_gives_503_with_the_reason(client: FlaskClient, api: TokenReviewApi) -> None:
+def test_an_api_server_that_fails_the_review_gives_503_with_the_reason(
+    client: FlaskClient, api: TokenReviewApi
+) -> None:
     api.status = 500
     response = post(client, GOOD)
-    assert response.status_code == 503 and response.get_json() == {"error": "unavailable", "reason": "token-review-failed"}
+    assert response.status_code == 503 and response.get_json() == {
+        "error": "unavailable",
+        "reason": "token-review-failed",
+    }
 
 
 def test_probes_need_no_token(client: FlaskClient) -> None:
@@ -103,7 +117,14 @@ def _jwt(claims: dict[str, Any]) -> str:
 def test_an_accepted_token_is_trusted_no_longer_than_its_expiry(api: TokenReviewApi, tmp_path: Path) -> None:
     token = _jwt({"exp": time.time() + 0.3, "aud": [AUDIENCE]})
     api.tokens[token] = Identity([AUDIENCE])
-    app = create_app({"TESTING": True, "LOG_LEVEL": "warning", "TOKEN_AUDIENCE": AUDIENCE, "KUBECONFIG": str(api.kubeconfig(tmp_path / "kc"))})
+    app = create_app(
+        {
+            "TESTING": True,
+            "LOG_LEVEL": "warning",
+            "TOKEN_AUDIENCE": AUDIENCE,
+            "KUBECONFIG": str(api.kubeconfig(tmp_path / "kc")),
+        }
+    )
     client = app.test_client()
     assert post(client, token).status_code == 200
     assert post(client, token).status_code == 200
@@ -115,8 +136,14 @@ def test_an_accepted_token_is_trusted_no_longer_than_its_expiry(api: TokenReview
 
 @pytest.mark.parametrize(
     ("token", "expiry"),
-    [(_jwt({"exp": 1700000000}), 1700000000.0), (_jwt({"exp": "soon"}), None), (_jwt({"exp": True}), None),
-     ("a.b", None), ("a.!!!.c", None), (_jwt({}), None)],
+    [
+        (_jwt({"exp": 1700000000}), 1700000000.0),
+        (_jwt({"exp": "soon"}), None),
+        (_jwt({"exp": True}), None),
+        ("a.b", None),
+        ("a.!!!.c", None),
+        (_jwt({}), None),
+    ],
     ids=["exp", "exp-not-a-number", "exp-bool", "two-parts", "bad-base64", "no-exp"],
 )
 def test_token_expiry(token: str, expiry: float | None) -> None:
@@ -143,14 +170,22 @@ class FixedReviewer:
 def test_a_given_token_reviewer_is_used_without_a_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     reviewer = FixedReviewer()
-    client = create_app({"TESTING": True, "LOG_LEVEL": "warning", "TOKEN_AUDIENCE": AUDIENCE, "TOKEN_REVIEWER": reviewer}).test_client()
+    client = create_app(
+        {"TESTING": True, "LOG_LEVEL": "warning", "TOKEN_AUDIENCE": AUDIENCE, "TOKEN_REVIEWER": reviewer}
+    ).test_client()
     assert post(client, GOOD).status_code == 200 and post(client, "bad").status_code == 403
     assert reviewer.calls == 2
 
 
 def test_with_a_client_ca_and_an_audience_either_credential_suffices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    config = {"TESTING": True, "LOG_LEVEL": "warning", "CLIENT_CA": "/ca.crt", "TOKEN_AUDIENCE": AUDIENCE, "TOKEN_REVIEWER": FixedReviewer()}
+    config = {
+        "TESTING": True,
+        "LOG_LEVEL": "warning",
+        "CLIENT_CA": "/ca.crt",
+        "TOKEN_AUDIENCE": AUDIENCE,
+        "TOKEN_REVIEWER": FixedReviewer(),
+    }
     client = create_app(config).test_client()  # the test client has no TLS socket, so no certificate
     assert post(client).status_code == 401
     assert post(client, GOOD).status_code == 200
@@ -165,7 +200,9 @@ def test_without_client_ca_or_audience_nobody_is_authenticated() -> None:
 
 
 def test_with_a_client_ca_a_request_without_a_verified_certificate_is_refused(tmp_path: Path) -> None:
-    auth = Authenticator(client_certificates=ClientCertificates(str(tmp_path / "ca.crt")), audience=None, callers=CALLERS)
+    auth = Authenticator(
+        client_certificates=ClientCertificates(str(tmp_path / "ca.crt")), audience=None, callers=CALLERS
+    )
     assert auth.authenticate({}, None) == auth.authenticate({}, f"Bearer {GOOD}")  # tokens are not configured
     assert (auth.authenticate({}, None).status, auth.authenticate({}, None).reason) == (401, "no-credentials")
 

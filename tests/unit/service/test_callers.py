@@ -83,8 +83,20 @@ def test_callers_parse_from_the_environment(text: str, expected: tuple[set[str],
         ("token:system:serviceaccount::sa", "system:serviceaccount:<namespace>:<name>"),
         ("token:system:serviceaccount:a:b:c", "system:serviceaccount:<namespace>:<name>"),
     ],
-    ids=["trailing-comma", "comma-only", "empty", "wildcard-name", "wildcard-account", "no-name", "blank-in-name",
-         "no-kind", "unknown-kind", "account-without-name", "account-without-namespace", "account-with-three-parts"],
+    ids=[
+        "trailing-comma",
+        "comma-only",
+        "empty",
+        "wildcard-name",
+        "wildcard-account",
+        "no-name",
+        "blank-in-name",
+        "no-kind",
+        "unknown-kind",
+        "account-without-name",
+        "account-without-namespace",
+        "account-with-three-parts",
+    ],
 )
 def test_a_caller_list_that_could_widen_or_mean_nothing_is_a_config_error(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -119,7 +131,13 @@ def api() -> Iterator[TokenReviewApi]:
 
 
 def app_client(api: TokenReviewApi, tmp_path: Path, **settings: Any) -> FlaskClient:
-    config = {"TESTING": True, "LOG_LEVEL": "info", "TOKEN_AUDIENCE": AUDIENCE, "KUBECONFIG": str(api.kubeconfig(tmp_path / "kc")), **settings}
+    config = {
+        "TESTING": True,
+        "LOG_LEVEL": "info",
+        "TOKEN_AUDIENCE": AUDIENCE,
+        "KUBECONFIG": str(api.kubeconfig(tmp_path / "kc")),
+        **settings,
+    }
     return create_app(config).test_client()
 
 
@@ -131,8 +149,13 @@ def refusal_count(reason: str) -> float:
 @pytest.mark.parametrize(
     ("token", "status"),
     [(KYVERNO, 200), (EVIL, 403), ("named-like-kyverno", 403), ("wrong-namespace-group", 403), ("reports-token", 403)],
-    ids=["kyverno-admission-controller", "another-namespaces-service-account", "kyverno-name-without-groups",
-         "kyverno-name-with-another-namespace-group", "another-kyverno-component"],
+    ids=[
+        "kyverno-admission-controller",
+        "another-namespaces-service-account",
+        "kyverno-name-without-groups",
+        "kyverno-name-with-another-namespace-group",
+        "another-kyverno-component",
+    ],
 )
 def test_only_the_configured_service_account_may_call(api: TokenReviewApi, tmp_path: Path, token: str, status: int,
                                                       capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
@@ -147,7 +170,9 @@ def test_only_the_configured_service_account_may_call(api: TokenReviewApi, tmp_p
         assert '"caller refused"' in log and token not in log  # the log names the caller, never the credential
 
 
-def test_a_refusal_is_one_log_line_with_the_route_reason_and_caller(api: TokenReviewApi, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_refusal_is_one_log_line_with_the_route_reason_and_caller(
+    api: TokenReviewApi, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     client = app_client(api, tmp_path)
     capsys.readouterr()
     assert client.post("/v1/kyverno/verify", data=BODY, headers={"Authorization": f"Bearer {EVIL}"}).status_code == 403
@@ -155,7 +180,12 @@ def test_a_refusal_is_one_log_line_with_the_route_reason_and_caller(api: TokenRe
     refused = [r for r in lines if r["message"] == "caller refused"]
     assert len(refused) == 1
     (line,) = refused
-    assert (line["level"], line["route"], line["status"], line["reason"]) == ("warning", "/v1/kyverno/verify", 403, "caller-not-allowed")
+    assert (line["level"], line["route"], line["status"], line["reason"]) == (
+        "warning",
+        "/v1/kyverno/verify",
+        403,
+        "caller-not-allowed",
+    )
     assert line["caller"] == "token:system:serviceaccount:evil-ns:default"
     assert EVIL not in json.dumps(lines)
 
@@ -169,13 +199,18 @@ def test_metrics_has_its_own_callers(api: TokenReviewApi, tmp_path: Path) -> Non
     assert client.post("/v1/kyverno/verify", data=BODY, headers=scraper).status_code == 403
 
 
-def test_a_review_failure_is_logged_once_with_its_reason_and_counted(api: TokenReviewApi, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_review_failure_is_logged_once_with_its_reason_and_counted(
+    api: TokenReviewApi, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     client = app_client(api, tmp_path)
     api.status = 403  # the service account lacks RBAC for tokenreviews
     before = refusal_count("token-review-failed")
     capsys.readouterr()
     response = client.post("/v1/kyverno/verify", data=BODY, headers={"Authorization": f"Bearer {KYVERNO}"})
-    assert response.status_code == 503 and response.get_json() == {"error": "unavailable", "reason": "token-review-failed"}
+    assert response.status_code == 503 and response.get_json() == {
+        "error": "unavailable",
+        "reason": "token-review-failed",
+    }
     lines = [json.loads(line) for line in capsys.readouterr().err.splitlines() if line.startswith("{")]
     (line,) = [r for r in lines if r["message"] == "caller refused"]
     assert line["reason"] == "token-review-failed" and "HTTP 403" in line["detail"] and KYVERNO not in json.dumps(lines)
@@ -238,7 +273,10 @@ def test_past_the_review_rate_a_new_token_gets_a_clear_503(api: TokenReviewApi, 
     client = app_client(api, tmp_path, TOKEN_REVIEWS_PER_SECOND=0.5)  # a burst of one
     assert client.post("/v1/kyverno/verify", data=BODY, headers={"Authorization": "Bearer junk-1"}).status_code == 403
     response = client.post("/v1/kyverno/verify", data=BODY, headers={"Authorization": "Bearer junk-2"})
-    assert response.status_code == 503 and response.get_json() == {"error": "unavailable", "reason": "token-review-rate-limited"}
+    assert response.status_code == 503 and response.get_json() == {
+        "error": "unavailable",
+        "reason": "token-review-rate-limited",
+    }
     assert response.headers["Retry-After"] == "1"
     assert len(api.reviews) == 1
 

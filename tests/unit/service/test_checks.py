@@ -60,7 +60,13 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         calls.append(str(policy_raw))
         if isinstance(policy_raw, dict) and policy_raw.get("sleep"):
             time.sleep(policy_raw["sleep"])
-        return Result(True, True, "verified", "counted", used_cluster=bool(isinstance(policy_raw, dict) and policy_raw.get("cluster")))
+        return Result(
+            True,
+            True,
+            "verified",
+            "counted",
+            used_cluster=bool(isinstance(policy_raw, dict) and policy_raw.get("cluster")),
+        )
 
     monkeypatch.setitem(CHECKS, "counting", check)
     return calls
@@ -129,7 +135,9 @@ def test_dry_run_policy_without_a_runner_is_dry_run_failed_only_when_the_object_
     plain = run_check("manifest", Review.for_object(changed), policy(), CTX)
     assert (same.allowed, same.reason) == (True, "verified")
     assert (differs.allowed, differs.reason) == (False, "dry-run-failed")
-    assert differs.message.startswith("ConfigMap ns/cm: the policy enables dry-run, but no cluster is configured to run it")
+    assert differs.message.startswith(
+        "ConfigMap ns/cm: the policy enables dry-run, but no cluster is configured to run it"
+    )
     assert "data.key differs" in differs.message
     assert [d.key for d in differs.diff] == ["data.key"]
     assert (plain.allowed, plain.reason) == (False, "content-mismatch")
@@ -146,7 +154,12 @@ def test_a_cluster_that_does_not_answer_is_transient() -> None:
     changed = copy.deepcopy(signed())
     changed["data"]["key"] = "changed"
     with pytest.raises(TransientError, match="connection refused"):
-        run_check("manifest", Review.for_object(changed), policy(dryRun={"enabled": True}), CheckContext(dry_runner=DownCluster()))
+        run_check(
+            "manifest",
+            Review.for_object(changed),
+            policy(dryRun={"enabled": True}),
+            CheckContext(dry_runner=DownCluster()),
+        )
 
 
 @pytest.mark.parametrize(
@@ -197,8 +210,12 @@ def test_a_verdict_that_did_not_use_the_cluster_is_cached(dispatcher: Dispatcher
     assert second[0].verdict == first[0].verdict
 
 
-@pytest.mark.parametrize(("policy_raw", "key"), [({"cluster": True}, b"k"), ({}, None)], ids=["used-cluster", "no-cache-key"])
-def test_some_verdicts_are_never_cached(dispatcher: Dispatcher, counting: list[str], policy_raw: Any, key: bytes | None) -> None:
+@pytest.mark.parametrize(
+    ("policy_raw", "key"), [({"cluster": True}, b"k"), ({}, None)], ids=["used-cluster", "no-cache-key"]
+)
+def test_some_verdicts_are_never_cached(
+    dispatcher: Dispatcher, counting: list[str], policy_raw: Any, key: bytes | None
+) -> None:
     for _ in range(2):
         (answer,) = dispatcher.run([job(policy_raw, key)], CTX, time.monotonic() + 30)
         assert not answer.cached
@@ -213,7 +230,9 @@ def test_keys_of_one_request_run_concurrently(dispatcher: Dispatcher, counting: 
     assert elapsed < 0.6  # four 0.2 s checks on four threads, not 0.8 s in a row
 
 
-def test_the_deadline_fails_the_request_and_the_late_verdict_fills_the_cache(dispatcher: Dispatcher, counting: list[str]) -> None:
+def test_the_deadline_fails_the_request_and_the_late_verdict_fills_the_cache(
+    dispatcher: Dispatcher, counting: list[str]
+) -> None:
     start = time.monotonic()
     with pytest.raises(DeadlineExceeded, match="0 of 1 keys answered in time") as caught:
         dispatcher.run([job({"sleep": 0.3})], CTX, start + 0.05)
@@ -224,7 +243,9 @@ def test_the_deadline_fails_the_request_and_the_late_verdict_fills_the_cache(dis
     assert answer.cached and len(counting) == 1
 
 
-def test_a_transient_failure_fails_the_whole_request(dispatcher: Dispatcher, monkeypatch: pytest.MonkeyPatch, counting: list[str]) -> None:
+def test_a_transient_failure_fails_the_whole_request(
+    dispatcher: Dispatcher, monkeypatch: pytest.MonkeyPatch, counting: list[str]
+) -> None:
     def down(review: Review, policy_raw: Any, ctx: CheckContext) -> Result:
         raise TransientError("the API server did not answer", reason="dry-run-failed")
 
@@ -233,7 +254,9 @@ def test_a_transient_failure_fails_the_whole_request(dispatcher: Dispatcher, mon
         dispatcher.run([job({}, b"a"), job({}, b"b", check="down")], CTX, time.monotonic() + 30)
 
 
-def test_an_unexpected_exception_is_an_internal_error_without_its_detail(dispatcher: Dispatcher, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unexpected_exception_is_an_internal_error_without_its_detail(
+    dispatcher: Dispatcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def broken(review: Review, policy_raw: Any, ctx: CheckContext) -> Result:
         raise KeyError("secret-detail")
 
@@ -259,8 +282,12 @@ def test_concurrent_requests_share_one_dispatcher(dispatcher: Dispatcher) -> Non
     lock = threading.Lock()
 
     def request(i: int) -> None:
-        make: Callable[[dict[str, Any]], Callable[[], Question]] = lambda o: lambda: Question("manifest", Review.for_object(o), policy())  # noqa: E731
-        answers = dispatcher.run([Job(digest(str(i), str(n)), make(o)) for n, o in enumerate(objs)], CTX, time.monotonic() + 30)
+        def make(o: dict[str, Any]) -> Callable[[], Question]:
+            return lambda: Question("manifest", Review.for_object(o), policy())
+
+        answers = dispatcher.run(
+            [Job(digest(str(i), str(n)), make(o)) for n, o in enumerate(objs)], CTX, time.monotonic() + 30
+        )
         with lock:
             results.append([a.verdict.result.reason if a.verdict else "error" for a in answers])
 
@@ -270,4 +297,3 @@ def test_concurrent_requests_share_one_dispatcher(dispatcher: Dispatcher) -> Non
     for thread in threads:
         thread.join()
     assert results == [["verified"] * 8] * 4
-

@@ -66,7 +66,9 @@ def checker(tmp_path: Path, *cas: Issued, at: datetime.datetime = NOW) -> Client
     return ClientCertificates(str(path), clock=at.timestamp)
 
 
-def test_a_certificate_of_the_ca_is_usable_and_answers_to_its_dns_names_then_its_cn(tmp_path: Path, root: Issued) -> None:
+def test_a_certificate_of_the_ca_is_usable_and_answers_to_its_dns_names_then_its_cn(
+    tmp_path: Path, root: Issued
+) -> None:
     leaf = issue("gatekeeper-webhook-service.gatekeeper-system.svc", root, ca=False, dns=("a.svc", "b.svc"))
     result = checker(tmp_path, root).check(leaf.der)
     assert result.problem == ""
@@ -87,7 +89,9 @@ def test_gatekeepers_rsa_certificate_from_its_rsa_ca_is_usable(tmp_path: Path) -
     [(NOW, ""), (NOW + 11 * DAY, "certificate-expired"), (NOW - 11 * DAY, "certificate-not-yet-valid")],
     ids=["inside-the-window", "after-it", "before-it"],
 )
-def test_the_leaf_window_is_checked_against_the_clock(tmp_path: Path, root: Issued, at: datetime.datetime, problem: str) -> None:
+def test_the_leaf_window_is_checked_against_the_clock(
+    tmp_path: Path, root: Issued, at: datetime.datetime, problem: str
+) -> None:
     leaf = issue("client", root, ca=False)
     assert checker(tmp_path, root, at=at).check(leaf.der).problem == problem
 
@@ -99,11 +103,15 @@ def test_the_ca_window_is_checked_too(tmp_path: Path) -> None:
     assert checker(tmp_path, short_root, at=NOW + 2 * DAY).check(leaf.der).problem == "certificate-expired"
 
 
-def test_a_path_through_an_intermediate_needs_the_intermediate_and_the_root_in_the_file(tmp_path: Path, root: Issued) -> None:
+def test_a_path_through_an_intermediate_needs_the_intermediate_and_the_root_in_the_file(
+    tmp_path: Path, root: Issued
+) -> None:
     intermediate = issue("intermediate", root, ca=True)
     leaf = issue("client", intermediate, ca=False)
     assert checker(tmp_path, intermediate, root).check(leaf.der).problem == ""
-    assert checker(tmp_path, root).check(leaf.der).problem == "certificate-untrusted"  # Python shows the server the leaf only
+    assert (
+        checker(tmp_path, root).check(leaf.der).problem == "certificate-untrusted"
+    )  # Python shows the server the leaf only
     assert checker(tmp_path, intermediate).check(leaf.der).problem == "certificate-untrusted"  # no self-signed end
 
 
@@ -139,7 +147,9 @@ def test_a_ca_file_that_stops_loading_keeps_the_last_good_one(tmp_path: Path, ro
     path.write_bytes(b"-----BEGIN CERTIFICATE-----\nhalf written")
     later = time.time() + 5
     os.utime(path, (later, later))
-    assert check.check(leaf.der).problem == ""  # as the TLS context does: the previous CA stays until a good file arrives
+    assert (
+        check.check(leaf.der).problem == ""
+    )  # as the TLS context does: the previous CA stays until a good file arrives
 
 
 def test_a_missing_ca_file_trusts_nobody(tmp_path: Path, root: Issued) -> None:

@@ -18,7 +18,13 @@ def test_defaults_are_documented_values() -> None:
     assert config.deadline_seconds == 1.5
     assert config.max_body_bytes == DEFAULT_LIMITS.max_body_bytes == 16 * 1024 * 1024
     assert config.max_keys == DEFAULT_LIMITS.max_keys_per_request
-    assert (config.port, config.bind, config.unsafe_http, config.cert, config.client_ca) == (8443, "0.0.0.0", False, None, None)
+    assert (config.port, config.bind, config.unsafe_http, config.cert, config.client_ca) == (
+        8443,
+        "0.0.0.0",
+        False,
+        None,
+        None,
+    )
     assert config.workers >= 1 and config.dry_runner is None
 
 
@@ -32,7 +38,13 @@ def test_environment_variables_are_parsed_by_type() -> None:
         "MANIFEST_PROVIDER_PASSWORD": "not a setting of the service",
     }
     config = load_config({}, environ)
-    assert (config.deadline_seconds, config.max_keys, config.unsafe_http, config.kubeconfig, config.client_ca) == (1.25, 7, True, "/k", None)
+    assert (config.deadline_seconds, config.max_keys, config.unsafe_http, config.kubeconfig, config.client_ca) == (
+        1.25,
+        7,
+        True,
+        "/k",
+        None,
+    )
 
 
 def test_overrides_win_over_the_environment_and_none_means_not_given() -> None:
@@ -68,10 +80,24 @@ def test_effective_limits_carry_the_service_limits() -> None:
         ({"THREADS": [4]}, {}, "THREADS: expected int, got list"),
         ({"TIMEOUT": 3}, {}, "unknown setting 'TIMEOUT'"),
     ],
-    ids=["not-a-number", "not-whole", "not-a-bool", "zero-deadline", "negative-workers", "negative-cache",
-         "port-range", "log-level", "bool-for-int", "string-override-parses", "list-for-int", "unknown-setting"],
+    ids=[
+        "not-a-number",
+        "not-whole",
+        "not-a-bool",
+        "zero-deadline",
+        "negative-workers",
+        "negative-cache",
+        "port-range",
+        "log-level",
+        "bool-for-int",
+        "string-override-parses",
+        "list-for-int",
+        "unknown-setting",
+    ],
 )
-def test_bad_settings_are_config_errors(overrides: dict[str, Any], environ: dict[str, str], message: str | None) -> None:
+def test_bad_settings_are_config_errors(
+    overrides: dict[str, Any], environ: dict[str, str], message: str | None
+) -> None:
     if message is None:
         assert load_config(overrides, environ).deadline_seconds == 1.0
         return

@@ -122,10 +122,14 @@ def test_gunicorn_runs_gthread_workers_preloaded_with_tls(pki: DevPki) -> None:
     config = load_config({"CERT": str(pki.server_cert), "KEY": str(pki.server_key), "CLIENT_CA": str(pki.ca_cert),
                           "WORKERS": 3, "THREADS": 5, "BIND": "127.0.0.1", "PORT": 9443}, {})  # fmt: skip
     options = gunicorn_options(config)
-    assert issubclass(options["worker_class"], ThreadWorker) and issubclass(options["worker_class"], GuardedThreadWorker)
+    assert issubclass(options["worker_class"], ThreadWorker) and issubclass(
+        options["worker_class"], GuardedThreadWorker
+    )
     assert options["worker_class"].head_timeout == config.head_timeout_seconds
     assert options["worker_class"].body_timeout == config.deadline_seconds
-    assert options["workers"] == 3 and options["threads"] == 5 and options["worker_connections"] == config.max_connections
+    assert (
+        options["workers"] == 3 and options["threads"] == 5 and options["worker_connections"] == config.max_connections
+    )
     assert options["preload_app"] is True and options["accesslog"] is None
     assert options["bind"] == ["127.0.0.1:9443"]
     assert options["certfile"] == str(pki.server_cert) and options["ca_certs"] == str(pki.ca_cert)
@@ -153,7 +157,12 @@ def test_unsafe_http_options_carry_no_tls() -> None:
 
 @pytest.mark.parametrize(
     ("bind", "port", "expected"),
-    [("0.0.0.0", 8443, "0.0.0.0:8443"), ("::", 8443, "[::]:8443"), ("fd://3", 8443, "fd://3"), ("unix:/run/p.sock", 1, "unix:/run/p.sock")],
+    [
+        ("0.0.0.0", 8443, "0.0.0.0:8443"),
+        ("::", 8443, "[::]:8443"),
+        ("fd://3", 8443, "fd://3"),
+        ("unix:/run/p.sock", 1, "unix:/run/p.sock"),
+    ],
     ids=["ipv4", "ipv6", "inherited-socket", "unix-socket"],
 )
 def test_bind_address(bind: str, port: int, expected: str) -> None:
@@ -192,8 +201,12 @@ def test_dev_certificates_are_for_loopback_and_their_purposes(pki: DevPki) -> No
     sans = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert sans.get_values_for_type(x509.DNSName) == ["localhost"]
     assert [str(a) for a in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
-    assert list(server.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [ExtendedKeyUsageOID.SERVER_AUTH]
-    assert list(client.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [ExtendedKeyUsageOID.CLIENT_AUTH]
+    assert list(server.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [
+        ExtendedKeyUsageOID.SERVER_AUTH
+    ]
+    assert list(client.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value) == [
+        ExtendedKeyUsageOID.CLIENT_AUTH
+    ]
     assert client.subject.rfc4514_string().startswith(f"CN={CLIENT_NAME}")
     assert ca.extensions.get_extension_for_class(x509.BasicConstraints).value.ca is True
     server.verify_directly_issued_by(ca)
@@ -215,5 +228,11 @@ def test_dev_samples_verify_through_both_routes(tmp_path: Path) -> None:
 def test_the_printed_curl_names_the_dev_certificates(pki: DevPki, tmp_path: Path) -> None:
     text = curl_command(pki, tmp_path / "body.json", "/v1/kyverno/verify", 8443)
     assert text.startswith("curl --cacert ")
-    for part in (str(pki.ca_cert), str(pki.client_cert), str(pki.client_key), "https://127.0.0.1:8443/v1/kyverno/verify", "--data-binary"):
+    for part in (
+        str(pki.ca_cert),
+        str(pki.client_cert),
+        str(pki.client_key),
+        "https://127.0.0.1:8443/v1/kyverno/verify",
+        "--data-binary",
+    ):
         assert part in text

@@ -42,8 +42,12 @@ def test_the_base_deployment_names_the_default_callers() -> None:
 
 @pytest.mark.parametrize("name", ["manifest-provider-tls", "manifest-provider-ca"])
 def test_shipped_certificates_have_ecdsa_p256_keys(name: str) -> None:
-    (certificate,) = [d for d in docs("certificate.yaml") if d["kind"] == "Certificate" and d["metadata"]["name"] == name]
-    assert certificate["spec"]["privateKey"]["algorithm"] == "ECDSA" and certificate["spec"]["privateKey"]["size"] == 256
+    (certificate,) = [
+        d for d in docs("certificate.yaml") if d["kind"] == "Certificate" and d["metadata"]["name"] == name
+    ]
+    assert (
+        certificate["spec"]["privateKey"]["algorithm"] == "ECDSA" and certificate["spec"]["privateKey"]["size"] == 256
+    )
 
 
 def test_dev_keys_are_ecdsa_p256(tmp_path: Path) -> None:

@@ -14,7 +14,12 @@ from provider.service.wire import gatekeeper
 
 
 def request(keys: Any, **fields: Any) -> bytes:
-    body = {"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": keys}, **fields}
+    body = {
+        "apiVersion": "externaldata.gatekeeper.sh/v1beta1",
+        "kind": "ProviderRequest",
+        "request": {"keys": keys},
+        **fields,
+    }
     return json.dumps(body).encode()
 
 
@@ -52,8 +57,18 @@ def test_other_api_versions_of_the_group_are_read() -> None:
         (b'{"request": {"keys": ["a"], "keys": ["b"]}}', "duplicate key"),
         (b'{"request": {"keys": [NaN]}}', "not valid JSON"),
     ],
-    ids=["empty", "not-an-object", "foreign-group", "api-version-not-string", "wrong-kind", "no-request",
-         "keys-not-a-list", "key-not-a-string", "duplicate-field", "nan"],
+    ids=[
+        "empty",
+        "not-an-object",
+        "foreign-group",
+        "api-version-not-string",
+        "wrong-kind",
+        "no-request",
+        "keys-not-a-list",
+        "key-not-a-string",
+        "duplicate-field",
+        "nan",
+    ],
 )
 def test_an_unusable_request_is_a_request_error(body: bytes, message: str) -> None:
     with pytest.raises(RequestError, match=message):
@@ -104,8 +119,17 @@ def test_an_audit_review_reads_as_audit() -> None:
         ('{"review": {"userInfo": {"groups": "admins"}}}', "review.userInfo.groups"),
         ('{"review": {}, "review": {}}', "duplicate key 'review'"),
     ],
-    ids=["not-json", "not-an-object", "no-review", "unknown-field", "check-not-string", "review-not-object",
-         "bad-operation", "groups-not-a-list", "duplicate-field"],
+    ids=[
+        "not-json",
+        "not-an-object",
+        "no-review",
+        "unknown-field",
+        "check-not-string",
+        "review-not-object",
+        "bad-operation",
+        "groups-not-a-list",
+        "duplicate-field",
+    ],
 )
 def test_an_unusable_key_is_a_request_error(key: str, message: str) -> None:
     with pytest.raises(RequestError, match=message):

@@ -15,7 +15,15 @@ from provider.service.wire import gatekeeper, kyverno
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["review", "policy", "check", "request", "object", "keys", "operation", "userInfo", "x"]) | st.text(max_size=8), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["review", "policy", "check", "request", "object", "keys", "operation", "userInfo", "x"])
+            | st.text(max_size=8),
+            inner,
+            max_size=4,
+        )
+    ),
     max_leaves=25,
 )
 BODIES = st.binary(max_size=300) | JSON.map(lambda v: json.dumps(v).encode())
@@ -49,7 +57,9 @@ def test_kyverno_body_reading_raises_only_request_error(body: bytes) -> None:
 
 
 def _provider_request(keys: list[Any]) -> bytes:
-    return json.dumps({"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": keys}}).encode()
+    return json.dumps(
+        {"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest", "request": {"keys": keys}}
+    ).encode()
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -28,7 +28,9 @@ def test_a_body_is_a_question_and_a_cache_key() -> None:
 
 def test_the_cache_key_ignores_the_uid_but_nothing_that_decides() -> None:
     _, base = kyverno.read_body(body())
-    _, other_uid = kyverno.read_body(json.dumps({"request": {**REQUEST, "uid": "u-2"}, "policy": {"keys": ["pem"]}}).encode())
+    _, other_uid = kyverno.read_body(
+        json.dumps({"request": {**REQUEST, "uid": "u-2"}, "policy": {"keys": ["pem"]}}).encode()
+    )
     assert other_uid == base
     variants = [
         {"request": {**REQUEST, "operation": "UPDATE"}, "policy": {"keys": ["pem"]}},
@@ -57,7 +59,15 @@ def test_field_order_does_not_change_the_cache_key() -> None:
         (b'{"request": "{{ request }}", "policy": {}}', "request: expected an object"),
         (b'{"request": {"operation": "create"}, "policy": {}}', "request.operation"),
     ],
-    ids=["empty", "not-an-object", "no-request", "unknown-field", "check-not-string", "unsubstituted-variable", "lower-case-operation"],
+    ids=[
+        "empty",
+        "not-an-object",
+        "no-request",
+        "unknown-field",
+        "check-not-string",
+        "unsubstituted-variable",
+        "lower-case-operation",
+    ],
 )
 def test_an_unusable_body_is_a_request_error(data: bytes, message: str) -> None:
     with pytest.raises(RequestError, match=message):
@@ -71,4 +81,11 @@ def test_answers_always_carry_allowed_and_message_and_no_status_code() -> None:
     for shaped in (answer, denial):
         assert set(shaped) == {"allowed", "verified", "reason", "message", "signers", "diff"}
     assert answer["allowed"] is True and answer["signers"] == ["sha256:ab"]
-    assert denial == {"allowed": False, "verified": False, "reason": "deadline-exceeded", "message": "too slow", "signers": [], "diff": []}
+    assert denial == {
+        "allowed": False,
+        "verified": False,
+        "reason": "deadline-exceeded",
+        "message": "too slow",
+        "signers": [],
+        "diff": [],
+    }
