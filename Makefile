@@ -6,9 +6,23 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint bench soak fuzz clean kind-schemas
+.PHONY: install system-packages run test lint bench soak fuzz clean kind-schemas
 
-install: $(STAMP)
+install: system-packages $(STAMP)
+
+# The tests run the real thing: Debian's CNCF distribution registry (docker-registry) for
+# resource bundles and GnuPG (gpg) for OpenPGP signatures. Installed only when missing,
+# and only where apt-get exists (Debian and derivatives); elsewhere install them yourself.
+system-packages:
+	@if ! command -v docker-registry >/dev/null 2>&1 || ! command -v gpg >/dev/null 2>&1; then \
+		if command -v apt-get >/dev/null 2>&1; then \
+			SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+			$$SUDO apt-get update -qq && \
+			DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends docker-registry gnupg; \
+		else \
+			echo "docker-registry and gpg are needed by the tests; install them (Debian: apt-get install docker-registry gnupg)" >&2; \
+		fi; \
+	fi
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
