@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..errors import RequestError
 from . import EXIT_OK
@@ -41,12 +42,51 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="sign a tar.gz of the input files (upstream's deprecated --tarball=yes) instead of a YAML stream",
     )
     p.add_argument(
+        "-i",
+        "--image",
+        metavar="REF",
+        help="push the message as a resource bundle image to REF and sign the image as cosign does "
+        "(kubectl sigstore sign -i); the output carries only the resourceBundleRef annotation",
+    )
+    p.add_argument(
         "--annotation-domain",
         default=None,
         metavar="D",
         help="signature annotation domain (default cosign.sigstore.dev)",
     )
     p.set_defaults(run=run)
+
+
+def _sign_image(args: argparse.Namespace, documents: list[Any], key: Any, domain: str, files: list[Path]) -> list[Any]:
+    """Push the message as a bundle image, sign the image's digest, and annotate the documents with its reference."""
+    import base64
+
+    from ..bundles import Reference, simple_signing_payload
+    from ..errors import VerificationFailure
+    from ..keys import sign_bytes
+    from ..oci.bundles import push_bundle, push_signature
+    from ..oci.registry import RegistryClient
+    from ..signing import message_payload, with_bundle_ref
+
+    try:
+        reference = Reference.parse(args.image, "--image")
+    except VerificationFailure as exc:
+        raise RequestError(exc.message) from exc
+    if reference.digest:
+        raise RequestError("--image names where to push: give a tag, not a digest")
+    base = Path(args.filename)
+    tarball = (
+        [(str(p.relative_to(base)) if base.is_dir() else p.name, p.read_bytes()) for p in files]
+        if args.tarball
+        else None
+    )
+    clean, payload = message_payload(documents, domain=domain, tarball_files=tarball)
+    client = RegistryClient()
+    digest = push_bundle(client, reference, payload)
+    claim = simple_signing_payload(reference, digest)
+    push_signature(client, reference, digest, claim, base64.b64encode(sign_bytes(key, claim)).decode())
+    print(f"pushed {reference.name}@{digest} and its signature", file=sys.stderr)
+    return with_bundle_ref(clean, args.image, domain)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,7 +103,11 @@ def run(args: argparse.Namespace) -> int:
     for index, doc in enumerate(documents):
         if not isinstance(doc, dict):
             raise RequestError(f"document {index + 1} is a {type(doc).__name__}, not a Kubernetes object")
-    if args.append_signature:
+    if args.image:
+        if args.append_signature:
+            raise RequestError("--image signs the bundle image; --append-signature does not apply")
+        signed = _sign_image(args, documents, key, domain, files)
+    elif args.append_signature:
         if args.tarball:
             raise RequestError("--append-signature reuses the existing message; --tarball does not apply")
         signed = append_signature(documents, key, domain=domain)
