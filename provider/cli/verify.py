@@ -95,6 +95,23 @@ def build_policy(args: argparse.Namespace) -> dict[str, Any]:
     return policy
 
 
+def _sources(args: argparse.Namespace, policy: Any) -> Any:
+    """A registry client when the policy reads resource bundles, the cluster when it reads a signature ConfigMap."""
+    from ..bundles import Sources
+
+    bundles = configmaps = None
+    if policy.resource_bundle is not None:
+        from ..oci.bundles import OciBundleSource
+
+        bundles = OciBundleSource()
+    if policy.signature_resource_ref is not None:
+        from ..kube.configmaps import KubeConfigMapReader
+        from ..kube.dryrun import dry_runner_for
+
+        configmaps = KubeConfigMapReader(lambda: dry_runner_for(args.kubeconfig))
+    return Sources(bundles=bundles, configmaps=configmaps)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..policy import Policy
     from ..verifier import decide
@@ -105,10 +122,11 @@ def run(args: argparse.Namespace) -> int:
         from ..kube.dryrun import dry_runner_for
 
         runner = dry_runner_for(args.kubeconfig)
+    sources = _sources(args, policy)
     return evaluate_documents(
         "verify",
         args.filename,
         args.output,
-        lambda review: decide(review, policy, dry_runner=runner),
+        lambda review: decide(review, policy, dry_runner=runner, sources=sources),
         admission=args.admission,
     )
