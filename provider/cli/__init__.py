@@ -31,7 +31,7 @@ from ..errors import ProviderError
 from ..version import __version__
 
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("verify", "sign", "keygen", "serve", "verify-cluster-info", "verify-csr", "classify")
+COMMANDS = ("verify", "sign", "keygen", "serve", "verify-cluster-info", "verify-csr", "classify", "convert-policy")
 
 EXIT_OK, EXIT_DENIED, EXIT_USAGE, EXIT_UNVERIFIED = 0, 1, 2, 3
 
