@@ -34,7 +34,7 @@ $(STAMP): setup.cfg pyproject.toml
 	touch $@
 
 ## run: the service on https://127.0.0.1:8443 with throw-away dev certificates (mTLS)
-run: install
+run: $(STAMP)
 	$(PY) -m provider.service.dev
 
 ## test: the whole suite (unit, interop, integration, hostile input, short load/fault runs)
