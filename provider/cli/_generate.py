@@ -226,8 +226,8 @@ def certificate_bundle(pem: bytes, what: str) -> str:
     try:
         text = pem.decode("ascii")
         certificates = x509.load_pem_x509_certificates(pem)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ConfigError(f"{what}: not a PEM CA certificate ({str(exc)[:120]})") from exc
+    except (UnicodeDecodeError, ValueError) as exc:  # cryptography's text points at its FAQ, not at the file
+        raise ConfigError(f"{what}: not a PEM CA certificate") from exc
     if not certificates or not text.lstrip().startswith("-----BEGIN CERTIFICATE-----"):
         raise ConfigError(f"{what}: not a PEM CA certificate")
     return text.strip() + "\n"
