@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,6 +26,9 @@ from ..review import Review
 from . import EXIT_DENIED, EXIT_OK, EXIT_UNVERIFIED, EXIT_USAGE
 
 INPUT_SUFFIXES = (".yaml", ".yml", ".json")
+#: A key read from an environment variable (provider/cli/_keys.py cites cosign and kubectl sigstore).
+ENV_SCHEME = "env://"
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 #: Where ``--help`` examples start; :class:`HelpFormatter` prints what follows line for line.
 EXAMPLES = "examples:"
 #: The built-in profile that is k8s-manifest-sigstore's default ignore list: what
@@ -106,6 +110,55 @@ def read_policy_file(path: str) -> dict[str, Any]:
     return dict(docs[0])
 
 
+def split_key_refs(values: list[str]) -> list[str]:
+    """Every key reference of repeated ``-k`` flags, comma lists split (a value naming a file is kept whole)."""
+    refs: list[str] = []
+    for value in values:
+        if "," in value and not Path(value).is_file():
+            refs.extend(part.strip() for part in value.split(","))
+        else:
+            refs.append(value)
+    for ref in refs:
+        if not ref:
+            raise PolicyError(f"an empty key reference in -k {','.join(values)!r}")
+    return refs
+
+
+def read_key_ref(ref: str) -> bytes:
+    """The text of one key reference: a file, ``-``, or ``env://NAME``."""
+    scheme = _SCHEME.match(ref)
+    if scheme is None:
+        return read_text(ref)
+    if not ref.startswith(ENV_SCHEME):
+        raise PolicyError(
+            f"{ref}: keys are read from files or {ENV_SCHEME}NAME; {scheme.group(1)}:// is not supported "
+            "(nothing is fetched from elsewhere)"
+        )
+    name = ref.removeprefix(ENV_SCHEME)
+    if not name:
+        raise PolicyError(f"{ref}: name the environment variable, e.g. {ENV_SCHEME}COSIGN_PUBLIC_KEY")
+    value = os.environ.get(name)
+    if value is None:
+        raise PolicyError(f"{ref}: environment variable {name} is not set")
+    data = value.encode()
+    if not data.strip():
+        raise PolicyError(f"{ref}: environment variable {name} is empty")
+    if len(data) > DEFAULT_LIMITS.max_payload_bytes:
+        raise PolicyError(f"{ref}: environment variable {name} is larger than {DEFAULT_LIMITS.max_payload_bytes} bytes")
+    return data
+
+
+def read_public_keys(values: list[str]) -> list[str]:
+    """The PEM text of every key ``-k`` names (files, ``env://``, comma lists), in order."""
+    keys = []
+    for ref in split_key_refs(values):
+        try:
+            keys.append(read_key_ref(ref).decode())
+        except UnicodeDecodeError as exc:
+            raise PolicyError(f"{ref}: not a PEM text file") from exc
+    return keys
+
+
 def password() -> bytes | None:
     """``MANIFEST_PROVIDER_PASSWORD``, else cosign's ``COSIGN_PASSWORD`` (for cosign key files), else none."""
     value = os.environ.get("MANIFEST_PROVIDER_PASSWORD") or os.environ.get("COSIGN_PASSWORD")
@@ -182,8 +235,6 @@ def build_policy(args: argparse.Namespace) -> dict[str, Any]:
     and the dry-run flags replace what it says; ``--disable-default-config`` takes
     the k8s-manifest-sigstore profile out of its ``defaults``.
     """
-    from ._keys import read_public_keys
-
     policy = read_policy_file(args.config) if args.config else {}
     keys = read_public_keys(args.key)
     if keys:

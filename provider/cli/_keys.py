@@ -1,6 +1,7 @@
-"""Keys on the command line as ``kubectl sigstore`` and ``cosign`` take them, and passwords for private keys.
+"""Private keys on the command line, and their passwords.
 
-A key reference (the value of ``-k``) is
+A key reference (the value of ``-k``; read by :func:`provider.cli._common.read_key_ref`)
+is
 
 * a file path (``-`` for standard input);
 * ``env://NAME``: the key text is the value of the environment variable
@@ -31,75 +32,22 @@ forgot the variable must fail, not hang or sign with a guess.
 from __future__ import annotations
 
 import getpass
-import os
 import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import KeyLoadError, PolicyError
-from ..limits import DEFAULT_LIMITS
-from ._common import password, read_text
+from ..errors import KeyLoadError
+from ._common import password, read_key_ref, split_key_refs
 
 if TYPE_CHECKING:
     from ..keys import PrivateKeyTypes
 
-ENV_SCHEME = "env://"
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 #: PEM markers of an encrypted private key: PKCS #8 (RFC 5958), OpenSSL's traditional form, cosign's two labels.
 _ENCRYPTED = re.compile(
     rb"-----BEGIN (ENCRYPTED PRIVATE KEY|ENCRYPTED SIGSTORE PRIVATE KEY|ENCRYPTED COSIGN PRIVATE KEY)-----"
     rb"|Proc-Type: 4,ENCRYPTED"
 )
-
-
-def split_key_refs(values: list[str]) -> list[str]:
-    """Every key reference of repeated ``-k`` flags, comma lists split (a value naming a file is kept whole)."""
-    refs: list[str] = []
-    for value in values:
-        if "," in value and not Path(value).is_file():
-            refs.extend(part.strip() for part in value.split(","))
-        else:
-            refs.append(value)
-    for ref in refs:
-        if not ref:
-            raise PolicyError(f"an empty key reference in -k {','.join(values)!r}")
-    return refs
-
-
-def read_key_ref(ref: str) -> bytes:
-    """The text of one key reference: a file, ``-``, or ``env://NAME``."""
-    scheme = _SCHEME.match(ref)
-    if scheme is None:
-        return read_text(ref)
-    if not ref.startswith(ENV_SCHEME):
-        raise PolicyError(
-            f"{ref}: keys are read from files or {ENV_SCHEME}NAME; {scheme.group(1)}:// is not supported "
-            "(nothing is fetched from elsewhere)"
-        )
-    name = ref.removeprefix(ENV_SCHEME)
-    if not name:
-        raise PolicyError(f"{ref}: name the environment variable, e.g. {ENV_SCHEME}COSIGN_PUBLIC_KEY")
-    value = os.environ.get(name)
-    if value is None:
-        raise PolicyError(f"{ref}: environment variable {name} is not set")
-    data = value.encode()
-    if not data.strip():
-        raise PolicyError(f"{ref}: environment variable {name} is empty")
-    if len(data) > DEFAULT_LIMITS.max_payload_bytes:
-        raise PolicyError(f"{ref}: environment variable {name} is larger than {DEFAULT_LIMITS.max_payload_bytes} bytes")
-    return data
-
-
-def read_public_keys(values: list[str]) -> list[str]:
-    """The PEM text of every key ``-k`` names (files, ``env://``, comma lists), in order."""
-    keys = []
-    for ref in split_key_refs(values):
-        try:
-            keys.append(read_key_ref(ref).decode())
-        except UnicodeDecodeError as exc:
-            raise PolicyError(f"{ref}: not a PEM text file") from exc
-    return keys
 
 
 def can_prompt() -> bool:
