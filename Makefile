@@ -33,9 +33,25 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PY) -m pip install --quiet --ignore-requires-python 'opa-golib-python-bindings==0.4.4'
 	touch $@
 
-## run: the service on https://127.0.0.1:8443 with throw-away dev certificates (mTLS)
-run: $(STAMP)
-	$(PY) -m provider.service.dev
+## run: the service on https://127.0.0.1:8443 (RUN_PORT=N for another) with throw-away dev certificates (mTLS)
+RUN_PORT ?= 8443
+# A port in use fails first, before installing or printing anything (the same bind
+# provider/service/dev.py makes, which then keeps the port for the server).
+define PORT_FREE
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", $(RUN_PORT)))
+except OSError as e:
+    sys.exit(f"make run: port $(RUN_PORT) on 127.0.0.1 is not free ({e.strerror}); stop what uses it or pick another: make run RUN_PORT={$(RUN_PORT) + 1}")
+endef
+export PORT_FREE
+
+run:
+	@$(PYTHON) -c "$$PORT_FREE"
+	@$(MAKE) --no-print-directory $(STAMP)
+	MANIFEST_PROVIDER_PORT=$(RUN_PORT) $(PY) -m provider.service.dev
 
 ## test: the whole suite (unit, interop, integration, hostile input, short load/fault runs)
 test: install

@@ -30,17 +30,26 @@ import yaml
 
 from ..errors import PolicyError
 from . import EXIT_OK, EXIT_UNVERIFIED
-from ._common import read_documents
+from ._common import command_parser, read_documents
 
 HELP = "convert a Kyverno manifests rule, an Integrity Shield constraint or a kubectl sigstore config to a policy"
 
 
+EXAMPLES = (
+    "manifest-provider convert-policy -f kyverno-policy.yaml > policy.yaml",
+    "manifest-provider convert-policy -f kyverno-policy.yaml -o gatekeeper > constraint-converted.yaml",
+    "manifest-provider convert-policy -f integrity-shield-constraint.yaml   # exit 3 when something did not carry over",
+)
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("convert-policy", help=HELP, description=HELP + " (exit 3 when something did not carry over)")
+    p = command_parser(
+        sub, "convert-policy", HELP, EXAMPLES, description=HELP + " (exit 3 when something did not carry over)"
+    )
     p.add_argument("-f", "--filename", required=True, metavar="FILE", help="the policy to convert (- for stdin)")
     p.add_argument(
         "-o", "--output", choices=("policy", "gatekeeper", "kyverno"), default="policy",
-        help="policy (default): this project's policy; gatekeeper: a VerifyManifestSignature constraint; "
+        help="policy (default): this project's policy; gatekeeper: a K8sVerifyManifestSignature constraint; "
         "kyverno: the converted policy as a Kyverno data entry",
     )  # fmt: skip
     p.set_defaults(run=run)
@@ -212,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
         raise PolicyError(f"{args.filename}: expected one document, found {len(docs)}")
     policy, lost = convert(docs[0])
     if args.output == "gatekeeper":
-        out: Any = {"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "VerifyManifestSignature",
+        out: Any = {"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "K8sVerifyManifestSignature",
                     "metadata": {"name": "converted"}, "spec": {"parameters": policy}}  # fmt: skip
     elif args.output == "kyverno":
         out = {"policy": policy}

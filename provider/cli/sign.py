@@ -9,16 +9,24 @@ from typing import Any
 
 from ..errors import RequestError
 from . import EXIT_OK
-from ._common import input_files, password, read_documents, read_text
+from ._common import command_parser, input_files, read_documents
 
 HELP = "sign a manifest file or directory (writes <file>.signed)"
+EXAMPLES = (
+    "manifest-provider sign -f app.yaml -k team.key   # writes app.yaml.signed",
+    "manifest-provider sign -f manifests/ -k cosign.key -o release.yaml",
+    "manifest-provider sign -f app.yaml.signed -k ops.key --append-signature -o app.yaml.signed2",
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
+    p = command_parser(
+        sub,
         "sign",
-        help=HELP,
-        description=HELP + ". The private key's password is read from MANIFEST_PROVIDER_PASSWORD (or COSIGN_PASSWORD).",
+        HELP,
+        EXAMPLES,
+        description=HELP + ". The private key's password is read from MANIFEST_PROVIDER_PASSWORD (or COSIGN_PASSWORD); "
+        "without either, it is asked for when standard input is a terminal.",
     )
     p.add_argument(
         "-f", "--filename", required=True, metavar="FILE|DIR", help="manifest file, or a directory of .yaml/.yml files"
@@ -28,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--key",
         required=True,
         metavar="PRIVATE.pem",
-        help="private key: PKCS#8 PEM (ECDSA, RSA or Ed25519) or a cosign key file (cosign.key)",
+        help="private key: PKCS#8 PEM (ECDSA, RSA or Ed25519) or a cosign key file (cosign.key); a file or env://VAR",
     )
     p.add_argument("-o", "--output", metavar="OUT", help="output file (default <FILE>.signed; - for stdout)")
     p.add_argument(
@@ -91,11 +99,11 @@ def _sign_image(args: argparse.Namespace, documents: list[Any], key: Any, domain
 
 def run(args: argparse.Namespace) -> int:
     from ..envelope import DEFAULT_DOMAIN
-    from ..keys import load_private_key
     from ..signing import append_signature, dump_yaml, sign_documents
+    from ._keys import load_signing_key
 
     domain = args.annotation_domain or DEFAULT_DOMAIN
-    key = load_private_key(read_text(args.key), password())
+    key = load_signing_key(args.key)
     if args.filename == "-":
         raise RequestError("sign reads a file or directory, not standard input")
     files = input_files(args.filename)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +60,18 @@ def test_the_cli_exits_3_when_something_did_not_carry_over(tmp_path: Path, capsy
     out, err = capsys.readouterr()
     assert yaml.safe_load(out)["spec"]["parameters"] == {"signers": ["jane@example.com"]}
     assert "maxResourceManifestNum" in err
+
+
+def test_the_gatekeeper_output_is_a_constraint_of_the_shipped_template(tmp_path: Path) -> None:
+    """The constraint's kind is the one the shipped ConstraintTemplate creates, or Gatekeeper has no CRD for it."""
+    from tests.support.data import KYVERNO, REPO, load_yaml
+
+    (template,) = load_yaml(REPO / "policies" / "gatekeeper" / "verify-manifest-signature" / "template.yaml")
+    proc = subprocess.run(
+        [sys.executable, "-m", "provider.cli", "convert-policy", "-f",
+         str(KYVERNO / "policies" / "cpol-count1-two-keys.yaml"), "-o", "gatekeeper"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    constraint = yaml.safe_load(proc.stdout)
+    assert constraint["kind"] == template["spec"]["crd"]["spec"]["names"]["kind"]
