@@ -10,7 +10,6 @@ verifies with the tool's profile and fails without it. Each way a looser rule
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,67 +22,38 @@ from provider.objects import ObjectIdentity
 from provider.policy import PROFILES, BuiltinProfile, Policy, load_profile
 from provider.stamps import STAMPS, Stamped, check_argocd_tracking_id, take_stamps
 from provider.verifier import verify
+from tests.support import delivery
+from tests.support.delivery import (
+    HR_NAME,
+    HR_NAMESPACE,
+    KS_NAME,
+    KS_NAMESPACE,
+    MANAGED_BY,
+    RELEASE_NAME,
+    RELEASE_NAMESPACE,
+    TRACKING,
+    annotate,
+    label,
+)
 from tests.support.fakeapi import FakeApiServer, recording, runner_for
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import sign
 
 KEY = public_key_pem(make_key())
 DEFAULTS = ["k8s-manifest-sigstore", "common"]
-TRACKING = "argocd.argoproj.io/tracking-id"
-MANAGED_BY = "app.kubernetes.io/managed-by"
-RELEASE_NAME, RELEASE_NAMESPACE = "meta.helm.sh/release-name", "meta.helm.sh/release-namespace"
-KS_NAME, KS_NAMESPACE = "kustomize.toolkit.fluxcd.io/name", "kustomize.toolkit.fluxcd.io/namespace"
-HR_NAME, HR_NAMESPACE = "helm.toolkit.fluxcd.io/name", "helm.toolkit.fluxcd.io/namespace"
 
 
 def policy(*profiles: str, **extra: Any) -> Policy:
     return Policy.from_dict({"keys": [KEY], "defaults": [*DEFAULTS, *profiles], **extra})
 
 
-def annotate(obj: dict[str, Any], **values: str) -> None:
-    obj["metadata"].setdefault("annotations", {}).update(values)
-
-
-def label(obj: dict[str, Any], **values: str) -> None:
-    obj["metadata"].setdefault("labels", {}).update(values)
-
-
-# --- how each tool delivers a signed Deployment ------------------------------------------------------
-#
-# Each function stamps, in place, what the tool adds to the object it applies (keys given with
-# ``**{...}`` because they hold dots and slashes).
-
-
-def argocd(obj: dict[str, Any]) -> None:
-    """Argo CD, annotation tracking (its default), client-side apply: the tracking id, and kubectl's record."""
-    meta = obj["metadata"]
-    annotate(obj, **{TRACKING: f"guestbook:apps/Deployment:{meta['namespace']}/{meta['name']}"})
-    applied = {k: v for k, v in obj.items() if k != "status"}
-    annotate(obj, **{"kubectl.kubernetes.io/last-applied-configuration": json.dumps(applied, sort_keys=True)})
-
-
-def flux(obj: dict[str, Any]) -> None:
-    """Flux kustomize-controller: its owner labels (server-side apply: no last-applied record)."""
-    label(obj, **{KS_NAME: "apps", KS_NAMESPACE: "flux-system"})
-
-
-def helm(obj: dict[str, Any]) -> None:
-    """``helm install web ./chart -n default`` with the signing post-renderer: Helm's release metadata."""
-    label(obj, **{MANAGED_BY: "Helm"})
-    annotate(obj, **{RELEASE_NAME: "web", RELEASE_NAMESPACE: obj["metadata"]["namespace"]})
-
-
-def flux_helm(obj: dict[str, Any]) -> None:
-    """Flux helm-controller: Helm's release metadata plus its origin labels."""
-    helm(obj)
-    label(obj, **{HR_NAME: "web", HR_NAMESPACE: "flux-system"})
-
+# --- how each tool delivers a signed Deployment (tests/support/delivery.py) --------------------------
 
 DELIVERIES: list[tuple[str, Callable[[dict[str, Any]], None], tuple[str, ...]]] = [
-    ("argocd", argocd, ("argocd",)),
-    ("flux-kustomize-controller", flux, ("flux",)),
-    ("helm", helm, ("helm",)),
-    ("flux-helm-controller", flux_helm, ("flux", "helm")),
+    ("argocd", delivery.argocd, ("argocd",)),
+    ("flux-kustomize-controller", delivery.flux, ("flux",)),
+    ("helm", delivery.helm, ("helm",)),
+    ("flux-helm-controller", delivery.flux_helm, ("flux", "helm")),
 ]
 
 
