@@ -96,6 +96,28 @@ def test_a_delivered_deployment_with_a_smuggled_change_does_not_verify(runner: K
         assert [item.key for item in caught.value.diff] == ["spec.template.spec.containers.0.image"], tool
 
 
+#: A smuggled change in the tool's own keys: (tool, how the stamp is bent, the key the verdict names).
+BENT: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    ("argocd", lambda o: annotate(o, **{TRACKING: "guestbook:apps/Deployment:default/payments"}), TRACKING),
+    ("flux-kustomize-controller", lambda o: label(o, **{KS_NAMESPACE: "Flux System"}), KS_NAMESPACE),
+    ("helm", lambda o: annotate(o, **{RELEASE_NAMESPACE: "kube-system"}), RELEASE_NAMESPACE),
+    ("flux-helm-controller", lambda o: label(o, **{HR_NAME: "web", HR_NAMESPACE: ""}), HR_NAMESPACE),
+]
+
+
+@pytest.mark.parametrize(("tool", "bend", "key"), BENT, ids=[b[0] for b in BENT])
+def test_a_delivered_deployment_with_a_change_smuggled_into_the_tools_keys_does_not_verify(
+    runner: KubeDryRunner, tool: str, bend: Callable[[dict[str, Any]], None], key: str
+) -> None:
+    (stamp, profiles) = next((d[1], d[2]) for d in DELIVERIES if d[0] == tool)
+    obj = delivered(stamp)
+    bend(obj)
+    with pytest.raises(ContentMismatch) as caught:
+        verify(obj, policy(*profiles, dryRun={"enabled": True}), namespace="default", dry_runner=runner)
+    assert any(key in item.key for item in caught.value.diff), caught.value.message
+    assert "metadata not taken" in caught.value.message
+
+
 # --- attacks: what an ignore pattern over the same keys would let through ------------------------------
 
 
