@@ -7,7 +7,8 @@ input. ``--post-renderer`` is Helm's post-renderer contract (helm/helm
 pkg/postrender/exec.go: the rendered manifests on standard input, the
 modified manifests read back from standard output, a non-zero exit with the
 reason on standard error fails the install): standard input to standard
-output, empty documents (a template that renders to nothing) dropped.
+output, empty documents (a template that renders to nothing) dropped, an
+empty stream (a release of hooks only) passed back empty.
 """
 
 from __future__ import annotations
@@ -129,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
     files = [] if source == "-" else input_files(source)
     documents = _objects(read_documents("-") if source == "-" else [d for p in files for d in read_documents(str(p))],
                          "standard input" if source == "-" else source)  # fmt: skip
+    if args.post_renderer and not documents:
+        return EXIT_OK  # a release of hooks only: Helm post-renders an empty stream, and gets one back
     try:
         if args.append_signature:
             if args.tarball:

@@ -78,6 +78,15 @@ def test_the_post_renderer_signs_helms_stream_and_drops_its_empty_documents(
         verify(obj, policy)
 
 
+def test_the_post_renderer_passes_an_empty_release_through(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], keys: tuple[Path, Policy]
+) -> None:
+    """A chart of hooks only renders no manifest; Helm still runs the post-renderer, which must not fail it."""
+    assert run(monkeypatch, capsys, "sign", "--post-renderer", "-k", keys[0], stdin="---\n# Source: x\n") == (0, "", "")
+    code, out, err = run(monkeypatch, capsys, "sign", "-f", "-", "-k", keys[0], stdin="---\n")
+    assert (code, out) == (2, "") and "nothing to sign" in err
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
