@@ -20,16 +20,26 @@ from typing import Any
 
 from ..errors import RequestError
 from . import EXIT_OK
-from ._common import input_files, password, read_documents, read_text
+from ._common import command_parser, input_files, read_documents
 
 HELP = "sign a manifest file or directory (writes <file>.signed), or standard input (-f -)"
+EXAMPLES = (
+    "manifest-provider sign -f app.yaml -k team.key   # writes app.yaml.signed",
+    "manifest-provider sign -f manifests/ -k cosign.key -o release.yaml",
+    "manifest-provider sign -f app.yaml.signed -k ops.key --append-signature -o app.yaml.signed2",
+    "kustomize build overlays/prod | manifest-provider sign -f - -k env://SIGNING_KEY > release.yaml",
+    "helm install web ./chart --post-renderer ./sign-manifests   # runs: sign --post-renderer -k team.key",
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
+    p = command_parser(
+        sub,
         "sign",
-        help=HELP,
-        description=HELP + ". The private key's password is read from MANIFEST_PROVIDER_PASSWORD (or COSIGN_PASSWORD).",
+        HELP,
+        EXAMPLES,
+        description=HELP + ". The private key's password is read from MANIFEST_PROVIDER_PASSWORD (or COSIGN_PASSWORD); "
+        "without either, it is asked for when standard input is a terminal.",
     )
     p.add_argument(
         "-f",
@@ -43,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--key",
         required=True,
         metavar="PRIVATE.pem",
-        help="private key: PKCS#8 PEM (ECDSA, RSA or Ed25519) or a cosign key file (cosign.key)",
+        help="private key: PKCS#8 PEM (ECDSA, RSA or Ed25519) or a cosign key file (cosign.key); a file or env://VAR",
     )
     p.add_argument(
         "-o",
@@ -72,6 +82,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="sign a tar.gz of the input files (upstream's deprecated --tarball=yes) instead of a YAML stream",
     )
     p.add_argument(
+        "-i",
+        "--image",
+        metavar="REF",
+        help="push the message as a resource bundle image to REF and sign the image as cosign does "
+        "(kubectl sigstore sign -i); the output carries only the resourceBundleRef annotation",
+    )
+    p.add_argument(
         "--annotation-domain",
         default=None,
         metavar="D",
@@ -85,9 +102,9 @@ def _source(args: argparse.Namespace) -> tuple[str, str]:
     if args.post_renderer:
         if args.filename not in (None, "-") or args.output not in (None, "-"):
             raise RequestError("--post-renderer reads standard input and writes standard output; drop -f and -o")
-        if args.tarball or args.append_signature:
+        if args.tarball or args.append_signature or args.image:
             raise RequestError(
-                "--post-renderer signs Helm's rendered stream; --tarball and --append-signature do not apply"
+                "--post-renderer signs Helm's rendered stream; --tarball, --append-signature and --image do not apply"
             )
         return "-", "-"
     if args.filename is None:
@@ -111,9 +128,40 @@ def _objects(documents: list[Any], where: str) -> list[dict[str, Any]]:
     return objects
 
 
+def _sign_image(args: argparse.Namespace, documents: list[Any], key: Any, domain: str, files: list[Path]) -> list[Any]:
+    """Push the message as a bundle image, sign the image's digest, and annotate the documents with its reference."""
+    import base64
+
+    from ..bundles import Reference, simple_signing_payload
+    from ..errors import VerificationFailure
+    from ..keys import sign_bytes
+    from ..oci.bundles import push_bundle, push_signature
+    from ..oci.registry import RegistryClient
+    from ..signing import message_payload, with_bundle_ref
+
+    try:
+        reference = Reference.parse(args.image, "--image")
+    except VerificationFailure as exc:
+        raise RequestError(exc.message) from exc
+    if reference.digest:
+        raise RequestError("--image names where to push: give a tag, not a digest")
+    base = Path(args.filename)
+    tarball = (
+        [(str(p.relative_to(base)) if base.is_dir() else p.name, p.read_bytes()) for p in files]
+        if args.tarball
+        else None
+    )
+    clean, payload = message_payload(documents, domain=domain, tarball_files=tarball)
+    client = RegistryClient()
+    digest = push_bundle(client, reference, payload)
+    claim = simple_signing_payload(reference, digest)
+    push_signature(client, reference, digest, claim, base64.b64encode(sign_bytes(key, claim)).decode())
+    print(f"pushed {reference.name}@{digest} and its signature", file=sys.stderr)
+    return with_bundle_ref(clean, args.image, domain)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..envelope import DEFAULT_DOMAIN
-    from ..keys import load_private_key
     from ..signing import (
         TOTAL_ANNOTATION_SIZE_LIMIT,
         AnnotationsTooLarge,
@@ -123,17 +171,24 @@ def run(args: argparse.Namespace) -> int:
         sign_documents,
         sign_each,
     )
+    from ._keys import load_signing_key
 
     domain = args.annotation_domain or DEFAULT_DOMAIN
     source, out = _source(args)
-    key = load_private_key(read_text(args.key), password())
+    if source == "-" and args.key == "-":
+        raise RequestError("standard input carries the manifests; give the key as a file or env://VAR, not -k -")
+    key = load_signing_key(args.key)
     files = [] if source == "-" else input_files(source)
     documents = _objects(read_documents("-") if source == "-" else [d for p in files for d in read_documents(str(p))],
                          "standard input" if source == "-" else source)  # fmt: skip
     if args.post_renderer and not documents:
         return EXIT_OK  # a release of hooks only: Helm post-renders an empty stream, and gets one back
     try:
-        if args.append_signature:
+        if args.image:
+            if args.append_signature or args.per_object:
+                raise RequestError("--image signs the bundle image; --append-signature and --per-object do not apply")
+            signed = _sign_image(args, documents, key, domain, files)
+        elif args.append_signature:
             if args.tarball:
                 raise RequestError("--append-signature reuses the existing message; --tarball does not apply")
             if args.per_object:
