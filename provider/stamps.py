@@ -125,8 +125,9 @@ def check_argocd_tracking_id(seen: Stamped) -> str:
 # --- Flux -------------------------------------------------------------------------
 
 
-def _owner_labels(group: str, what: str) -> Check:
-    """fluxcd/pkg ssa ResourceManager.SetOwnerLabels: ``<group>/name`` and ``<group>/namespace``, both, always."""
+def _owner_labels(group: str, what: str, also: Check | None = None) -> Check:
+    """``<group>/name`` and ``<group>/namespace``, both, always (fluxcd/pkg ssa SetOwnerLabels, and helm-controller's
+    origin labels); ``also``, when given, is what else must hold of an object that controller applied."""
     name_key, namespace_key = f"{group}/name", f"{group}/namespace"
 
     def check(seen: Stamped) -> str:
@@ -137,6 +138,8 @@ def _owner_labels(group: str, what: str) -> Check:
             return f"{name_key} {_quote(name)} is not the name of a {what}"
         if not is_dns_label(namespace):
             return f"{namespace_key} {_quote(namespace)} is not a namespace name"
+        if also is not None and (problem := also(seen)):
+            return f"{name_key} on an object that is not a {what}'s: {problem}"
         return ""
 
     return check
@@ -208,7 +211,10 @@ STAMPS: dict[str, Stamp] = {
             "Flux helm-controller",
             (f"{FLUX_HELMRELEASE_GROUP}/name", f"{FLUX_HELMRELEASE_GROUP}/namespace"),
             (),
-            _owner_labels(FLUX_HELMRELEASE_GROUP, "HelmRelease"),
+            # helm-controller installs through Helm's install and upgrade actions, so an object it applied
+            # carries Helm's release metadata too (helm/helm pkg/action/validate.go): its origin labels on an
+            # object without that metadata are not helm-controller's.
+            _owner_labels(FLUX_HELMRELEASE_GROUP, "HelmRelease", also=check_helm_release),
             "fluxcd/helm-controller internal/postrender/origin_labels.go",
         ),
         Stamp(

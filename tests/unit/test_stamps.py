@@ -152,6 +152,7 @@ def stamped(labels: dict[str, str] | None = None, annotations: dict[str, str] | 
 GOOD_TRACKING = {TRACKING: "guestbook:apps/Deployment:shop/web"}
 GOOD_HELM_LABELS, GOOD_HELM = {MANAGED_BY: "Helm"}, {RELEASE_NAME: "web", RELEASE_NAMESPACE: "shop"}
 GOOD_FLUX = {KS_NAME: "apps", KS_NAMESPACE: "flux-system"}
+GOOD_HR = {HR_NAME: "web", HR_NAMESPACE: "flux-system"}
 
 #: (id, profiles, labels, annotations, the key the verdict must name): none of these verifies.
 ATTACKS: list[tuple[str, tuple[str, ...], dict[str, str], dict[str, str], str]] = [
@@ -201,6 +202,13 @@ ATTACKS: list[tuple[str, tuple[str, ...], dict[str, str], dict[str, str], str]] 
     ("owner-labels-as-annotations", ("flux",), {}, GOOD_FLUX, KS_NAME),
     ("helmrelease-labels-without-the-flux-profile", ("helm",), GOOD_HELM_LABELS,
      GOOD_HELM, HR_NAME),  # the HelmRelease labels are added below
+    # helm-controller installs through Helm: its origin labels on an object without Helm's release metadata
+    # claim for a HelmRelease an object no HelmRelease installed.
+    ("helmrelease-labels-without-helm-metadata", ("flux", "helm"), GOOD_HR, {}, HR_NAME),
+    ("helmrelease-labels-beside-bent-helm-metadata", ("flux", "helm"), {**GOOD_HR, **GOOD_HELM_LABELS},
+     {**GOOD_HELM, RELEASE_NAMESPACE: "prod"}, HR_NAME),
+    ("helmrelease-labels-beside-managed-by-another-tool", ("flux", "helm"), {**GOOD_HR, MANAGED_BY: "kustomize"},
+     GOOD_HELM, HR_NAME),
 ]  # fmt: skip
 
 
@@ -214,6 +222,34 @@ def test_an_attack_on_stamped_metadata_is_a_difference(
     with pytest.raises(ContentMismatch) as caught:
         verify(obj, policy(*profiles), namespace="shop")
     assert any(key in item.key for item in caught.value.diff), (caught.value.message, key)
+
+
+#: (profile, labels, annotations) a tool writes on the object itself, never in its Pod template.
+IN_THE_TEMPLATE: list[tuple[str, dict[str, str], dict[str, str]]] = [
+    ("argocd", {}, GOOD_TRACKING),
+    ("flux", GOOD_FLUX, {}),
+    ("flux", {**GOOD_HR, **GOOD_HELM_LABELS}, GOOD_HELM),
+    ("helm", GOOD_HELM_LABELS, GOOD_HELM),
+]
+
+
+@pytest.mark.parametrize(
+    ("profile", "labels", "annotations"), IN_THE_TEMPLATE, ids=["argocd", "flux", "flux-helmrelease", "helm"]
+)
+def test_a_tools_keys_in_the_pod_template_are_a_difference(
+    profile: str, labels: dict[str, str], annotations: dict[str, str]
+) -> None:
+    """The profile takes the keys from the object's own metadata only: in the Pod template they select Pods."""
+    profiles = ("flux", "helm") if HR_NAME in labels else (profile,)
+    obj = stamped(labels, annotations)
+    verify(obj, policy(*profiles), namespace="shop")  # on the object itself: taken
+    template = obj["spec"]["template"]["metadata"]
+    template["labels"] = {**template["labels"], **labels}
+    template["annotations"] = dict(annotations)
+    with pytest.raises(ContentMismatch) as caught:
+        verify(obj, policy(*profiles), namespace="shop")
+    keys = [item.key for item in caught.value.diff]
+    assert keys and all(key.startswith("spec.template.metadata.") for key in keys), keys
 
 
 def test_the_verdict_says_why_the_profile_did_not_take_a_stamp() -> None:
