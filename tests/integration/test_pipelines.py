@@ -1,8 +1,9 @@
 """docs/pipelines.md's recipes, run as written, produce objects that verify as each tool delivers them.
 
-Each recipe runs under bash with the real CLI and stand-ins for kustomize
-(a committed kustomize v5.5.0 rendering) and Helm (its post-renderer
-contract and release metadata): tests/support/pipelines.py. The objects it
+Each recipe runs under bash with the real CLI, the real kustomize (kubectl's
+built-in one; a committed rendering of the same overlay only where kubectl is
+missing) and a stand-in for Helm (its post-renderer contract and release
+metadata): tests/support/pipelines.py. The objects it
 produces are then delivered the way the tool delivers them
 (tests/support/delivery.py) and verified with the tool's profile -- and not
 without it, and not after a change smuggled in beside the tool's metadata.
@@ -22,10 +23,22 @@ import yaml
 from provider.errors import ContentMismatch
 from provider.keys import generate_key, private_pem, public_pem
 from provider.policy import Policy
+from provider.signing import strip_envelope
 from provider.verifier import verify
 from tests.support import delivery
 from tests.support.data import load_yaml
-from tests.support.pipelines import KUSTOMIZE_BUILD, installed, recipes, run_recipe, run_tools, tool_env
+from tests.support.pipelines import (
+    KUSTOMIZE_BUILD,
+    KUSTOMIZE_TREE,
+    app_repository,
+    installed,
+    kustomize_build,
+    real_kustomize,
+    recipes,
+    run_recipe,
+    run_tools,
+    tool_env,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +58,8 @@ RECIPES = {
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
-    """A scratch directory holding signing.key and signing.pub."""
+    """A scratch directory holding signing.key, signing.pub and the application's kustomize tree."""
+    app_repository(tmp_path)
     key = generate_key("ecdsa-p256")
     (tmp_path / "signing.key").write_bytes(private_pem(key, None))
     (tmp_path / "signing.pub").write_bytes(public_pem(key))
@@ -85,11 +99,21 @@ def test_the_page_holds_every_recipe() -> None:
     assert {name: lang for name, (lang, _) in found.items()} == RECIPES
 
 
+@pytest.mark.skipif(not real_kustomize(), reason="kubectl (and its built-in kustomize) is not installed")
+def test_the_committed_rendering_is_what_kustomize_renders() -> None:
+    """Where kubectl is missing the recipes read the committed stream: it must be kustomize's own output."""
+    assert load_yaml(KUSTOMIZE_BUILD) == [
+        d for d in yaml.safe_load_all(kustomize_build(KUSTOMIZE_TREE / "overlays" / "prod")) if d
+    ]
+
+
 def test_kustomize_build_piped_into_sign(workdir: Path) -> None:
     proc = ok(run_recipe("kustomize", workdir))
     signed = load_yaml(workdir / "signed.yaml")
     rendered = load_yaml(KUSTOMIZE_BUILD)
     assert [d["kind"] for d in signed] == [d["kind"] for d in rendered] and len(signed) == 7
+    # What was signed is exactly what kustomize rendered: the signature annotations are all sign added.
+    assert strip_envelope(signed) == rendered
     assert proc.stdout.count("PASS [verified]") == 7  # the recipe's own verify
     no_tool = policy(workdir)
     for obj in signed:
@@ -147,7 +171,7 @@ def git_checkout(workdir: Path, path: str) -> Path:
     ):
         subprocess.run(argv, check=True, capture_output=True, env=tool_env(workdir))
     (workdir / "checkout" / path).mkdir(parents=True)
-    return workdir / "checkout"
+    return app_repository(workdir / "checkout")
 
 
 def committed(workdir: Path, path: str) -> list[dict[str, Any]]:
@@ -181,11 +205,14 @@ def test_argocd_config_management_plugin(workdir: Path) -> None:
     """The plugin's generate command, run as the sidecar runs it: in the application's source directory."""
     plugin = yaml.safe_load(recipes()["argocd-cmp"][1])
     assert plugin["kind"] == "ConfigManagementPlugin"
-    source = workdir / "app"
-    source.mkdir()
-    (source / plugin["spec"]["discover"]["fileName"]).write_text("resources: []\n")  # what discover looks for
+    source = app_repository(workdir / "app") / "overlays" / "prod"
+    assert (source / plugin["spec"]["discover"]["fileName"]).is_file()  # what discover looks for
     generate = plugin["spec"]["generate"]
-    proc = ok(run_tools(generate["command"] + generate["args"], workdir, source, {"SIGNING_KEY": "../signing.key"}))
+    proc = ok(
+        run_tools(
+            generate["command"] + generate["args"], workdir, source, {"SIGNING_KEY": str(workdir / "signing.key")}
+        )
+    )
     objects = [d for d in yaml.safe_load_all(proc.stdout) if d is not None]
     assert len(objects) == 7
     verifies_as_delivered(objects, delivery.argocd, policy(workdir, "argocd"), policy(workdir))

@@ -6,8 +6,13 @@ Each recipe in docs/pipelines.md is a fenced ``sh`` block after a
 holds:
 
 * ``manifest-provider`` -- this checkout's CLI, for real;
-* ``kustomize`` -- prints ``tests/assets/pipelines/kustomize-build.yaml`` (what
-  kustomize v5.5.0 rendered from the overlay beside it) for ``kustomize build``;
+* ``kustomize`` -- ``kustomize build DIR`` is the real kustomize built into
+  kubectl (``kubectl kustomize DIR``; v5.5.0 in kubectl v1.32) when kubectl is
+  installed, which it is where the tests run; without kubectl it prints
+  ``tests/assets/pipelines/kustomize-build.yaml``, the stream that kustomize
+  rendered from ``tests/assets/pipelines/kustomize/overlays/prod`` (a test
+  keeps the two equal). :func:`app_repository` puts that overlay tree where a
+  recipe builds it;
 * ``helm`` -- ``helm install NAME CHART`` as Helm 3 does it around a
   post-renderer (helm/helm pkg/postrender/exec.go: the rendered manifests on
   the post-renderer's standard input, its standard output read back, a
@@ -23,6 +28,7 @@ import copy
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,10 +67,35 @@ def cli(*args: str | Path, stdin: str | None = None, cwd: Path | None = None) ->
 
 
 _KUSTOMIZE = """#!/bin/sh
-# kustomize stand-in: `kustomize build [DIR]` prints the committed rendering.
+# kustomize: `kustomize build [DIR]` by kubectl's built-in kustomize; without kubectl, the committed rendering.
 [ "$1" = build ] || {{ echo "kustomize stand-in: only 'build' is known" >&2; exit 2; }}
+if command -v kubectl >/dev/null 2>&1; then exec kubectl kustomize "${{2:-.}}"; fi
 exec cat {build}
 """
+
+#: The overlay and base the recipes build (``kustomize build overlays/prod``).
+KUSTOMIZE_TREE = ASSETS / "kustomize"
+
+
+def real_kustomize() -> bool:
+    """Whether ``kustomize build`` runs kustomize itself here (kubectl's), rather than printing the committed stream."""
+    return shutil.which("kubectl") is not None
+
+
+def kustomize_build(directory: Path) -> str:
+    """What kubectl's built-in kustomize renders from ``directory``."""
+    return subprocess.run(
+        ["kubectl", "kustomize", str(directory)], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+
+
+def app_repository(where: Path) -> Path:
+    """``where`` holding the application's kustomize tree (``base/``, ``overlays/prod/``), as a CI checkout would."""
+    where.mkdir(parents=True, exist_ok=True)
+    for part in ("base", "overlays"):
+        shutil.copytree(KUSTOMIZE_TREE / part, where / part)
+    return where
+
 
 _HELM = '''#!{python}
 """helm stand-in: `helm install NAME CHART [-n NS] [--post-renderer EXE] [--post-renderer-args ARG]...`."""
