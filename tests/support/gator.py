@@ -11,10 +11,17 @@ one, ``no`` none; absent means ``yes``. A case without assertions expects no
 violation. Unquoted ``yes``/``no`` read as YAML 1.1 booleans here and are
 taken as those words, as gator's typed decoding does.
 
-:func:`run_suite` evaluates each case with a real OPA engine over the
-template's Rego and the constraint's parameters; ``external_data`` and the
-review the engine sees (who asks, which operation) are the caller's, since
-gator can answer neither for these templates.
+:func:`run_suite` does what ``gator verify`` does before any case runs
+(pkg/gator/verify/runner.go: the template added to a constraint framework
+client, then the constraint): the template goes through the framework's
+ingestion rules (:func:`tests.support.gatekeeper_framework.ingest`, which
+refuses what Gatekeeper would not compile), and the constraint must be of the
+template's kind, in the ``constraints.gatekeeper.sh`` group, with parameters
+the template's schema accepts (:func:`tests.support.kube_schema.validate`,
+strict as ``kubectl apply``). Each case is then evaluated with a real OPA
+engine over the ingested Rego and the constraint's parameters;
+``external_data`` and the review the engine sees (who asks, which operation)
+are the caller's, since gator can answer neither for these templates.
 """
 
 from __future__ import annotations
@@ -27,7 +34,13 @@ from typing import Any
 
 import yaml
 
-from tests.support.opa import ConstraintTemplateEngine, ExternalData, template_rego
+from tests.support.gatekeeper_framework import IngestedTemplate, ingest
+from tests.support.kube_schema import validate
+from tests.support.opa import ConstraintTemplateEngine, ExternalData, parse_rego
+
+#: The constraints' API group; Gatekeeper serves v1beta1 (and v1alpha1, v1) of every constraint kind.
+CONSTRAINT_API_VERSIONS = ("constraints.gatekeeper.sh/v1", "constraints.gatekeeper.sh/v1beta1",
+                           "constraints.gatekeeper.sh/v1alpha1")  # fmt: skip
 
 SUITE_FIELDS = {"kind", "apiVersion", "metadata", "tests", "skip"}
 TEST_FIELDS = {"name", "template", "constraint", "cases", "invalid", "skip"}
@@ -109,14 +122,38 @@ def read_suite(path: Path) -> tuple[Test, ...]:
     return tuple(tests)
 
 
+def constraint_problems(constraint: Any, template: IngestedTemplate) -> list[str]:
+    """Why the constraint framework would refuse ``constraint`` for ``template`` ([] when it takes it)."""
+    if not isinstance(constraint, dict):
+        return ["the constraint is not a mapping"]
+    problems = []
+    if constraint.get("apiVersion") not in CONSTRAINT_API_VERSIONS:
+        problems.append(f"apiVersion {constraint.get('apiVersion')!r} is not a constraints.gatekeeper.sh version")
+    if constraint.get("kind") != template.kind:
+        problems.append(f"kind {constraint.get('kind')!r} is not the template's {template.kind!r}")
+    if not (constraint.get("metadata") or {}).get("name"):
+        problems.append("the constraint has no metadata.name")
+    parameters = (constraint.get("spec") or {}).get("parameters")
+    if parameters is not None and template.parameters_schema is not None:
+        problems += [f"spec.parameters: {p}" for p in validate(parameters, template.parameters_schema)]
+    return problems
+
+
 def run_suite(
     path: Path, external_data: ExternalData | None, review: Callable[[dict[str, Any]], dict[str, Any]]
 ) -> dict[str, str]:
-    """``case name -> failure`` for every case of the suite ("" for a case that passes)."""
+    """``case name -> failure`` for every case of the suite ("" for a case that passes).
+
+    A template the framework refuses raises :class:`tests.support.gatekeeper_framework.TemplateRefused`,
+    a constraint it refuses an AssertionError, as gator stops a test before its cases.
+    """
     outcome: dict[str, str] = {}
     for test in read_suite(path):
+        template = ingest(yaml.safe_load(test.template.read_text()), parse_rego)
         (constraint,) = [d for d in yaml.safe_load_all(test.constraint.read_text()) if d]
-        engine = ConstraintTemplateEngine(template_rego(test.template), external_data)
+        problems = constraint_problems(constraint, template)
+        assert not problems, f"{test.constraint}: {problems}"
+        engine = ConstraintTemplateEngine(template.source.rego, external_data)
         try:
             for case in test.cases:
                 (obj,) = [d for d in yaml.safe_load_all(case.object.read_text()) if d]

@@ -12,6 +12,7 @@ run against the service in tests/integration/test_gatekeeper_suites.py.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import pytest
 
 from provider import Policy, Review, decide
 from tests.support.data import REPO
+from tests.support.gatekeeper_framework import TemplateRefused
 from tests.support.gator import Assertion, read_suite, review_as_created, run_suite
 
 GATEKEEPER = REPO / "policies" / "gatekeeper"
@@ -78,6 +80,41 @@ def test_a_wrong_expectation_fails_the_suite(tmp_path: Path) -> None:
     outcome = run_suite(suite, in_process_provider, review_as_created)
     failed = {case for case, why in outcome.items() if why}
     assert failed == {"verify-manifest-signature/tampered-disallowed"}
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text, f"{path.name} no longer holds {old!r}"
+    path.write_text(text.replace(old, new, 1))
+
+
+#: (id, file under the copied package, text replaced, replacement, what the run raises and says).
+REFUSED: list[tuple[str, str, str, str, type[Exception], str]] = [
+    # OPA alone compiles this; the constraint framework refuses the import (regorewriter checkImport).
+    ("template-imports-rego-v1", "template.yaml", "import future.keywords.contains\n",
+     "import rego.v1\n        import future.keywords.contains\n", TemplateRefused, "bad import"),
+    ("template-named-unlike-its-kind", "template.yaml", "name: k8sverifymanifestsignature",
+     "name: k8sverifymanifestsignatures", TemplateRefused, "not equal to the lowercase of CRD's Kind"),
+    ("constraint-of-another-kind", "samples/k8sverifymanifestsignature/constraint.yaml",
+     "kind: K8sVerifyManifestSignature", "kind: K8sAllowedRepos", AssertionError, "is not the template's"),
+    ("constraint-parameter-outside-the-schema", "samples/k8sverifymanifestsignature/constraint.yaml",
+     "  parameters:\n", "  parameters:\n    keyOperation: Sometimes\n", AssertionError, "'Sometimes' is not one of"),
+    ("constraint-parameter-unknown", "samples/k8sverifymanifestsignature/constraint.yaml",
+     "  parameters:\n", "  parameters:\n    keyOperations: MustAll\n", AssertionError, "keyOperations"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("refusal", REFUSED, ids=[r[0] for r in REFUSED])
+def test_a_suite_stops_where_gatekeeper_would_refuse_the_template_or_constraint(
+    tmp_path: Path, refusal: tuple[str, str, str, str, type[Exception], str]
+) -> None:
+    """gator adds the template and the constraint to a framework client before any case runs: so does the runner."""
+    _, file, old, new, raises, says = refusal
+    copy = tmp_path / "verify-manifest-signature"
+    shutil.copytree(GATEKEEPER / copy.name, copy)
+    _edit(copy / file, old, new)
+    with pytest.raises(raises, match=re.escape(says)):
+        run_suite(copy / "suite.yaml", in_process_provider, review_as_created)
 
 
 @pytest.mark.parametrize(
