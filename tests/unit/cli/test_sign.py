@@ -97,9 +97,13 @@ def test_the_post_renderer_passes_an_empty_release_through(
         (["-f", "-", "--tarball"], "standard input has none"),
         (["--per-object", "--tarball", "-f", "-"], "standard input has none"),
         ([], "give the manifests to sign"),
+        (["--post-renderer", "-i", "registry.example/shop/web:1"], "do not apply"),
+        (["-f", "-", "-k", "-"], "give the key as a file or env://VAR"),
+        (["--post-renderer", "-k", "-"], "give the key as a file or env://VAR"),
     ],
     ids=["post-renderer-with-file", "post-renderer-with-output", "post-renderer-tarball",
-         "post-renderer-append", "stdin-tarball", "per-object-tarball", "no-input"],
+         "post-renderer-append", "stdin-tarball", "per-object-tarball", "no-input", "post-renderer-image",
+         "stdin-key-from-stdin", "post-renderer-key-from-stdin"],
 )  # fmt: skip
 def test_options_that_do_not_fit_are_refused(
     monkeypatch: pytest.MonkeyPatch,
@@ -110,6 +114,30 @@ def test_options_that_do_not_fit_are_refused(
 ) -> None:
     code, out, err = run(monkeypatch, capsys, "sign", "-k", keys[0], *args, stdin=KUSTOMIZE_BUILD.read_text())
     assert (code, out) == (2, "") and message in err
+
+
+def test_a_key_from_the_environment_signs_standard_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], keys: tuple[Path, Policy]
+) -> None:
+    """A CI secret in a variable (cosign's env://), the manifests on standard input: nothing touches the disk."""
+    key, policy = keys
+    monkeypatch.setenv("SIGNING_KEY", key.read_text())
+    code, out, err = run(monkeypatch, capsys, "sign", "-f", "-", "-k", "env://SIGNING_KEY",
+                         stdin=KUSTOMIZE_BUILD.read_text())  # fmt: skip
+    assert (code, err) == (0, "")
+    for obj in documents(out):
+        verify(obj, policy)
+
+
+def test_an_encrypted_key_without_a_password_fails_instead_of_reading_standard_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Standard input is the manifest stream: a password is never read from it, and nothing is written."""
+    key = tmp_path / "encrypted.key"
+    key.write_bytes(private_pem(generate_key("ecdsa-p256"), b"s3cret"))
+    stream = "s3cret\n" + KUSTOMIZE_BUILD.read_text()  # a password smuggled at the head of the stream is not one
+    code, out, err = run(monkeypatch, capsys, "sign", "-f", "-", "-k", key, stdin=stream)
+    assert code == 2 and out == "" and "password" in err.lower()
 
 
 def test_a_document_that_is_no_object_is_refused(
