@@ -28,7 +28,7 @@ EXAMPLES = (
     "manifest-provider sign -f manifests/ -k cosign.key -o release.yaml",
     "manifest-provider sign -f app.yaml.signed -k ops.key --append-signature -o app.yaml.signed2",
     "kustomize build overlays/prod | manifest-provider sign -f - -k env://SIGNING_KEY > release.yaml",
-    "helm install web ./chart --post-renderer ./sign-manifests   # runs: sign --post-renderer -k team.key",
+    "manifest-provider sign --post-renderer -k team.key   # a Helm post-renderer: helm install --post-renderer",
 )
 
 
