@@ -6,7 +6,7 @@ returns the exit code. Modules import heavy dependencies inside ``run`` so
 that ``manifest-provider --help`` and commands that need no cluster start fast.
 
 Exit codes, for every command that judges objects (``verify``,
-``verify-cluster-info``, ``verify-csr``):
+``verify-resource``, ``verify-cluster-info``, ``verify-csr``):
 
 * 0 -- every document **verified**;
 * 1 -- some document denied;
@@ -31,7 +31,17 @@ from ..errors import ProviderError
 from ..version import __version__
 
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("verify", "sign", "keygen", "serve", "verify-cluster-info", "verify-csr", "classify")
+COMMANDS = (
+    "verify",
+    "verify-resource",
+    "observe",
+    "sign",
+    "keygen",
+    "serve",
+    "verify-cluster-info",
+    "verify-csr",
+    "classify",
+)
 
 EXIT_OK, EXIT_DENIED, EXIT_USAGE, EXIT_UNVERIFIED = 0, 1, 2, 3
 

@@ -22,6 +22,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="YAML/JSON file with the objects to verify (- for stdin); AdmissionRequest/AdmissionReview JSON is "
         "accepted too",
     )
+    add_policy_flags(p)
+    p.add_argument(
+        "--kubeconfig", metavar="FILE", help="kubeconfig for --dry-run (default: $KUBECONFIG or ~/.kube/config)"
+    )
+    add_output_flag(p)
+    p.set_defaults(run=run)
+
+
+def add_policy_flags(p: argparse.ArgumentParser) -> None:
+    """The flags :func:`build_policy` reads; ``verify-resource`` and ``observe`` take the same ones."""
     p.add_argument(
         "-k",
         "--key",
@@ -57,11 +67,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--dry-run-namespace", metavar="NS", help="namespace for dry-run creates (default: the object's own)"
     )
-    p.add_argument(
-        "--kubeconfig", metavar="FILE", help="kubeconfig for --dry-run (default: $KUBECONFIG or ~/.kube/config)"
-    )
-    add_output_flag(p)
-    p.set_defaults(run=run)
 
 
 def build_policy(args: argparse.Namespace) -> dict[str, Any]:
