@@ -191,7 +191,7 @@ class Observer:
         self.targets = targets
         self.source = source
         self.sink = sink
-        self.cache = cache or VerdictCache()
+        self.cache = cache if cache is not None else VerdictCache()  # an empty cache is falsy
         self.metrics = metrics or NoMetrics()
         self._load_policy = load_policy
         self._make_checker = make_checker

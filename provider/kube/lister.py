@@ -40,7 +40,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..errors import RequestError, TransientError
-from ..limits import DEFAULT_LIMITS
+from ..limits import DEFAULT_LIMITS, Limits
 from .dryrun import KubeDryRunner, Resource, ResponseTooLarge
 
 #: Objects asked for per page. kubectl's ``--chunk-size`` default is 500; a
@@ -122,6 +122,7 @@ class KubeLister:
         page_size: int = DEFAULT_PAGE_SIZE,
         timeout: float = DEFAULT_REQUEST_TIMEOUT,
         on_inconsistent: Callable[[str], None] | None = None,
+        limits: Limits = PAGE_LIMITS,
     ) -> None:
         if page_size < 1:
             raise RequestError(f"the page size must be at least 1, got {page_size}")
@@ -129,6 +130,7 @@ class KubeLister:
         self.page_size = page_size
         self.timeout = timeout
         self._on_inconsistent = on_inconsistent
+        self.limits = limits
 
     def resolve(self, arg: str) -> Resource:
         return resolve(self.runner, arg, timeout=self.timeout)
@@ -149,7 +151,7 @@ class KubeLister:
             what = f"list GET {path}"
             try:
                 status, body = self.runner.request(
-                    "GET", path, timeout=self.timeout, what=what, query=query, limits=PAGE_LIMITS
+                    "GET", path, timeout=self.timeout, what=what, query=query, limits=self.limits
                 )
             except ResponseTooLarge:
                 if size == 1:

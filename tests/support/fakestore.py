@@ -117,14 +117,12 @@ def selected(labels: Any, requirements: list[tuple[str, str, tuple[str, ...]]]) 
     labels = labels if isinstance(labels, dict) else {}
     for key, op, values in requirements:
         present, value = key in labels, labels.get(key)
-        ok = {
-            "=": present and value == values[0],
-            "!=": value != values[0],
-            "in": present and value in values,
-            "notin": value not in values,
-            "exists": present,
-            "!": not present,
-        }[op]
+        if op in ("=", "in"):
+            ok = present and value in values
+        elif op in ("!=", "notin"):
+            ok = value not in values
+        else:
+            ok = present if op == "exists" else not present
         if not ok:
             return False
     return True
