@@ -11,6 +11,7 @@ adds the state a live cluster has, in the shapes the recordings show:
   writes them once, on the list), a custom resource's do;
 * items come in etcd key order (namespace, then name); a ``continue`` token
   is opaque base64 JSON holding the list's resourceVersion and the last key;
+  ``remainingItemCount`` only for a list without a selector, as the API server does;
 * ``labelSelector`` supports what apimachinery's ``labels.Parse`` does:
   ``k=v``, ``k==v``, ``k!=v``, ``k in (a,b)``, ``k notin (a,b)``, ``k``,
   ``!k``, comma-separated (ANDed); a malformed one is a 400 BadRequest;
@@ -26,6 +27,7 @@ adds the state a live cluster has, in the shapes the recordings show:
 from __future__ import annotations
 
 import base64
+import bisect
 import copy
 import datetime
 import json
@@ -241,22 +243,30 @@ class Store:
             keys = self._sorted.get((kind.root, kind.plural))
             if keys is None:
                 keys = self._sorted[(kind.root, kind.plural)] = sorted(objects)
-            items, last, remaining = [], None, 0
-            for key in keys:
-                if (start is not None and key <= start) or (namespace is not None and key[0] != namespace):
-                    continue
-                obj = objects[key]
-                if not selected(obj["metadata"].get("labels"), requirements):
+            # Keys are (namespace, name): one namespace is one run of them.
+            low = (namespace, "") if namespace is not None else ("", "")
+            if start is not None and start > low:
+                low = start
+            first = (
+                bisect.bisect_right(keys, low) if start is not None and low == start else bisect.bisect_left(keys, low)
+            )
+            end = bisect.bisect_left(keys, (namespace + "\0", "")) if namespace is not None else len(keys)
+            items, last, more = [], None, False
+            for index in range(first, end):
+                obj = objects[keys[index]]
+                if requirements and not selected(obj["metadata"].get("labels"), requirements):
                     continue
                 if limit and len(items) >= limit:
-                    remaining += 1
-                    continue
+                    more = True
+                    break
                 items.append(obj)
-                last = key
+                last = keys[index]
             meta: dict[str, Any] = {"resourceVersion": str(list_rv)}
-            if remaining and last is not None:
+            if more and last is not None:
                 meta["continue"] = _token(list_rv, last)
-                meta["remainingItemCount"] = remaining
+                if not requirements:
+                    # The API server counts what is left only for a list without selectors.
+                    meta["remainingItemCount"] = end - bisect.bisect_right(keys, last)
             body = {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta,
                     "items": [o if kind.custom else {k: v for k, v in o.items() if k not in ("apiVersion", "kind")} for o in items]}  # fmt: skip
             return 200, body, {}  # stored objects are replaced on write, never changed in place
