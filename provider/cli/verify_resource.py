@@ -1,7 +1,7 @@
 """``manifest-provider verify-resource``: verify the objects a cluster holds now.
 
-``KIND [NAME ...]`` as kubectl reads it (any kind discovery lists, custom
-resources included; plural, singular, kind, short name, ``kind.group``),
+``KIND[,KIND...] [NAME ...]`` as kubectl reads it (any kind discovery lists,
+custom resources included; plural, singular, kind, short name, ``kind.group``),
 in the kubeconfig context's namespace, ``-n NS`` or every namespace (``-A``),
 optionally by label selector (``-l``). Objects are listed in pages
 (:mod:`provider.kube.lister`) and verified as stored objects
@@ -293,54 +293,61 @@ def run(args: argparse.Namespace) -> int:
     if args.names and (args.all_namespaces or args.selector):
         raise RequestError("NAME arguments cannot be combined with -A or -l (kubectl neither)")
     policy_data = build_policy(args)
-    runner = dry_runner_for(args.kubeconfig)
-    with runner:
-        lister = KubeLister(runner, page_size=args.chunk_size, on_inconsistent=_warn)
-        resource = lister.resolve(args.kind)
-        namespace = None
-        if resource.namespaced and not args.all_namespaces:
-            namespace = args.namespace or runner.default_namespace
-        where = f"namespace {namespace}" if namespace else ("all namespaces" if resource.namespaced else "cluster")
-        summary = Summary(f"{resource.describe()} in {where}")
+    kinds = [k for k in args.kind.split(",") if k] or [args.kind]
+    if args.names and len(kinds) > 1:
+        raise RequestError("NAME arguments need one KIND (kubectl neither takes names for several)")
+    factory = functools.partial(dry_runner_for, args.kubeconfig)
+    # Built first: its worker processes start (and import) while this one imports the kubernetes client.
+    with LiveChecker(policy_data, concurrency=args.concurrency, runner_factory=factory) as checker:
+        runner = dry_runner_for(args.kubeconfig)
+        with runner:
+            checker.dry_runner = runner  # in this process: the lister's client and discovery cache
+            lister = KubeLister(runner, page_size=args.chunk_size, on_inconsistent=_warn)
+            resources = [lister.resolve(kind) for kind in kinds]
+            namespace = None
+            if any(r.namespaced for r in resources) and not args.all_namespaces:
+                namespace = args.namespace or runner.default_namespace
+            where = (
+                f"namespace {namespace}" if namespace else ("all namespaces" if args.all_namespaces else "the cluster")
+            )
+            summary = Summary(f"{', '.join(r.describe() for r in resources)} in {where}")
 
-        def objects() -> Iterator[dict[str, Any]]:
-            if not args.names:
-                for page in lister.pages(resource, namespace, args.selector):
-                    yield from page
-                return
-            for name in args.names:
-                found = lister.get(resource, name, namespace)
-                if found is None:
-                    summary.missing.append(name)
-                    _warn(
-                        f'{resource.describe()} "{name}" not found{f" in namespace {namespace}" if namespace else ""}'
-                    )
-                else:
-                    yield found
+            def objects() -> Iterator[dict[str, Any]]:
+                for resource in resources:
+                    scope = namespace if resource.namespaced else None
+                    if not args.names:
+                        for page in lister.pages(resource, scope, args.selector):
+                            yield from page
+                        continue
+                    for name in args.names:
+                        found = lister.get(resource, name, scope)
+                        if found is None:
+                            summary.missing.append(name)
+                            _warn(
+                                f'{resource.describe()} "{name}" not found{f" in namespace {scope}" if scope else ""}'
+                            )
+                        else:
+                            yield found
 
-        factory = functools.partial(dry_runner_for, args.kubeconfig)
-        out = sys.stdout
-        writer = KubeWriter(runner, labels=MANAGED_BY, same=same_content) if args.apply else None
-        output: TableOutput | JsonOutput | YamlOutput | ReportOutput
-        if args.output == "json":
-            output = JsonOutput(out)
-        elif args.output == "yaml":
-            output = YamlOutput(out)
-        elif args.output == "policyreport":
-            output = ReportOutput(out, writer)
-        else:
-            output = TableOutput(out)
-        progress = Progress(sys.stderr, summary)
-        with LiveChecker(
-            policy_data, concurrency=args.concurrency, dry_runner=runner, runner_factory=factory
-        ) as checker:
+            out = sys.stdout
+            writer = KubeWriter(runner, labels=MANAGED_BY, same=same_content) if args.apply else None
+            output: TableOutput | JsonOutput | YamlOutput | ReportOutput
+            if args.output == "json":
+                output = JsonOutput(out)
+            elif args.output == "yaml":
+                output = YamlOutput(out)
+            elif args.output == "policyreport":
+                output = ReportOutput(out, writer)
+            else:
+                output = TableOutput(out)
+            progress = Progress(sys.stderr, summary)
             for checked in checker.check_all(objects()):
                 summary.add(checked)
                 output.add(checked)
                 progress.update()
-        progress.clear()
-        output.close(summary)
-        out.flush()
+            progress.clear()
+            output.close(summary)
+            out.flush()
     if summary.failed:
         return EXIT_DENIED
     if args.admission or summary.unverified == 0:

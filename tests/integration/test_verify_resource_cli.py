@@ -178,6 +178,19 @@ def test_all_namespaces_selectors_and_pages(cluster: Cluster) -> None:
     assert sorted(json_results(bank)) == [f"bank-{i}" for i in range(4)]
 
 
+def test_several_kinds_in_one_command_as_kubectl_takes_them(cluster: Cluster) -> None:
+    cluster.fake.add(signed_configmap("settings"))
+    cluster.fake.add(signed(deployment("web")))
+    proc = cluster.run("cm,deployments.apps", "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)["results"]
+    assert [(r["object"]["kind"], r["object"]["name"]) for r in found] == [
+        ("ConfigMap", "settings"),
+        ("Deployment", "web"),
+    ]
+    assert cluster.run("cm,deploy", "settings").returncode == 2  # names need one kind
+
+
 def test_named_objects_and_one_that_is_missing(cluster: Cluster) -> None:
     cluster.fake.add(signed_configmap("a"))
     cluster.fake.add(signed_configmap("b"))
