@@ -129,6 +129,10 @@ def _start_worker(policy_data: dict[str, Any], runner_factory: Callable[[], DryR
     _WORKER["state"] = (Policy.from_dict(policy_data), runner_factory() if runner_factory is not None else None)
 
 
+def _ready() -> None:
+    """Nothing: submitted once per worker to start it early."""
+
+
 def _check_batch(batch: list[dict[str, Any]]) -> list[Checked]:
     policy, runner = _WORKER["state"]
     return [check(obj, policy, runner) for obj in batch]
@@ -166,6 +170,10 @@ class LiveChecker:
                 initializer=_start_worker,
                 initargs=(policy_data, runner_factory if self.policy.dry_run.enabled else None),
             )
+            # Start every worker now (a spawned worker starts on a submit that finds none idle),
+            # so that they import while the caller still sets up; nothing waits for these.
+            for _ in range(concurrency):
+                self._pool.submit(_ready)
 
     def check_all(self, objects: Iterable[dict[str, Any]]) -> Iterator[Checked]:
         """A verdict for every object of ``objects``, holding at most ``in_flight`` batches besides the input's own."""
