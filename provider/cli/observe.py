@@ -33,10 +33,14 @@ from typing import Any
 from ..errors import PolicyError, RequestError
 from ..parsing import load_yaml_stream
 from . import EXIT_DENIED, EXIT_OK
-from ._common import read_text
-from .verify import add_policy_flags, build_policy
+from ._common import add_policy_flags, build_policy, command_parser, read_text
 
 HELP = "re-verify the objects of a cluster on a schedule, keep their PolicyReports current and export metrics"
+EXAMPLES = (
+    "manifest-provider observe --targets targets.yaml -k team.pub --once --no-reports --metrics-port 0",
+    "manifest-provider observe --targets targets.yaml -c policy.yaml --interval 600 --concurrency 2",
+    "manifest-provider observe --targets targets.yaml -k env://TEAM_PUBLIC_KEY --metrics-port 9090",
+)
 #: Default seconds between the starts of two passes.
 DEFAULT_INTERVAL = 300.0
 #: Default port of the metrics server (plain HTTP; 0: none).
@@ -44,7 +48,7 @@ DEFAULT_METRICS_PORT = 9090
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("observe", help=HELP, description=HELP)
+    p = command_parser(sub, "observe", HELP, EXAMPLES)
     p.add_argument(
         "--targets",
         required=True,

@@ -32,11 +32,18 @@ from typing import Any, TextIO
 
 from ..errors import RequestError
 from . import EXIT_DENIED, EXIT_OK, EXIT_UNVERIFIED
-from .verify import add_policy_flags, build_policy
+from ._common import add_policy_flags, build_policy, command_parser
 
 HELP = (
     "verify the objects of a kind in a cluster (exit 0: all verified, 1: some denied, 2: usage error, "
     "3: some allowed unverified)"
+)
+EXAMPLES = (
+    "manifest-provider verify-resource deployments -n shop -k team.pub",
+    "manifest-provider verify-resource cm,deploy -A -l app=web -k team.pub,ops.pub -o json",
+    "manifest-provider verify-resource deployment web api -n shop -c policy.yaml --dry-run",
+    "manifest-provider verify-resource deployments.apps -A -k env://TEAM_PUBLIC_KEY --concurrency 4",
+    "manifest-provider verify-resource deployments -A -k team.pub -o policyreport --apply",
 )
 OUTPUTS = ("table", "json", "yaml", "policyreport")
 #: Most worker processes ``--concurrency`` starts.
@@ -46,9 +53,11 @@ PROGRESS_INTERVAL = 0.2
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("verify-resource", help=HELP, description=HELP)
+    p = command_parser(sub, "verify-resource", HELP, EXAMPLES)
     p.add_argument(
-        "kind", metavar="KIND", help="resource type as kubectl takes it: deployments, deploy, Deployment.apps, ..."
+        "kind",
+        metavar="KIND[,KIND...]",
+        help="resource types as kubectl takes them: deployments, deploy, Deployment.apps, cm,deploy, ...",
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="only these objects (default: every object of KIND)")
     scope = p.add_mutually_exclusive_group()
