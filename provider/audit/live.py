@@ -19,7 +19,10 @@ CPU-bound and holds the GIL, so threads would not add a core), to which
 objects go in batches, at most :attr:`LiveChecker.in_flight` batches at a
 time. Verdicts come back in the order they finish. Each worker builds the
 policy once and, when the policy dry-runs, its own dry-run client from a
-factory the caller passes (this package never imports the kubernetes client).
+factory the caller passes (this package never imports the kubernetes client);
+likewise its :class:`~provider.bundles.Sources` (a signature ConfigMap's
+reader, a registry client) when the policy keeps signatures outside the
+object (:attr:`LiveChecker.external_signatures`).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass
 from typing import Any
 
+from ..bundles import Sources
 from ..cache import digest
 from ..dryrun import DryRunner
 from ..errors import DataError, TransientError
@@ -104,11 +108,14 @@ class Checked:
     error: bool = False
 
 
-def check(obj: dict[str, Any], policy: Policy, dry_runner: DryRunner | None = None) -> Checked:
+def check(
+    obj: dict[str, Any], policy: Policy, dry_runner: DryRunner | None = None, sources: Sources | None = None
+) -> Checked:
     """Verify one object as the cluster stores it (``live=True``)."""
     ref = ObjectRef.of(obj)
     try:
-        return Checked(ref, decide(Review.for_object(obj, live=True), policy, dry_runner=dry_runner))
+        review = Review.for_object(obj, live=True)
+        return Checked(ref, decide(review, policy, dry_runner=dry_runner, sources=sources))
     except (DataError, TransientError) as exc:
         return Checked(ref, Result.from_error(exc), error=True)
 
@@ -121,12 +128,21 @@ def policy_digest(policy_data: dict[str, Any]) -> str:
 
 # --- the pool -------------------------------------------------------------------------------------------
 
-#: One worker process's policy and dry-run client (set by :func:`_start_worker`, once per process).
-_WORKER: dict[str, tuple[Policy, DryRunner | None]] = {}
+#: Builds the signature sources for a policy (a module-level function or partial: it is sent to the workers).
+SourcesFactory = Callable[[Policy], Sources]
+
+#: One worker process's policy, dry-run client and sources (set by :func:`_start_worker`, once per process).
+_WORKER: dict[str, tuple[Policy, DryRunner | None, Sources | None]] = {}
 
 
-def _start_worker(policy_data: dict[str, Any], runner_factory: Callable[[], DryRunner] | None) -> None:
-    _WORKER["state"] = (Policy.from_dict(policy_data), runner_factory() if runner_factory is not None else None)
+def _start_worker(
+    policy_data: dict[str, Any],
+    runner_factory: Callable[[], DryRunner] | None,
+    sources_factory: SourcesFactory | None,
+) -> None:
+    policy = Policy.from_dict(policy_data)
+    runner = runner_factory() if runner_factory is not None else None
+    _WORKER["state"] = (policy, runner, sources_factory(policy) if sources_factory is not None else None)
 
 
 def _ready() -> None:
@@ -134,8 +150,8 @@ def _ready() -> None:
 
 
 def _check_batch(batch: list[dict[str, Any]]) -> list[Checked]:
-    policy, runner = _WORKER["state"]
-    return [check(obj, policy, runner) for obj in batch]
+    policy, runner, sources = _WORKER["state"]
+    return [check(obj, policy, runner, sources) for obj in batch]
 
 
 class LiveChecker:
@@ -148,6 +164,7 @@ class LiveChecker:
         concurrency: int = 1,
         dry_runner: DryRunner | None = None,
         runner_factory: Callable[[], DryRunner] | None = None,
+        sources_factory: SourcesFactory | None = None,
         batch_size: int = BATCH_SIZE,
     ) -> None:
         if concurrency < 1:
@@ -158,6 +175,15 @@ class LiveChecker:
         self.concurrency = concurrency
         self.dry_runner = dry_runner
         self.batch_size = batch_size
+        #: Whether the policy reads signatures kept outside the object (a signature ConfigMap, resource
+        #: bundles): then a verdict also depends on what those hold, which the object's resourceVersion
+        #: does not track.
+        self.external_signatures = (
+            self.policy.signature_resource_ref is not None or self.policy.resource_bundle is not None
+        )
+        if not self.external_signatures:
+            sources_factory = None  # nothing to read: no client is built
+        self.sources = sources_factory(self.policy) if sources_factory is not None and concurrency == 1 else None
         #: Batches handed to the workers and not yet answered, at most.
         self.in_flight = 2 * concurrency
         self._pool: ProcessPoolExecutor | None = None
@@ -168,7 +194,7 @@ class LiveChecker:
                 concurrency,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_start_worker,
-                initargs=(policy_data, runner_factory if self.policy.dry_run.enabled else None),
+                initargs=(policy_data, runner_factory if self.policy.dry_run.enabled else None, sources_factory),
             )
             # Start every worker now (a spawned worker starts on a submit that finds none idle),
             # so that they import while the caller still sets up; nothing waits for these.
@@ -179,7 +205,7 @@ class LiveChecker:
         """A verdict for every object of ``objects``, holding at most ``in_flight`` batches besides the input's own."""
         if self._pool is None:
             for obj in objects:
-                yield check(obj, self.policy, self.dry_runner)
+                yield check(obj, self.policy, self.dry_runner, self.sources)
             return
         pending: set[Future[list[Checked]]] = set()
         batch: list[dict[str, Any]] = []

@@ -17,7 +17,11 @@ included) and the digest of the policy (:func:`~provider.audit.live.policy_diges
 keys, signers, trusted roots, every setting). The policy is read anew before
 each pass (:class:`Observer` takes a loader), so a rotated key or a changed
 ConfigMap re-verifies everything on the next pass. A failure to decide (the
-cluster could not be asked) is never cached. The cache is a bounded LRU: an
+cluster could not be asked) is never cached. Nor is anything under a policy
+that keeps signatures outside the object (``signatureResourceRef``,
+``resourceBundleRef``): a re-signed ConfigMap or a moved tag changes the
+verdict while the object's ``resourceVersion`` stays, so every pass verifies
+every object again (the report is still rewritten only when it changed). The cache is a bounded LRU: an
 evicted verdict costs one verification, never a wrong answer.
 
 A report is written only for a new verdict, and the sink skips it when the
@@ -223,17 +227,18 @@ class Observer:
 
     def _observe(self, target: Target, checker: LiveChecker, stats: PassStats) -> None:
         policy = checker.digest
+        cacheable = not checker.external_signatures  # module docstring: what resourceVersion does not track
 
         def misses() -> Iterator[dict[str, Any]]:
             for obj in self.source.objects(target):
-                cached = self.cache.get(ObjectRef.of(obj), policy)
+                cached = self.cache.get(ObjectRef.of(obj), policy) if cacheable else None
                 if cached is None:
                     yield obj
                 else:
                     self._record(cached, stats, cached_verdict=True)
 
         for checked in checker.check_all(misses()):
-            if self._record(checked, stats, cached_verdict=False):
+            if self._record(checked, stats, cached_verdict=False) and cacheable:
                 self.cache.put(checked, policy)
 
     def _record(self, checked: Checked, stats: PassStats, *, cached_verdict: bool) -> bool:

@@ -133,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
     from ..kube.lister import KubeLister
     from ..kube.writer import KubeWriter
     from ._observer_metrics import PrometheusObserverMetrics
+    from .verify_resource import live_sources
 
     if args.interval <= 0 or args.concurrency < 1 or args.cache_size < 0:
         raise RequestError("--interval must be positive, --concurrency at least 1, --cache-size 0 or more")
@@ -148,7 +149,11 @@ def run(args: argparse.Namespace) -> int:
         KubeSource(KubeLister(runner, page_size=args.chunk_size, on_inconsistent=lambda m: log("warning", message=m))),
         load_policy=lambda: build_policy(args),
         make_checker=lambda data: LiveChecker(
-            data, concurrency=args.concurrency, dry_runner=runner, runner_factory=factory
+            data,
+            concurrency=args.concurrency,
+            dry_runner=runner,
+            runner_factory=factory,
+            sources_factory=functools.partial(live_sources, args.kubeconfig, in_cluster=in_cluster),
         ),
         sink=None if args.no_reports else KubeWriter(runner, labels=MANAGED_BY, same=same_content),
         cache=VerdictCache(args.cache_size),

@@ -288,6 +288,24 @@ class ReportOutput:
 # --- the command ----------------------------------------------------------------------------------------
 
 
+def live_sources(kubeconfig: str | None, policy: Any, *, in_cluster: bool = False) -> Any:
+    """The policy's signature sources, as ``verify`` builds them: the cluster for a signature ConfigMap, a registry
+    client for resource bundles. Module-level, so that a worker process can be sent it (``observe`` uses it too)."""
+    from ..bundles import Sources
+
+    bundles = configmaps = None
+    if policy.resource_bundle is not None:
+        from ..oci.bundles import OciBundleSource
+
+        bundles = OciBundleSource()
+    if policy.signature_resource_ref is not None:
+        from ..kube.configmaps import KubeConfigMapReader
+        from ..kube.dryrun import dry_runner_for
+
+        configmaps = KubeConfigMapReader(functools.partial(dry_runner_for, kubeconfig, in_cluster=in_cluster))
+    return Sources(bundles=bundles, configmaps=configmaps)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..audit.live import LiveChecker
     from ..audit.reports import MANAGED_BY, same_content
@@ -307,7 +325,10 @@ def run(args: argparse.Namespace) -> int:
         raise RequestError("NAME arguments need one KIND (kubectl neither takes names for several)")
     factory = functools.partial(dry_runner_for, args.kubeconfig)
     # Built first: its worker processes start (and import) while this one imports the kubernetes client.
-    with LiveChecker(policy_data, concurrency=args.concurrency, runner_factory=factory) as checker:
+    sources = functools.partial(live_sources, args.kubeconfig)
+    with LiveChecker(
+        policy_data, concurrency=args.concurrency, runner_factory=factory, sources_factory=sources
+    ) as checker:
         runner = dry_runner_for(args.kubeconfig)
         with runner:
             checker.dry_runner = runner  # in this process: the lister's client and discovery cache

@@ -112,6 +112,34 @@ def test_a_changed_image_is_a_failure(cluster: Cluster) -> None:
     assert "image" in found["web"]["message"] and found["api"]["result"] == "pass"
 
 
+# --- signatures kept outside the object ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("concurrency", ["1", "2"], ids=["in-process", "workers"])
+def test_a_policy_with_a_signature_configmap_reads_it_from_the_same_cluster(cluster: Cluster, concurrency: str) -> None:
+    """``signatureResourceRef`` (``kubectl sigstore sign -o k8s://ConfigMap/NS/NAME``): the workers read it too."""
+    signed_web, _ = sign([deployment("web"), deployment("api")], KEY)  # one message holding both
+    annotations = signed_web["metadata"]["annotations"]
+    signature = configmap("web-signature", "sigs")
+    signature["data"] = {
+        "message": annotations["cosign.sigstore.dev/message"],
+        "signature": annotations["cosign.sigstore.dev/signature"],
+    }
+    cluster.fake.add(signature)
+    cluster.fake.add(scaled(deployment("web")))  # no annotations: the signature is in the ConfigMap
+    cluster.fake.add(reimaged(deployment("api")))
+    config = cluster.tmp / "policy.yaml"
+    config.write_text(yaml.safe_dump({"signatureResourceRef": "k8s://ConfigMap/sigs/web-signature"}))
+    proc = cluster.run("deploy", "-o", "json", "-c", str(config), "--concurrency", concurrency)
+    found = json_results(proc)
+    assert (found["web"]["reason"], found["web"]["verified"]) == ("verified", True), found["web"]["message"]
+    assert "spec.replicas" in found["web"]["message"]
+    assert (found["api"]["result"], found["api"]["reason"]) == ("fail", "content-mismatch")
+    assert proc.returncode == 1
+    reads = [r for r in cluster.fake.requests if r.path == "/api/v1/namespaces/sigs/configmaps/web-signature"]
+    assert reads and all(r.method == "GET" for r in reads)
+
+
 # --- exit codes and outputs ----------------------------------------------------------------------------
 
 

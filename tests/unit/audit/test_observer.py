@@ -17,9 +17,11 @@ import pytest
 from provider.audit.live import Checked, LiveChecker
 from provider.audit.observer import Observer, PassStats, Target, VerdictCache, WriteOutcome, read_targets
 from provider.audit.reports import same_content
+from provider.bundles import Sources
 from provider.errors import PolicyError, TransientError
 from tests.support.keys import make_key, public_key_pem
-from tests.support.live import POLICY, deployment, reimaged, scaled, signed, signed_configmap, stored
+from tests.support.live import KEY, POLICY, deployment, reimaged, scaled, signed, signed_configmap, stored
+from tests.support.manifests import sign
 
 TARGET = Target("deployments.apps", ("shop",))
 
@@ -243,3 +245,36 @@ TARGETS_BAD = [
 def test_unusable_targets_are_refused(data: Any, error: str) -> None:
     with pytest.raises(PolicyError, match=error):
         read_targets(data)
+
+
+class SignatureConfigMap:
+    """The :class:`~provider.bundles.ConfigMapReader` port, holding one signature ConfigMap's data."""
+
+    def __init__(self, *objects: dict[str, Any]) -> None:
+        self.data: dict[str, str] | None = None
+        self.sign(*objects)
+
+    def sign(self, *objects: dict[str, Any]) -> None:
+        annotations = sign(list(objects), KEY)[0]["metadata"]["annotations"]
+        self.data = {key.rpartition("/")[2]: annotations[key] for key in ("cosign.sigstore.dev/message",
+                                                                           "cosign.sigstore.dev/signature")}  # fmt: skip
+
+    def read_data(self, namespace: str, name: str, deadline: float) -> dict[str, str] | None:
+        return self.data
+
+
+def test_under_a_signature_configmap_every_pass_verifies_again_as_the_configmap_may_change() -> None:
+    """resourceVersion tracks the object, not the ConfigMap its signature lives in: nothing is cached."""
+    web, api = deployment("web"), deployment("api")
+    signatures = SignatureConfigMap(web, api)
+    world = World([stored(web, "10", "uid-web"), stored(api, "11", "uid-api")])
+    world.policy = {**POLICY, "signatureResourceRef": "k8s://ConfigMap/sigs/signatures"}
+    world.observer._make_checker = lambda data: CountingChecker(data, sources_factory=lambda _: Sources(
+        configmaps=signatures))  # fmt: skip
+    first = world.run()
+    assert (first.verified_now, dict(first.by_outcome)) == (2, {"pass": 2})
+    again = world.run()
+    assert (again.verified_now, again.cache_hits, dict(again.reports)) == (2, 0, {"unchanged": 2})
+    signatures.sign(api)  # re-signed without web: the objects' resourceVersions stay
+    third = world.run()
+    assert dict(third.by_outcome) == {"pass": 1, "fail": 1} and dict(third.reports) == {"unchanged": 1, "updated": 1}
