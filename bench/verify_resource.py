@@ -174,7 +174,7 @@ def measure(configmaps: int, deployments: int, concurrency: int) -> dict[str, An
         runs = {f"concurrency_{cores}": both(cores)}
         if cores != 1:
             runs["concurrency_1"] = both(1)
-        # Memory against object count: the same kind, a fifth and all of it, with the same settings.
+        # Memory against object count: the same kind, a quarter (one namespace of four) and all of it, same settings.
         small_ns = NAMESPACES[0]
         memory = {}
         for label, args in (
