@@ -1,8 +1,9 @@
-"""The ``background: true`` variant of the Kyverno signature policy, and how the service reads a background scan.
+"""The background-scan variant of the Kyverno signature policy, and how the service reads a background scan.
 
-The variant is the admission policy with background scans switched on (and its
-name and description); nothing else may differ, or the two would verify
-differently. In a background scan Kyverno sends the stored object as
+The variant is the admission policy scanning what is stored: background scans
+on, admission off, the stored kinds without the subresources (which Kyverno
+refuses in a policy with background scans), and its name and description;
+nothing else may differ, or the two would verify differently. In a background scan Kyverno sends the stored object as
 ``{{ request }}`` = ``{object, namespace, operation: CREATE}`` with no ``uid``
 and no ``userInfo`` (``tests/support/kyverno.py``, ``background_scan_request``,
 from Kyverno's source); the service reads that as the stored object, so a change
@@ -48,15 +49,35 @@ FORBIDDEN_IN_BACKGROUND = [
 ]
 
 
-def test_the_variant_is_the_admission_policy_with_background_scans() -> None:
+def kinds(doc: dict[str, Any]) -> list[str]:
+    return [k for rule in doc["spec"]["rules"] for block in rule["match"]["any"] for k in block["resources"]["kinds"]]
+
+
+def test_the_variant_is_the_admission_policy_scanning_what_is_stored() -> None:
+    """Background scans on, admission off, the stored kinds only; nothing else may differ."""
     admission, background = policy_doc(APICALL), policy_doc(BACKGROUND)
     assert (admission["spec"]["background"], background["spec"]["background"]) == (False, True)
+    assert (admission["spec"].get("admission", True), background["spec"]["admission"]) == (True, False)
+    assert kinds(background) == [k for k in kinds(admission) if k.count("/") < 3]  # group/version/kind/sub
     same = copy.deepcopy(background)
     same["metadata"]["name"] = admission["metadata"]["name"]
     same["spec"]["background"] = False
+    del same["spec"]["admission"]
     for annotation in ("policies.kyverno.io/title", "policies.kyverno.io/description"):
         same["metadata"]["annotations"][annotation] = admission["metadata"]["annotations"][annotation]
+    for rule, theirs in zip(same["spec"]["rules"], admission["spec"]["rules"], strict=True):
+        for block, their_block in zip(rule["match"]["any"], theirs["match"]["any"], strict=True):
+            block["resources"]["kinds"] = their_block["resources"]["kinds"]
     assert same == admission
+
+
+def test_it_names_no_subresource_which_kyverno_refuses_in_background_scans() -> None:
+    """kyverno/kyverno pkg/validation/policy/validate.go (validateKinds): "background scan enabled with subresource".
+
+    A policy naming one is refused when it is created; the admission policy keeps the subresources.
+    """
+    assert kinds(policy_doc(BACKGROUND)) == ["ConfigMap", "apps/v1/Deployment"]
+    assert "apps/v1/Deployment/scale" in kinds(policy_doc(APICALL))
 
 
 def test_it_uses_no_variable_kyverno_refuses_in_background_mode() -> None:
