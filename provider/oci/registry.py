@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..deadlines import DeadlineSocket, DeadlineSSLSocket
+from ..deadlines import DeadlineSSLSocket, connect
 from ..version import __version__
 
 #: Media types of an image manifest (OCI image spec, Docker distribution schema 2).
@@ -101,26 +101,7 @@ class RegistryClient:
         return context
 
     def _connect(self, scheme: str, host: str, port: int, deadline: float) -> socket.socket:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("no time left to connect")
-        raw = DeadlineSocket.adopt(socket.create_connection((host, port), timeout=left))
-        raw.set_deadline(deadline)
-        if scheme == "http":
-            return raw
-        try:
-            tls = self._context().wrap_socket(raw, server_hostname=host, do_handshake_on_connect=False)
-        except BaseException:
-            raw.close()
-            raise
-        assert isinstance(tls, DeadlineSSLSocket)
-        try:
-            tls.set_deadline(deadline)
-            tls.do_handshake()
-        except BaseException:
-            tls.close()
-            raise
-        return tls
+        return connect(host, port, deadline, context=None if scheme == "http" else self._context())
 
     def _once(
         self, method: str, url: str, headers: dict[str, str], body: bytes | None, *, deadline: float, max_bytes: int
