@@ -4,7 +4,9 @@ Contract: :func:`shape_of` returns the :class:`Shape` of an object of a given
 ``apiVersion`` and ``kind`` -- for built-in kinds from the Kubernetes API
 schema, for anything else only what every object shares (``metadata`` is an
 ``ObjectMeta``). A position the shape does not describe is *unknown*
-(``None``), and unknown is never a map.
+(``None``), and unknown is never a map. Below a custom resource's own fields
+(anything but ``metadata``) the position is :data:`UNTYPED`: the API server
+stores a custom resource's JSON as it is sent, so there even ``[]`` is kept.
 
 Why it matters (``docs/policy.md``, "What equals what"): the API server's
 encoder drops an empty map (``labels: {}``, a Service's ``selector: {}``) but
@@ -35,22 +37,35 @@ DATA_FILE = "kind_schemas.json"
 class Shape:
     """One position in an object: a struct (named fields), a map (any key) or a list (any index)."""
 
-    kind: str  # "struct" | "map" | "list"
+    kind: str  # "struct" | "map" | "list" | "untyped"
     fields: dict[str, Shape | None] = field(default_factory=dict)
     #: The shape of a map's values or a list's items (None: unknown).
     element: Shape | None = None
+    #: A struct's shape at the fields it does not name (None: unknown).
+    rest: Shape | None = None
 
     @property
     def is_map(self) -> bool:
         return self.kind == "map"
 
+    @property
+    def is_untyped(self) -> bool:
+        """A position the API server stores verbatim: in a custom resource, outside ``metadata``."""
+        return self.kind == "untyped"
+
     def child(self, key: str | int) -> Shape | None:
         """The shape below this one at ``key`` (None: unknown)."""
+        if self.kind == "untyped":
+            return self
         if self.kind == "struct":
-            return self.fields.get(key) if isinstance(key, str) else None
+            return self.fields.get(key, self.rest) if isinstance(key, str) else None
         if self.kind == "map":
             return self.element if isinstance(key, str) else None
         return self.element if isinstance(key, int) else None
+
+
+#: The shape of every position below a custom resource's own fields (see the module docstring).
+UNTYPED = Shape("untyped")
 
 
 @dataclass(frozen=True)
@@ -77,7 +92,11 @@ def _compile(data: dict[str, Any]) -> _Schemas:
         shapes[name].fields = {key: resolve(kind) for key, kind in fields.items()}
     object_meta = shapes["V1ObjectMeta"]
     kinds = {key: shapes[model] for key, model in data["kinds"].items()}
-    return _Schemas(kinds, object_meta, Shape("struct", {"metadata": object_meta}))
+    # A kind the schema does not know is a custom resource (or an aggregated API's): the API server
+    # decodes it as unstructured JSON and keeps what it is sent, ``[]`` and ``{}`` included -- a
+    # CiliumNetworkPolicy's ``fromCIDR: []`` selects no source, while without it a rule admits every
+    # source (cilium/cilium pull request 29608). Only its ``metadata`` is typed.
+    return _Schemas(kinds, object_meta, Shape("struct", {"metadata": object_meta}, rest=UNTYPED))
 
 
 @cache

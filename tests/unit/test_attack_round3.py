@@ -276,6 +276,54 @@ def test_changes_to_a_signed_custom_resource_are_denied(change: Callable[[dict[s
     assert (result.allowed, result.reason) == (False, reason), result.message
 
 
+CNP = {
+    "apiVersion": "cilium.io/v2",
+    "kind": "CiliumNetworkPolicy",
+    "metadata": {"name": "web", "namespace": "shop"},
+    "spec": {
+        "endpointSelector": {"matchLabels": {"app": "web"}},
+        "ingress": [{"fromCIDR": [], "toPorts": [{"ports": [{"port": "80"}]}]}],
+    },
+}
+
+
+def _drop_from_cidr(obj: dict[str, Any]) -> None:
+    del obj["spec"]["ingress"][0]["fromCIDR"]
+
+
+def _empty_from_endpoints(obj: dict[str, Any]) -> None:
+    obj["spec"]["ingress"][0]["fromEndpoints"] = []
+
+
+def _empty_spec_list(obj: dict[str, Any]) -> None:
+    obj["spec"]["egress"] = []
+
+
+@pytest.mark.parametrize(
+    "change",
+    [_drop_from_cidr, _empty_from_endpoints, _empty_spec_list],
+    ids=["empty-source-list-removed-admits-every-source", "empty-list-added", "empty-top-level-list-added"],
+)
+def test_an_empty_list_in_a_custom_resource_is_a_value(change: Callable[[dict[str, Any]], None]) -> None:
+    # The API server keeps a custom resource's JSON as sent, [] included, and Cilium reads an explicit
+    # fromCIDR: [] as "no source" but an absent one as "every source" (cilium/cilium pull request 29608).
+    # "[] equals absent" held only for built-in kinds, whose encoder drops empty lists.
+    (signed,) = sign(CNP, KEY)
+    assert verdict(signed).verified
+    changed = copy.deepcopy(signed)
+    change(changed)
+    result = verdict(changed)
+    assert (result.allowed, result.reason) == (False, "content-mismatch"), result.message
+
+
+def test_an_empty_list_in_a_custom_resource_metadata_still_equals_absent() -> None:
+    # metadata is an ObjectMeta in every kind: the server drops its empty lists, as for built-in kinds.
+    (signed,) = sign({**WIDGET, "metadata": {**WIDGET["metadata"], "finalizers": []}}, KEY)
+    changed = copy.deepcopy(signed)
+    del changed["metadata"]["finalizers"]
+    assert verdict(changed).verified
+
+
 @pytest.mark.parametrize(
     ("documents", "reason"),
     [
