@@ -249,10 +249,21 @@ class DryRunOptions:
 
 #: A Secret's values are never quoted in a message, a diff or a log: Gatekeeper
 #: audit writes messages into the Constraint's status and Kyverno into
-#: PolicyReports, which people read who may not read Secrets.
+#: PolicyReports, which people read who may not read Secrets. ``kubectl apply``
+#: copies the whole Secret, values included, into its last-applied annotation
+#: (k8s.io/kubectl pkg/util/apply.go ``LastAppliedConfigAnnotation``), so that
+#: annotation is a Secret value too whenever no profile ignores it.
 SECRET_VALUES = (
     IgnoreRule.from_dict(
-        {"objects": [{"group": "-", "kind": "Secret"}], "fields": ["data", "stringData"]}, "Secret values"
+        {
+            "objects": [{"group": "-", "kind": "Secret"}],
+            "fields": [
+                "data",
+                "stringData",
+                'metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]',
+            ],
+        },
+        "Secret values",
     ),
 )
 
