@@ -7,10 +7,12 @@ are attacks that still get in, left for a decision larger than a fix (their reas
 
 from __future__ import annotations
 
+import base64
 import copy
+import gzip
 import http.server
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -21,8 +23,10 @@ from provider.errors import PolicyError
 from provider.oci.bundles import OciBundleSource
 from provider.oci.registry import MAX_TOKENS, RegistryClient
 from provider.result import Result
+from provider.signing import dump_yaml
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap, sign
+from tests.support.openpgp import Gpg
 from tests.support.registry import Misbehaving
 
 KEY = make_key("ecdsa-p256", 7)
@@ -386,3 +390,34 @@ def test_a_message_with_two_documents_for_the_object_is_ambiguous(documents: lis
         obj["metadata"]["namespace"] = "shop"
         result = verdict(obj)
         assert (result.allowed, result.reason) == (False, reason), result.message
+
+
+# --- OpenPGP: only the signature that was checked rides in the annotation ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def gpg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gpg]:
+    home = Gpg(tmp_path_factory.mktemp("gnupg"))
+    yield home
+    home.close()
+
+
+@pytest.mark.parametrize(
+    ("tail", "allowed"),
+    [(b"", True), (b"\n\n", True), (b"SIGNATURE", False), (b"junk that nobody verifies", False)],
+    ids=["as-gpg-writes-it", "trailing-newlines", "the-block-again", "trailing-bytes"],
+)
+def test_an_openpgp_signature_annotation_holds_one_armored_block(gpg: Gpg, tail: bytes, allowed: bool) -> None:
+    # Sequoia reads the first armored block and ignores what follows, so anything appended to a valid
+    # signature verified -- bytes in a masked annotation that nobody checked.
+    payload = dump_yaml([configmap("app", mode="production")]).encode()
+    fingerprint = gpg.generate("round3@example.com")
+    signature = gpg.sign(fingerprint, payload)
+    appended = signature if tail == b"SIGNATURE" else tail
+    obj = configmap("app", mode="production")
+    obj["metadata"]["annotations"] = {
+        "cosign.sigstore.dev/message": base64.b64encode(gzip.compress(payload, mtime=0)).decode(),
+        "cosign.sigstore.dev/signature": base64.b64encode(signature + appended).decode(),
+    }
+    result = verdict(obj, Policy.from_dict({"keys": [gpg.export(fingerprint).decode()]}))
+    assert result.allowed is allowed, result.message
