@@ -421,7 +421,29 @@ def verify(
 
     ``sources`` fetches signatures kept outside the object (an OCI resource
     bundle, a signature ConfigMap); without them a policy that needs one denies.
+    A verdict read from a signature ConfigMap used the cluster (``used_cluster``,
+    never cached): the ConfigMap can change -- a signature withdrawn, one
+    added -- while the object and the policy stay the same.
     """
+    if policy.signature_resource_ref is None:
+        return _verify(obj, policy, namespace, dry_runner, now, limits, sources)
+    try:
+        facts = _verify(obj, policy, namespace, dry_runner, now, limits, sources)
+    except VerificationFailure as failure:
+        failure.used_cluster = True
+        raise
+    return replace(facts, used_cluster=True)
+
+
+def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
+    obj: Any,
+    policy: Policy,
+    namespace: str | None,
+    dry_runner: DryRunner | None,
+    now: datetime | None,
+    limits: Limits,
+    sources: Sources | None,
+) -> Verification:
     if not isinstance(obj, dict):
         raise RequestError(f"the object to verify is a {type(obj).__name__}, not a Kubernetes object")
     meta = obj.get("metadata")

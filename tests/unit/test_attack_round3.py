@@ -13,6 +13,8 @@ import gzip
 import http.server
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,10 +22,12 @@ import pytest
 from provider import Policy, Review, decide
 from provider.bundles import BundleOptions, Sources
 from provider.errors import PolicyError
+from provider.kube.configmaps import KubeConfigMapReader
 from provider.oci.bundles import OciBundleSource
 from provider.oci.registry import MAX_TOKENS, RegistryClient
 from provider.result import Result
 from provider.signing import dump_yaml
+from tests.support.fakeapi import FakeApiServer, runner_for
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap, sign
 from tests.support.openpgp import Gpg
@@ -421,3 +425,50 @@ def test_an_openpgp_signature_annotation_holds_one_armored_block(gpg: Gpg, tail:
     }
     result = verdict(obj, Policy.from_dict({"keys": [gpg.export(fingerprint).decode()]}))
     assert result.allowed is allowed, result.message
+
+
+# --- signatureResourceRef: a verdict read from the cluster is never reused ----------------------------------
+
+SIGNATURE_CONFIGMAP = "/api/v1/namespaces/sigs/configmaps/app-signature"
+
+
+@dataclass
+class _Served:
+    status: int
+    body: Any
+
+
+def _serve(fake: FakeApiServer, obj: dict[str, Any] | None) -> None:
+    if obj is None:
+        fake._gets.pop(SIGNATURE_CONFIGMAP, None)
+        return
+    (signed,) = sign([obj], KEY)
+    annotations = signed["metadata"]["annotations"]
+    data = {key: annotations[f"cosign.sigstore.dev/{key}"] for key in ("message", "signature")}
+    body = {"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "app-signature"}, "data": data}
+    fake._gets[SIGNATURE_CONFIGMAP] = _Served(200, body)
+
+
+@pytest.mark.parametrize(
+    ("served", "admitted", "reason"),
+    [
+        (configmap("app", mode="production"), configmap("app", mode="production"), "verified"),
+        (configmap("app", mode="production"), configmap("app", mode="debug"), "content-mismatch"),
+        (configmap("other"), configmap("app"), "no-matching-manifest"),
+        (None, configmap("app"), "unsigned"),
+    ],
+    ids=["verified", "content-mismatch", "not-in-the-message", "no-configmap"],
+)
+def test_a_verdict_read_from_a_signature_configmap_is_never_cached(
+    fake: FakeApiServer, tmp_path: Path, served: dict[str, Any] | None, admitted: dict[str, Any], reason: str
+) -> None:
+    # The service caches verdicts by object and policy unless they used the cluster. A signature ConfigMap
+    # is cluster state: a signature withdrawn from it (the object taken out of the message) still verified
+    # from the cache for the cache's TTL (600 s by default), and a denial outlived the ConfigMap's fix.
+    _serve(fake, served)
+    reader = KubeConfigMapReader(lambda: runner_for(fake, tmp_path))
+    policy = Policy.from_dict(
+        {"keys": [public_key_pem(KEY)], "signatureResourceRef": "k8s://ConfigMap/sigs/app-signature"}
+    )
+    result = decide(Review.for_object(admitted), policy, sources=Sources(configmaps=reader))
+    assert (result.reason, result.used_cluster) == (reason, True), result.message
