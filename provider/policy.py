@@ -80,6 +80,26 @@ def _refs(value: Any, where: str) -> tuple[ObjectRef, ...]:
     return tuple(ObjectRef.from_dict(item, f"{where}[{i}]") for i, item in enumerate(read_list(value, where)))
 
 
+#: The fields of an object reference; a ``skipObjects`` entry must narrow at least one of them.
+_REF_FIELDS = ("group", "version", "kind", "name", "namespace", "subresource")
+
+
+def _skip_refs(value: Any, where: str) -> tuple[ObjectRef, ...]:
+    """``skipObjects``: as :func:`_refs`, but an entry that matches every object is refused.
+
+    ``{}`` (a template that rendered nothing, a stray ``- {}``) or ``{kind: "*"}`` would switch
+    verification off for the whole cluster -- the mistake ``skipUsers`` already refuses for users.
+    """
+    refs = _refs(value, where)
+    for i, ref in enumerate(refs):
+        if all(getattr(ref, name).matches_anything for name in _REF_FIELDS):
+            raise PolicyError(
+                f"{where}[{i}]: matches every object, so nothing would be verified; name the objects to skip "
+                "(kind and group, name, namespace)"
+            )
+    return refs
+
+
 # --- rule types -------------------------------------------------------------------
 
 
@@ -487,7 +507,7 @@ class Policy:
                 IgnoreRule.from_dict(r, f"{where}.sensitiveFields[{i}]")
                 for i, r in enumerate(read_list(data.get("sensitiveFields"), f"{where}.sensitiveFields"))
             ),
-            skip_objects=_refs(data.get("skipObjects"), f"{where}.skipObjects"),
+            skip_objects=_skip_refs(data.get("skipObjects"), f"{where}.skipObjects"),
             in_scope_objects=_refs(data.get("inScopeObjects"), f"{where}.inScopeObjects"),
             skip_users=tuple(
                 UserRule.from_dict(r, f"{where}.skipUsers[{i}]")

@@ -122,6 +122,28 @@ def test_objects_naming_ever_new_repositories_do_not_grow_the_token_cache_withou
     assert len(client._tokens) <= MAX_TOKENS
 
 
+@pytest.mark.parametrize(
+    "entry",
+    [{}, {"kind": "*"}, {"name": "*", "namespace": "*"}, {"kind": "ConfigMap,*"}, {"group": "*", "version": "*"}],
+    ids=["empty-entry", "any-kind", "any-name-any-namespace", "an-alternative-is-any", "any-group-any-version"],
+)
+def test_a_skip_objects_entry_never_matches_every_object(entry: dict[str, str]) -> None:
+    # skipUsers refuses an entry that matches everyone; skipObjects took {} (a template that rendered
+    # nothing, a stray "- {}") and skipped every object: verification off for the whole cluster.
+    with pytest.raises(PolicyError, match="matches every object"):
+        Policy.from_dict({"keys": [public_key_pem(KEY)], "skipObjects": [{"kind": "Secret"}, entry]})
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [{"namespace": "kube-system"}, {"subresource": "status"}, {"kind": "ConfigMap", "name": "kube-root-ca.crt"}],
+    ids=["a-namespace", "a-subresource", "one-object"],
+)
+def test_a_skip_objects_entry_that_narrows_anything_is_kept(entry: dict[str, str]) -> None:
+    policy = Policy.from_dict({"keys": [public_key_pem(KEY)], "skipObjects": [entry]})
+    assert len(policy.skip_objects) == 1
+
+
 # --- values the server chooses: a Route's host is who receives the traffic -----------------------------------
 
 ROUTE = {
