@@ -103,6 +103,28 @@ def _skip_refs(value: Any, where: str) -> tuple[ObjectRef, ...]:
 # --- rule types -------------------------------------------------------------------
 
 
+def _wildcards_only(segments: tuple[Segment, ...]) -> bool:
+    """Whether a field pattern is made of wildcards alone (``*``, ``**``, ``*.*``, ``[]``): every field at its depth."""
+    return all(
+        kind in ("star", "any-index") or (kind == "glob" and not str(value).strip("*")) for kind, value in segments
+    )
+
+
+def _narrow_field_pattern(text: str, where: str) -> tuple[Segment, ...]:
+    """A field pattern that ignores or exempts: refused when it is wildcards alone.
+
+    ``*`` (or ``*.*``) covers every field of the object -- its whole content -- so an ignore rule or an
+    exemption holding it would let anything through where the author meant one field.
+    """
+    segments = parse_field_pattern(text, where)
+    if _wildcards_only(segments):
+        raise PolicyError(
+            f"{where}: {text.strip()[:60]!r} is wildcards alone and covers every field of the object; name the "
+            "fields (skipObjects or skipUsers skip whole objects, on purpose)"
+        )
+    return segments
+
+
 @dataclass(frozen=True)
 class IgnoreRule:
     objects: tuple[ObjectRef, ...]
@@ -110,14 +132,17 @@ class IgnoreRule:
     segments: tuple[tuple[Segment, ...], ...] = field(repr=False)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str) -> IgnoreRule:
+    def from_dict(cls, data: Any, where: str, *, widens: bool = True) -> IgnoreRule:
+        """``widens``: the rule lets differences through (``ignoreFields``), so wildcard-only patterns are refused;
+        ``sensitiveFields`` only hides values, and may name every field."""
         data = check_fields(data, where, ("objects", "fields"))
         fields = tuple(
             read_str(f, f"{where}.fields[{i}]") for i, f in enumerate(read_list(data.get("fields"), f"{where}.fields"))
         )
         if not fields:
             raise PolicyError(f"{where}.fields: at least one field pattern is required")
-        segments = tuple(parse_field_pattern(f, f"{where}.fields[{i}]") for i, f in enumerate(fields))
+        parse = _narrow_field_pattern if widens else parse_field_pattern
+        segments = tuple(parse(f, f"{where}.fields[{i}]") for i, f in enumerate(fields))
         # No ``objects`` means every object, as upstream reads it.
         return cls(_refs(data.get("objects"), f"{where}.objects"), fields, segments)
 
@@ -211,7 +236,7 @@ class UserRule:
                 )
             operations = ("UPDATE",)
             segments = tuple(
-                parse_field_pattern(f, f"{where}.fields[{i}]") for i, f in enumerate((*fields, *BOOKKEEPING_FIELDS))
+                _narrow_field_pattern(f, f"{where}.fields[{i}]") for i, f in enumerate((*fields, *BOOKKEEPING_FIELDS))
             )
             changes = IgnoreSet(FieldTrie(segments))
         description = read_str(data.get("description", ""), f"{where}.description")
@@ -504,7 +529,7 @@ class Policy:
                 for i, r in enumerate(read_list(data.get("ignoreFields"), f"{where}.ignoreFields"))
             ),
             sensitive_fields=tuple(
-                IgnoreRule.from_dict(r, f"{where}.sensitiveFields[{i}]")
+                IgnoreRule.from_dict(r, f"{where}.sensitiveFields[{i}]", widens=False)
                 for i, r in enumerate(read_list(data.get("sensitiveFields"), f"{where}.sensitiveFields"))
             ),
             skip_objects=_skip_refs(data.get("skipObjects"), f"{where}.skipObjects"),

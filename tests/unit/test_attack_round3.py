@@ -144,6 +144,28 @@ def test_a_skip_objects_entry_that_narrows_anything_is_kept(entry: dict[str, str
     assert len(policy.skip_objects) == 1
 
 
+@pytest.mark.parametrize(
+    "pattern", ["*", "**", "*.*", " * ", "*[]"], ids=["star", "double-star", "star-star", "padded", "star-list"]
+)
+@pytest.mark.parametrize("where", ["ignoreFields", "skipUsers"])
+def test_a_field_pattern_of_wildcards_alone_is_refused_where_it_lets_changes_through(pattern: str, where: str) -> None:
+    # fields: ["*"] covered every field of the object: an ignore rule that verified nothing but the identity,
+    # an exemption that let its user change anything -- where the author meant one field.
+    rule: dict[str, Any] = {"fields": [pattern]}
+    if where == "skipUsers":
+        rule = {**rule, "users": ["ci-bot"], "operations": ["UPDATE"]}
+    with pytest.raises(PolicyError, match="wildcards alone"):
+        Policy.from_dict({"keys": [public_key_pem(KEY)], where: [rule]})
+
+
+def test_a_sensitive_field_pattern_may_name_every_field() -> None:
+    # Hiding every value of a kind only makes verdicts say less: it lets no change through.
+    policy = Policy.from_dict(
+        {"keys": [public_key_pem(KEY)], "sensitiveFields": [{"objects": [{"kind": "Widget"}], "fields": ["*"]}]}
+    )
+    assert len(policy.sensitive_fields) == 1
+
+
 # --- values the server chooses: a Route's host is who receives the traffic -----------------------------------
 
 ROUTE = {
