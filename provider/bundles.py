@@ -91,7 +91,7 @@ DEFAULT_TIMEOUT = 1.0
 _HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:]+\])"
 _REGISTRY = re.compile(_HOST + r"(?::[0-9]{1,5})?\Z")
 _COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*\Z")
-_TAG = re.compile(r"[\w][\w.-]{0,127}\Z")
+_TAG = re.compile(r"[\w][\w.-]{0,127}\Z", re.ASCII)  # Go's \w is [0-9A-Za-z_]; Python's takes any letter
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 MAX_NAME = 255
 

@@ -73,6 +73,26 @@ def test_registry_hosts_and_repository_prefixes_keep_their_meaning(prefix: str, 
     assert BundleOptions.from_dict({"repositories": [prefix]}, "r").repositories == (kept,)
 
 
+@pytest.mark.parametrize(
+    "reference",
+    [
+        "registry.example.com/team/app:t\u00e4g",
+        "registry.example.com/team/app:\u0663",
+        "registry.example.com/team/app:\uff41",
+    ],
+    ids=["latin-letter", "arabic-digit", "fullwidth-letter"],
+)
+def test_a_tag_is_ascii_as_in_the_distribution_grammar(reference: str) -> None:
+    # distribution/reference's tag is [\w][\w.-]{0,127} with Go's ASCII \w; Python's \w took any letter
+    # or digit, and the request line then failed to encode: bundle-unavailable (a registry fault, never
+    # cached) for what is a malformed reference in the object.
+    from provider.bundles import Reference
+    from provider.errors import VerificationFailure
+
+    with pytest.raises(VerificationFailure, match="invalid tag"):
+        Reference.parse(reference)
+
+
 def _token_registry() -> tuple[Misbehaving, list[int]]:
     """A registry that wants a Bearer token for every repository and has no bundle anywhere."""
     tokens_issued = [0]
