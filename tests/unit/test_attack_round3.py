@@ -178,6 +178,27 @@ def test_a_field_pattern_of_wildcards_alone_is_refused_where_it_lets_changes_thr
         Policy.from_dict({"keys": [public_key_pem(KEY)], where: [rule]})
 
 
+@pytest.mark.parametrize(
+    ("pattern", "outcome"),
+    [
+        ("spec.\u00b2", "key"),  # superscript two: isdigit() says yes, int() says no -- a ValueError escaped
+        ("spec.\u0663", "key"),  # Arabic-Indic three: read as index 3, so it matched spec.3 / spec[3]
+        ("spec[\u0663]", "refused"),
+        ("spec.3", "num"),
+        ("spec[3]", "index"),
+    ],
+    ids=["superscript-digit", "arabic-digit-segment", "arabic-digit-index", "ascii-segment", "ascii-index"],
+)
+def test_a_field_pattern_reads_only_ascii_digits_as_a_position(pattern: str, outcome: str) -> None:
+    raw = {"keys": [public_key_pem(KEY)], "ignoreFields": [{"fields": [pattern]}]}
+    if outcome == "refused":
+        with pytest.raises(PolicyError, match="malformed bracket"):
+            Policy.from_dict(raw)
+        return
+    (rule,) = Policy.from_dict(raw).ignore_fields
+    assert rule.segments[0][-1][0] == outcome
+
+
 def test_a_sensitive_field_pattern_may_name_every_field() -> None:
     # Hiding every value of a kind only makes verdicts say less: it lets no change through.
     policy = Policy.from_dict(
