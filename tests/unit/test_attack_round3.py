@@ -492,6 +492,36 @@ def test_a_tampered_secret_is_denied_without_quoting_a_value(
     assert not any(value in shown for value in LEAKS), shown
 
 
+def _nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("where", "value"),
+    [("object", _nested(5000)), ("old-object", _nested(5000)), ("object", float("nan"))],
+    ids=["object-5000-deep", "old-object-5000-deep", "object-holds-nan"],
+)
+def test_a_library_caller_s_hostile_object_is_a_request_error_not_a_crash(where: str, value: Any) -> None:
+    # The service's JSON parser bounds depth; a Python caller of decide() handing over its own dicts got a
+    # RecursionError from the comparison -- and an integrator's handler that turns exceptions into "allow"
+    # (failurePolicy: Ignore) would have admitted it. decide() promises RequestError or TransientError only.
+    from provider.errors import RequestError
+
+    (signed,) = sign(configmap("app", "shop"), KEY)
+    changed = copy.deepcopy(signed)
+    changed["data"]["deep"] = value
+    review = (
+        Review.for_object(changed)
+        if where == "object"
+        else Review(object=signed, old_object=changed, operation="UPDATE", username="jane")
+    )
+    with pytest.raises(RequestError):
+        decide(review, POLICY)
+
+
 @pytest.mark.parametrize(
     ("documents", "reason"),
     [
