@@ -3,7 +3,9 @@
 A signed Service without ``clusterIP`` gets an address from the service range;
 a ``NodePort`` without ``nodePort`` gets a port; a DaemonSet gets the
 ``deprecated.daemonset.template.generation`` annotation, restating its
-``metadata.generation``. None of these can be in a signed manifest (they do not
+``metadata.generation``; an OpenShift ``Route`` without ``spec.host`` gets a
+generated host name (the route API: "If not specified a route name will
+typically be automatically chosen"). None of these can be in a signed manifest (they do not
 exist until the object does), so neither the direct comparison nor the dry-run
 comparison could ever verify such objects if they were compared as they are.
 
@@ -12,11 +14,11 @@ the reference it is compared with -- and only under three conditions, so that
 no mask is wider than its reason (``docs/dryrun.md``, ``docs/policy.md``):
 
 * the object is of the kind the server allocates for (core ``Service``,
-  ``apps`` ``DaemonSet``), never any kind;
+  ``apps`` ``DaemonSet``, ``route.openshift.io`` ``Route``), never any kind;
 * the signed manifest left the field empty: a signer's ``clusterIP: None``
-  (headless) or a chosen ``nodePort`` is compared as it is;
+  (headless), a chosen ``nodePort`` or a chosen Route ``host`` is compared as it is;
 * the admitted value has the shape the server gives it: an IP address, a port
-  number, the object's own generation as a string. Anything else is compared.
+  number, the object's own generation as a string, a DNS name. Anything else is compared.
 
 With ``allocated_in_reference`` (the dry-run path) the reference must show an
 allocation of its own too: the server allocated the field for the signed
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import re
 from typing import Any
 
 from .objects import split_api_version
@@ -34,6 +37,9 @@ from .schema import child_list, child_mapping
 
 _SERVICE = ("", "Service")
 _DAEMONSET = ("apps", "DaemonSet")
+_ROUTE = ("route.openshift.io", "Route")
+#: A DNS-1123 subdomain (k8s.io/apimachinery validation ``IsDNS1123Subdomain``): what a route host is.
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 #: The DaemonSet registry strategy's annotation (kubernetes pkg/registry/apps/daemonset): the template generation.
 DAEMONSET_GENERATION = "deprecated.daemonset.template.generation"
 
@@ -48,6 +54,10 @@ def _is_ip(value: Any) -> bool:
     return True
 
 
+def _is_hostname(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= 253 and _DNS_SUBDOMAIN.match(value) is not None
+
+
 def _is_port(value: Any) -> bool:
     return type(value) is int and 0 < value < 65536
 
@@ -58,7 +68,7 @@ def kind_of(obj: dict[str, Any]) -> tuple[str, Any]:
 
 def chooses(signed: dict[str, Any]) -> bool:
     """Whether the server chooses any value for objects of this kind (else nothing is adopted, nothing copied)."""
-    return kind_of(signed) in (_SERVICE, _DAEMONSET)
+    return kind_of(signed) in (_SERVICE, _DAEMONSET, _ROUTE)
 
 
 def adopt_server_choices(
@@ -70,6 +80,8 @@ def adopt_server_choices(
         _adopt_service(reference, admitted, signed, allocated_in_reference)
     elif kind == _DAEMONSET:
         _adopt_daemonset_generation(reference, admitted, signed)
+    elif kind == _ROUTE:
+        _adopt_route_host(reference, admitted, signed, allocated_in_reference)
 
 
 def with_server_choices(signed: dict[str, Any], admitted: dict[str, Any]) -> dict[str, Any]:
@@ -137,3 +149,14 @@ def _adopt_daemonset_generation(reference: dict[str, Any], admitted: dict[str, A
     if isinstance(meta, dict):
         annotations = meta.get("annotations")
         meta["annotations"] = {**(annotations if isinstance(annotations, dict) else {}), DAEMONSET_GENERATION: value}
+
+
+def _adopt_route_host(
+    reference: dict[str, Any], admitted: dict[str, Any], signed: dict[str, Any], in_reference: bool
+) -> None:
+    """A generated route host, only where the signer named none: a signed host is who receives the traffic."""
+    if child_mapping(signed, "spec").get("host"):
+        return
+    ref_spec, host = reference.setdefault("spec", {}), child_mapping(admitted, "spec").get("host")
+    if isinstance(ref_spec, dict) and _is_hostname(host) and (not in_reference or _is_hostname(ref_spec.get("host"))):
+        ref_spec["host"] = host

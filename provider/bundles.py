@@ -91,7 +91,7 @@ DEFAULT_TIMEOUT = 1.0
 _HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*|\[[0-9a-fA-F:]+\])"
 _REGISTRY = re.compile(_HOST + r"(?::[0-9]{1,5})?\Z")
 _COMPONENT = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*\Z")
-_TAG = re.compile(r"[\w][\w.-]{0,127}\Z")
+_TAG = re.compile(r"[\w][\w.-]{0,127}\Z", re.ASCII)  # Go's \w is [0-9A-Za-z_]; Python's takes any letter
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}\Z")
 MAX_NAME = 255
 
@@ -164,6 +164,14 @@ class Reference:
         return cls(registry.lower(), repository, tag, digest)
 
 
+def _registry_host(text: str) -> str | None:
+    """The registry ``text`` names when it stands alone as a reference's first component, else ``None``."""
+    if "." in text or ":" in text or text == "localhost" or text.startswith("["):
+        lowered = text.lower()
+        return DEFAULT_REGISTRY if lowered in ("docker.io", "registry-1.docker.io") else lowered
+    return None
+
+
 @dataclass(frozen=True)
 class BundleOptions:
     """The policy's ``resourceBundleRef``: where bundles may come from, and how long a fetch may take."""
@@ -185,6 +193,13 @@ class BundleOptions:
                 raise PolicyError(exc.message) from exc
             if parsed.digest or (parsed.tag not in (None, "latest")) or text.endswith(":latest"):
                 raise PolicyError(f"{spot}: a repository prefix has no tag or digest")
+            if "/" not in text and parsed.registry != _registry_host(text):
+                # "myorg" would parse as Docker Hub's "library/myorg"; as a prefix it would have become all of
+                # Docker Hub, where anyone can push. A prefix without "/" must name a registry host itself.
+                raise PolicyError(
+                    f"{spot}: {text[:80]!r} is not a registry host (no '.', ':' or localhost); for a repository "
+                    f"on Docker Hub write {DEFAULT_REGISTRY}/{text[:80]}"
+                )
             repositories.append(parsed.registry if "/" not in text else parsed.name)
         if not repositories:
             raise PolicyError(

@@ -76,7 +76,9 @@ class _Node:
 # | ("star", None) | ("glob", str)
 Segment = tuple[str, Any]
 
-_BRACKET = re.compile(r"""\[(?:(\d+)|\*?|"((?:[^"\\]|\\.)*)"|'([^']*)')\]""")
+_BRACKET = re.compile(
+    r"""\[(?:(\d+)|\*?|"((?:[^"\\]|\\.)*)"|'([^']*)')\]""", re.ASCII
+)  # an index is ASCII digits: Python's \d takes "٣" too
 
 
 def parse_field_pattern(text: Any, where: str = "field pattern") -> tuple[Segment, ...]:
@@ -122,7 +124,7 @@ def parse_field_pattern(text: Any, where: str = "field pattern") -> tuple[Segmen
             segments.append(("star", None))
         elif "*" in token:
             segments.append(("glob", token))
-        elif token.isdigit():
+        elif token.isascii() and token.isdigit():  # "²" is a digit to isdigit(), and int() refuses it
             segments.append(("num", int(token)))
         else:
             segments.append(("key", token))

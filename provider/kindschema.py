@@ -93,6 +93,10 @@ def _compile(data: dict[str, Any]) -> _Schemas:
         shapes[name].fields = {key: resolve(kind) for key, kind in fields.items()}
     object_meta = shapes["V1ObjectMeta"]
     kinds = {key: shapes[model] for key, model in data["kinds"].items()}
+    # A kind the schema does not know is a custom resource (or an aggregated API's): the API server
+    # decodes it as unstructured JSON and keeps what it is sent, ``[]`` and ``{}`` included -- a
+    # CiliumNetworkPolicy's ``fromCIDR: []`` selects no source, while without it a rule admits every
+    # source (cilium/cilium pull request 29608). Only its ``metadata`` is typed.
     return _Schemas(kinds, object_meta, Shape("struct", {"metadata": object_meta}, rest=OPAQUE))
 
 

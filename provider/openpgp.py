@@ -16,7 +16,8 @@ What ``kubectl sigstore`` reads (``sigstore/k8s-manifest-sigstore``
 
 A signature counts only when all of these hold (each refusal has its reason):
 
-1. it is armored, one signature packet, over a *binary* document (type 0x00).
+1. it is armored, one signature packet, over a *binary* document (type 0x00),
+   and nothing follows its END line.
    A text-mode signature (0x01) signs the text with its line endings
    normalised, so CRLF and LF payloads would verify alike: refused;
 2. Sequoia's standard policy accepts it with one of the policy's certificates:
@@ -48,6 +49,7 @@ _BEGIN_KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
 _END_KEY = "-----END PGP PUBLIC KEY BLOCK-----"
 _ARMORED_SECRET = "-----BEGIN PGP PRIVATE KEY BLOCK-----"  # noqa: S105 - an armor line, not a password
 SIGNATURE_ARMOR = b"-----BEGIN PGP SIGNATURE-----"
+_SIGNATURE_END = b"-----END PGP SIGNATURE-----"
 #: How a verdict names an OpenPGP signer.
 SIGNER_PREFIX = "openpgp:"
 #: A key text longer than this is refused before parsing: a keyring of a few dozen RSA-4096 certificates
@@ -201,6 +203,12 @@ class OpenPGPKey:
 
         if not signature.lstrip().startswith(SIGNATURE_ARMOR):
             return Check(False, detail=f"{self.label()}: not an armored OpenPGP signature")
+        end = signature.find(_SIGNATURE_END)
+        if end < 0 or signature[end + len(_SIGNATURE_END) :].strip():
+            # Sequoia reads the first block and ignores what follows it: bytes nobody checks would ride
+            # along in an annotation the comparison masks. gpg --detach-sign --armor writes one block.
+            return Check(False, "malformed-message", f"{self.label()}: the signature annotation holds more than "
+                         "one armored signature block")  # fmt: skip
         try:
             sig = pysequoia.Sig.from_bytes(signature)
         except (RuntimeError, ValueError) as exc:

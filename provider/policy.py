@@ -81,7 +81,49 @@ def _refs(value: Any, where: str) -> tuple[ObjectRef, ...]:
     return tuple(ObjectRef.from_dict(item, f"{where}[{i}]") for i, item in enumerate(read_list(value, where)))
 
 
+#: The fields of an object reference; a ``skipObjects`` entry must narrow at least one of them.
+_REF_FIELDS = ("group", "version", "kind", "name", "namespace", "subresource")
+
+
+def _skip_refs(value: Any, where: str) -> tuple[ObjectRef, ...]:
+    """``skipObjects``: as :func:`_refs`, but an entry that matches every object is refused.
+
+    ``{}`` (a template that rendered nothing, a stray ``- {}``) or ``{kind: "*"}`` would switch
+    verification off for the whole cluster -- the mistake ``skipUsers`` already refuses for users.
+    """
+    refs = _refs(value, where)
+    for i, ref in enumerate(refs):
+        if all(getattr(ref, name).matches_anything for name in _REF_FIELDS):
+            raise PolicyError(
+                f"{where}[{i}]: matches every object, so nothing would be verified; name the objects to skip "
+                "(kind and group, name, namespace)"
+            )
+    return refs
+
+
 # --- rule types -------------------------------------------------------------------
+
+
+def _wildcards_only(segments: tuple[Segment, ...]) -> bool:
+    """Whether a field pattern is made of wildcards alone (``*``, ``**``, ``*.*``, ``[]``): every field at its depth."""
+    return all(
+        kind in ("star", "any-index") or (kind == "glob" and not str(value).strip("*")) for kind, value in segments
+    )
+
+
+def _narrow_field_pattern(text: str, where: str) -> tuple[Segment, ...]:
+    """A field pattern that ignores or exempts: refused when it is wildcards alone.
+
+    ``*`` (or ``*.*``) covers every field of the object -- its whole content -- so an ignore rule or an
+    exemption holding it would let anything through where the author meant one field.
+    """
+    segments = parse_field_pattern(text, where)
+    if _wildcards_only(segments):
+        raise PolicyError(
+            f"{where}: {text.strip()[:60]!r} is wildcards alone and covers every field of the object; name the "
+            "fields (skipObjects or skipUsers skip whole objects, on purpose)"
+        )
+    return segments
 
 
 @dataclass(frozen=True)
@@ -91,14 +133,17 @@ class IgnoreRule:
     segments: tuple[tuple[Segment, ...], ...] = field(repr=False)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str) -> IgnoreRule:
+    def from_dict(cls, data: Any, where: str, *, widens: bool = True) -> IgnoreRule:
+        """``widens``: the rule lets differences through (``ignoreFields``), so wildcard-only patterns are refused;
+        ``sensitiveFields`` only hides values, and may name every field."""
         data = check_fields(data, where, ("objects", "fields"))
         fields = tuple(
             read_str(f, f"{where}.fields[{i}]") for i, f in enumerate(read_list(data.get("fields"), f"{where}.fields"))
         )
         if not fields:
             raise PolicyError(f"{where}.fields: at least one field pattern is required")
-        segments = tuple(parse_field_pattern(f, f"{where}.fields[{i}]") for i, f in enumerate(fields))
+        parse = _narrow_field_pattern if widens else parse_field_pattern
+        segments = tuple(parse(f, f"{where}.fields[{i}]") for i, f in enumerate(fields))
         # No ``objects`` means every object, as upstream reads it.
         return cls(_refs(data.get("objects"), f"{where}.objects"), fields, segments)
 
@@ -192,7 +237,7 @@ class UserRule:
                 )
             operations = ("UPDATE",)
             segments = tuple(
-                parse_field_pattern(f, f"{where}.fields[{i}]") for i, f in enumerate((*fields, *BOOKKEEPING_FIELDS))
+                _narrow_field_pattern(f, f"{where}.fields[{i}]") for i, f in enumerate((*fields, *BOOKKEEPING_FIELDS))
             )
             changes = IgnoreSet(FieldTrie(segments))
         description = read_str(data.get("description", ""), f"{where}.description")
@@ -250,10 +295,21 @@ class DryRunOptions:
 
 #: A Secret's values are never quoted in a message, a diff or a log: Gatekeeper
 #: audit writes messages into the Constraint's status and Kyverno into
-#: PolicyReports, which people read who may not read Secrets.
+#: PolicyReports, which people read who may not read Secrets. ``kubectl apply``
+#: copies the whole Secret, values included, into its last-applied annotation
+#: (k8s.io/kubectl pkg/util/apply.go ``LastAppliedConfigAnnotation``), so that
+#: annotation is a Secret value too whenever no profile ignores it.
 SECRET_VALUES = (
     IgnoreRule.from_dict(
-        {"objects": [{"group": "-", "kind": "Secret"}], "fields": ["data", "stringData"]}, "Secret values"
+        {
+            "objects": [{"group": "-", "kind": "Secret"}],
+            "fields": [
+                "data",
+                "stringData",
+                'metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]',
+            ],
+        },
+        "Secret values",
     ),
 )
 
@@ -508,10 +564,10 @@ class Policy:
                 for i, r in enumerate(read_list(data.get("ignoreFields"), f"{where}.ignoreFields"))
             ),
             sensitive_fields=tuple(
-                IgnoreRule.from_dict(r, f"{where}.sensitiveFields[{i}]")
+                IgnoreRule.from_dict(r, f"{where}.sensitiveFields[{i}]", widens=False)
                 for i, r in enumerate(read_list(data.get("sensitiveFields"), f"{where}.sensitiveFields"))
             ),
-            skip_objects=_refs(data.get("skipObjects"), f"{where}.skipObjects"),
+            skip_objects=_skip_refs(data.get("skipObjects"), f"{where}.skipObjects"),
             in_scope_objects=_refs(data.get("inScopeObjects"), f"{where}.inScopeObjects"),
             skip_users=tuple(
                 UserRule.from_dict(r, f"{where}.skipUsers[{i}]")

@@ -59,6 +59,7 @@ from .kindschema import object_shape
 from .limits import DEFAULT_LIMITS, Limits
 from .objects import ObjectIdentity, split_api_version
 from .openpgp import OpenPGPKey
+from .parsing import check_shape
 from .policy import Policy, UserRule
 from .resources import BUILTIN_KINDS
 from .result import Result, Signer, reason_of
@@ -422,9 +423,32 @@ def verify(
 
     ``sources`` fetches signatures kept outside the object (an OCI resource
     bundle, a signature ConfigMap); without them a policy that needs one denies.
+    A verdict read from a signature ConfigMap used the cluster (``used_cluster``,
+    never cached): the ConfigMap can change -- a signature withdrawn, one
+    added -- while the object and the policy stay the same.
     """
+    if policy.signature_resource_ref is None:
+        return _verify(obj, policy, namespace, dry_runner, now, limits, sources)
+    try:
+        facts = _verify(obj, policy, namespace, dry_runner, now, limits, sources)
+    except VerificationFailure as failure:
+        failure.used_cluster = True
+        raise
+    return replace(facts, used_cluster=True)
+
+
+def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
+    obj: Any,
+    policy: Policy,
+    namespace: str | None,
+    dry_runner: DryRunner | None,
+    now: datetime | None,
+    limits: Limits,
+    sources: Sources | None,
+) -> Verification:
     if not isinstance(obj, dict):
         raise RequestError(f"the object to verify is a {type(obj).__name__}, not a Kubernetes object")
+    _bounded(obj, "the object to verify", limits)
     meta = obj.get("metadata")
     if meta is not None and not isinstance(meta, dict):
         raise MalformedMessage("metadata is not a mapping")
@@ -492,6 +516,15 @@ def verify(
 
 
 # --- decide -----------------------------------------------------------------------
+
+
+def _bounded(value: Any, what: str, limits: Limits) -> None:
+    """Depth, size and finite numbers, as the service's body parser checks them, for objects a caller built.
+
+    The comparison recurses once per level: without this a library caller's 5 000-deep object raised
+    RecursionError out of :func:`decide`, which promises only RequestError and TransientError.
+    """
+    check_shape(value, limits=limits, error=RequestError, what=what)
 
 
 def _value_at(obj: Any, path: tuple[str | int, ...]) -> Any:
@@ -651,6 +684,9 @@ def decide(
         )
     if not isinstance(obj, dict):
         raise RequestError("the review has no object to verify")
+    _bounded(obj, "the object", limits)
+    if isinstance(review.old_object, dict) and review.old_object is not obj:
+        _bounded(review.old_object, "the old object", limits)
     ident, foreign = identity_of(review, obj)
     what = ident.describe()
     if policy.in_scope_objects and not any(

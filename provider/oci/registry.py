@@ -31,6 +31,7 @@ import base64
 import http.client
 import ipaddress
 import json
+import math
 import re
 import socket
 import ssl
@@ -40,6 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cache import LRUCache, digest
 from ..deadlines import DeadlineSSLSocket, connect
 from ..version import __version__
 
@@ -52,6 +54,12 @@ OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 #: A token answer is a few KiB (a JWT); far more is not one.
 MAX_TOKEN_BYTES = 64 * 1024
 MAX_REDIRECTS = 3
+#: Bearer tokens kept, one per (registry, scope). The scope names a repository, and the object under review
+#: chooses its bundle's repository (anything under an allow-listed prefix), so the count must be bounded.
+MAX_TOKENS = 256
+#: Seconds a token is reused at most, and the lifetime assumed when the token service names none
+#: (the distribution token spec's default ``expires_in`` is 60).
+MAX_TOKEN_LIFETIME, DEFAULT_TOKEN_LIFETIME = 300.0, 60.0
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 
 Credentials = Callable[[str], tuple[str, str] | None]
@@ -90,7 +98,7 @@ class RegistryClient:
     ca_file: str | None = None
     credentials: Credentials | None = None
     plain_http: Sequence[str] = ()
-    _tokens: dict[tuple[str, str], tuple[float, str]] = field(default_factory=dict, repr=False)
+    _tokens: LRUCache[str] = field(default_factory=lambda: LRUCache(MAX_TOKENS), repr=False)
 
     def _scheme(self, registry: str) -> str:
         return "http" if is_loopback(registry) or registry in self.plain_http else "https"
@@ -163,9 +171,11 @@ class RegistryClient:
             raise RegistryError(f"{registry}'s token service did not answer JSON", "invalid") from exc
         if not isinstance(token, str):
             raise RegistryError(f"{registry}'s token service answered no token", "invalid")
-        expires = document.get("expires_in", 60)
-        lifetime = float(expires) if isinstance(expires, (int, float)) else 60.0
-        self._tokens[(registry, scope)] = (time.monotonic() + min(lifetime, 300.0) - 5, token)
+        expires = document.get("expires_in", DEFAULT_TOKEN_LIFETIME)
+        finite = isinstance(expires, (int, float)) and math.isfinite(expires)  # json reads NaN and Infinity
+        lifetime = min(float(expires) if finite else DEFAULT_TOKEN_LIFETIME, MAX_TOKEN_LIFETIME) - 5
+        if lifetime > 0:
+            self._tokens.put(digest(registry, scope), token, ttl=lifetime)
         return token
 
     def request(
@@ -183,9 +193,9 @@ class RegistryClient:
         """One exchange with ``registry`` (``host[:port]``), authenticating and following redirects as needed."""
         url = f"{self._scheme(registry)}://{registry}{path}"
         sent = dict(headers or {})
-        cached = self._tokens.get((registry, scope))
-        if cached and cached[0] > time.monotonic():
-            sent["Authorization"] = f"Bearer {cached[1]}"
+        cached = self._tokens.get(digest(registry, scope))
+        if cached is not None:
+            sent["Authorization"] = f"Bearer {cached}"
         answer = self._once(method, url, sent, body, deadline=deadline, max_bytes=max_bytes)
         if answer.status == 401:
             challenge = answer.headers.get("www-authenticate", "")
