@@ -160,3 +160,26 @@ def _adopt_route_host(
     ref_spec, host = reference.setdefault("spec", {}), child_mapping(admitted, "spec").get("host")
     if isinstance(ref_spec, dict) and _is_hostname(host) and (not in_reference or _is_hostname(ref_spec.get("host"))):
         ref_spec["host"] = host
+
+
+#: The garbage collector's finalizers (k8s.io/apimachinery ``metav1.FinalizerOrphanDependents`` and
+#: ``FinalizerDeleteDependents``). The API server adds them to an object only as part of a DELETE
+#: (``propagationPolicy: Orphan`` / ``Foreground``), together with ``deletionTimestamp``.
+GC_FINALIZERS = frozenset({"orphan", "foregroundDeletion"})
+
+
+def deletion_finalizers_added(signed: dict[str, Any], admitted: dict[str, Any]) -> list[Any]:
+    """The garbage collector's finalizers ``admitted`` carries, ``signed`` does not, outside a deletion.
+
+    Upstream's default profile ignores ``metadata.finalizers`` (controllers add their
+    own), which also hid these two: an ``orphan`` added by an UPDATE makes a later
+    ``kubectl delete`` of a signed Deployment leave its pods running (the API server
+    keeps an object's existing orphan finalizer when a DELETE names no policy). Only a
+    DELETE puts them there legitimately, so on an object that is not being deleted
+    they are a difference whatever the ignore patterns say.
+    """
+    meta = child_mapping(admitted, "metadata")
+    if meta.get("deletionTimestamp") is not None:
+        return []
+    wanted = child_list(child_mapping(signed, "metadata"), "finalizers")
+    return [f for f in child_list(meta, "finalizers") if f in GC_FINALIZERS and f not in wanted]

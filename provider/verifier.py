@@ -29,7 +29,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from .allocations import with_server_choices
+from .allocations import deletion_finalizers_added, with_server_choices
 from .attestors import SEARCH_BUDGET, BudgetExceeded, Leaf, solve
 from .bundles import (
     BUNDLE_REF_NAME,
@@ -468,6 +468,16 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
     if policy.unsafe_unanchored_ignore_fields and policy.ignore_fields:
         log.warning(
             "unsafeUnanchoredIgnoreFields is on for %s: ignore patterns match anywhere in a path", ident.describe()
+        )
+    added = deletion_finalizers_added(document, obj)
+    if added:  # no ignore pattern and no dry-run explains them (provider.allocations)
+        path = ("metadata", "finalizers")
+        items = [DiffItem(path, _value_at(document, path), _value_at(obj, path))]
+        raise ContentMismatch(
+            describe_diff(items, limits) + f"; {', '.join(map(str, added))}: the garbage collector's finalizers, "
+            "set only by a DELETE",
+            diff=tuple(items),
+            signers=signers,
         )
     ignore = policy.ignore_set_for(ident)
     shape = object_shape(document)  # the signer chose the kind and version, not the requester

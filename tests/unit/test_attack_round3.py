@@ -289,20 +289,18 @@ def _orphan(obj: dict[str, Any]) -> None:
     obj["metadata"]["finalizers"] = ["orphan"]
 
 
+def _foreground(obj: dict[str, Any]) -> None:
+    obj["metadata"]["finalizers"] = ["foregroundDeletion"]
+
+
+def _orphan_beside_a_controllers(obj: dict[str, Any]) -> None:
+    obj["metadata"]["finalizers"] = ["example.com/cleanup", "orphan"]
+
+
 @pytest.mark.parametrize(
     ("manifest", "change"),
     [
-        pytest.param(
-            POD,
-            _label,
-            id="pod-joins-a-service-by-the-instance-label",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the default k8s-manifest-sigstore profile ignores metadata.labels['app.kubernetes.io/instance']"
-                " on every kind (upstream and Argo CD's tracking label), yet Helm charts' Services and NetworkPolicies "
-                "select pods by it: narrowing it is a profile decision",
-            ),
-        ),
+        pytest.param(POD, _label, id="pod-joins-a-service-by-the-instance-label"),
         pytest.param(
             WIDGET,
             _status,
@@ -313,17 +311,9 @@ def _orphan(obj: dict[str, Any]) -> None:
                 "has a status subresource, which is unknown for custom resources (no schema): needs CRD knowledge",
             ),
         ),
-        pytest.param(
-            DEPLOYMENT,
-            _orphan,
-            id="orphan-finalizer-keeps-a-deleted-deployments-pods",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the default profile ignores metadata.finalizers on every kind (upstream's list); the "
-                "garbage collector reads 'orphan' and 'foregroundDeletion' there, and an unknown finalizer "
-                "blocks deletion: narrowing it is a profile decision",
-            ),
-        ),
+        pytest.param(DEPLOYMENT, _orphan, id="orphan-finalizer-keeps-a-deleted-deployments-pods"),
+        pytest.param(DEPLOYMENT, _foreground, id="foreground-finalizer-added-outside-a-deletion"),
+        pytest.param(DEPLOYMENT, _orphan_beside_a_controllers, id="orphan-beside-a-controllers-own-finalizer"),
     ],
 )
 def test_a_field_the_default_profile_ignores_carries_no_behaviour(
@@ -334,6 +324,37 @@ def test_a_field_the_default_profile_ignores_carries_no_behaviour(
     change(changed)
     result = verdict(changed)
     assert not result.allowed, result.message
+
+
+FINALIZER_CASES = [
+    pytest.param(["example.com/cleanup"], None, True, id="a-controllers-own-finalizer-is-ignored"),
+    pytest.param(["orphan"], None, False, id="orphan-outside-a-deletion"),
+    pytest.param(["orphan"], "2026-11-24T00:00:00Z", True, id="orphan-during-a-deletion-is-the-servers"),
+    pytest.param(["foregroundDeletion"], "2026-11-24T00:00:00Z", True, id="foreground-during-a-deletion"),
+]
+
+
+@pytest.mark.parametrize(("finalizers", "deleting", "taken"), FINALIZER_CASES)
+def test_finalizers_are_ignored_except_the_garbage_collectors_outside_a_deletion(
+    finalizers: list[str], deleting: str | None, taken: bool
+) -> None:
+    """During a deletion the object differs anyway (``deletionTimestamp``); the finalizers are then not named."""
+    (signed,) = sign(DEPLOYMENT, KEY)
+    changed = copy.deepcopy(signed)
+    changed["metadata"]["finalizers"] = finalizers
+    if deleting:
+        changed["metadata"]["deletionTimestamp"] = deleting
+    result = verdict(changed)
+    named = [item.key for item in result.diff]
+    assert ("metadata.finalizers" not in named) is taken, result.message
+    assert result.verified is (taken and not deleting), result.message
+
+
+def test_a_signed_orphan_finalizer_is_the_signers_choice() -> None:
+    manifest = copy.deepcopy(DEPLOYMENT)
+    manifest["metadata"]["finalizers"] = ["orphan"]
+    (signed,) = sign(manifest, KEY)
+    assert verdict(signed).verified
 
 
 # --- the earlier classes, probed again with other inputs (each held) ------------------------------------------
