@@ -30,7 +30,10 @@ Why these choices:
   worker (:mod:`provider.service.metrics`).
 * **Logs.** gunicorn's own log goes through the same JSON formatter; its
   access log is off (it would record paths, addresses and user agents; the
-  app logs each decision instead).
+  app logs each decision instead), and so is the work gunicorn
+  does for it on every request (:class:`QuietLogger`). The JSON formatter
+  prints no thread, process or source line, so log records do not look them
+  up (:func:`lean_log_records`).
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gunicorn import glogging
 from gunicorn.app.base import BaseApplication
 
 from ..deadlines import DeadlineSSLSocket
@@ -164,6 +168,30 @@ def _log_config(level: str) -> dict[str, Any]:
     }
 
 
+class QuietLogger(glogging.Logger):  # type: ignore[misc]
+    """gunicorn's logger without the access log's per-request work.
+
+    gunicorn builds the access log's fields (every header, the time, the
+    addresses) for each request whenever any log configuration is given, then
+    hands them to the ``gunicorn.access`` logger, which drops them here.
+    """
+
+    def access(self, resp: Any, req: Any, environ: Any, request_time: Any) -> None:
+        return None
+
+
+def lean_log_records() -> None:
+    """Log records without the thread, process and source-line lookups the JSON formatter never prints.
+
+    The settings of the standard library's logging "Optimization" section; process-wide,
+    so only the launcher, whose process this is, sets them.
+    """
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    logging._srcfile = None
+
+
 def _child_exit(_server: Any, worker: Any) -> None:
     from . import metrics  # imported after PROMETHEUS_MULTIPROC_DIR is set
 
@@ -188,6 +216,7 @@ def gunicorn_options(config: Config) -> dict[str, Any]:
         "loglevel": config.log_level,
         "logconfig_dict": _log_config(config.log_level),
         "child_exit": _child_exit,
+        "logger_class": QuietLogger,
         "proc_name": "manifest-provider",
         # gunicorn >= 25.1 opens a control socket at a fixed per-user path: one
         # more way in, and a clash between two servers on one machine.
@@ -243,6 +272,7 @@ def serve(overrides: Mapping[str, Any] | None = None) -> int:
     overrides = dict(overrides or {})
     config = load_config(overrides)
     configure_logging(config.log_level)
+    lean_log_records()
     check_serving(config)
     if config.unsafe_http:
         log.warning("serving plain HTTP (--unsafe-http): never do this where anyone else can connect")
