@@ -27,7 +27,10 @@ Why these choices:
   refuses to start unless ``unsafe_http`` is set, which warns on every request.
 * **Metrics across workers.** ``PROMETHEUS_MULTIPROC_DIR`` is pointed at a
   fresh directory before the app is imported, so ``/metrics`` sums every
-  worker (:mod:`provider.service.metrics`).
+  worker (:mod:`provider.service.metrics`). The master also serves them on the
+  plain-HTTP metrics port (:mod:`provider.service.scrape`), bound here before
+  gunicorn starts so a taken port stops the server at once; workers close their
+  inherited copy of that socket.
 * **Logs.** gunicorn's own log goes through the same JSON formatter; its
   access log is off (it would record paths, addresses and user agents; the
   app logs each decision instead), and so is the work gunicorn
@@ -41,6 +44,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import ssl
 import sys
 import tempfile
@@ -267,6 +271,22 @@ def check_serving(config: Config) -> None:
     tls_context(config.cert, config.key, config.client_ca)
 
 
+def metrics_port(config: Config) -> socket.socket | None:
+    """The metrics port's listening socket (``None`` when turned off); :class:`ConfigError` when it cannot be bound."""
+    if config.metrics_port == 0:
+        return None
+    from .scrape import listen  # no prometheus_client import here: the caller sets its directory first
+
+    try:
+        return listen(config.metrics_bind, config.metrics_port)
+    except (OSError, ValueError) as exc:
+        where = config.metrics_bind if config.metrics_bind.startswith("fd://") else f"port {config.metrics_port}"
+        raise ConfigError(
+            f"the metrics port cannot listen on {where} ({exc}); choose another with --metrics-port, "
+            "or turn it off with --no-metrics-port"
+        ) from exc
+
+
 def serve(overrides: Mapping[str, Any] | None = None) -> int:
     """Run the server in the foreground until SIGTERM/SIGINT; returns gunicorn's exit status."""
     overrides = dict(overrides or {})
@@ -282,11 +302,25 @@ def serve(overrides: Mapping[str, Any] | None = None) -> int:
             log.warning("prometheus_client was imported before serving; /metrics will show one worker at a time")
         own_dir = tempfile.mkdtemp(prefix="manifest-provider-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_dir
+    listener = None
+    scraper = None
     try:
-        ProviderApplication(gunicorn_options(config), overrides).run()
+        listener = metrics_port(config)
+        options = gunicorn_options(config)
+        if listener is not None:
+            from .scrape import MetricsServer
+
+            scraper = MetricsServer(listener)
+            scraper.start()
+            options["post_fork"] = lambda _server, _worker: listener.close()  # the master's alone
+        ProviderApplication(options, overrides).run()
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     finally:
+        if scraper is not None:
+            scraper.stop()
+        elif listener is not None:
+            listener.close()
         if own_dir is not None:
             shutil.rmtree(own_dir, ignore_errors=True)
     return 0
