@@ -6,9 +6,23 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint bench soak fuzz clean kind-schemas
+.PHONY: install system-packages run test lint bench soak fuzz clean kind-schemas
 
-install: $(STAMP)
+install: system-packages $(STAMP)
+
+# The tests run the real thing: Debian's CNCF distribution registry (docker-registry) for
+# resource bundles and GnuPG (gpg) for OpenPGP signatures. Installed only when missing,
+# and only where apt-get exists (Debian and derivatives); elsewhere install them yourself.
+system-packages:
+	@if ! command -v docker-registry >/dev/null 2>&1 || ! command -v gpg >/dev/null 2>&1; then \
+		if command -v apt-get >/dev/null 2>&1; then \
+			SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+			$$SUDO apt-get update -qq && \
+			DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends docker-registry gnupg; \
+		else \
+			echo "docker-registry and gpg are needed by the tests; install them (Debian: apt-get install docker-registry gnupg)" >&2; \
+		fi; \
+	fi
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,9 +33,25 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PY) -m pip install --quiet --ignore-requires-python 'opa-golib-python-bindings==0.4.4'
 	touch $@
 
-## run: the service on https://127.0.0.1:8443 with throw-away dev certificates (mTLS)
-run: install
-	$(PY) -m provider.service.dev
+## run: the service on https://127.0.0.1:8443 (RUN_PORT=N for another) with throw-away dev certificates (mTLS)
+RUN_PORT ?= 8443
+# A port in use fails first, before installing or printing anything (the same bind
+# provider/service/dev.py makes, which then keeps the port for the server).
+define PORT_FREE
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", $(RUN_PORT)))
+except OSError as e:
+    sys.exit(f"make run: port $(RUN_PORT) on 127.0.0.1 is not free ({e.strerror}); stop what uses it or pick another: make run RUN_PORT={$(RUN_PORT) + 1}")
+endef
+export PORT_FREE
+
+run:
+	@$(PYTHON) -c "$$PORT_FREE"
+	@$(MAKE) --no-print-directory $(STAMP)
+	MANIFEST_PROVIDER_PORT=$(RUN_PORT) $(PY) -m provider.service.dev
 
 ## test: the whole suite (unit, interop, integration, hostile input, short load/fault runs)
 test: install

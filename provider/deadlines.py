@@ -17,7 +17,8 @@ server's non-blocking handshake and head reads use that).
   (the handshake's internal retries included), so arming each call suffices.
 
 Used by the server's worker (:mod:`provider.service.worker`: request bodies and
-responses) and the TokenReview client (:mod:`provider.kube.tokenreview`).
+responses), and through :func:`connect` by the TokenReview client
+(:mod:`provider.kube.tokenreview`) and the registry client (:mod:`provider.oci.registry`).
 """
 
 from __future__ import annotations
@@ -95,3 +96,36 @@ class DeadlineSSLSocket(_Deadline, ssl.SSLSocket):
     def do_handshake(self, block: bool = False) -> None:
         self._arm()
         super().do_handshake(block)
+
+
+def connect(
+    host: str, port: int, deadline: float, *, context: ssl.SSLContext | None = None, server_name: str | None = None
+) -> socket.socket:
+    """A connection to ``host:port`` whose every read and write ends by ``deadline``.
+
+    With ``context`` (whose ``sslsocket_class`` must be :class:`DeadlineSSLSocket`),
+    the TLS handshake runs under the same deadline, against ``server_name`` (default
+    ``host``). A socket that fails half-way is closed, never leaked.
+    """
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("no time left to connect")
+    raw = DeadlineSocket.adopt(socket.create_connection((host, port), timeout=left))
+    raw.set_deadline(deadline)
+    if context is None:
+        return raw
+    if context.sslsocket_class is not DeadlineSSLSocket:
+        raw.close()
+        raise TypeError("the TLS context must wrap DeadlineSSLSocket")
+    try:
+        tls = context.wrap_socket(raw, server_hostname=server_name or host, do_handshake_on_connect=False)
+    except BaseException:
+        raw.close()
+        raise
+    try:
+        tls.set_deadline(deadline)  # type: ignore[attr-defined]
+        tls.do_handshake()
+    except BaseException:
+        tls.close()
+        raise
+    return tls

@@ -173,6 +173,9 @@ class SignatureSet:
     signature: bytes
     certificate: bytes | None = None  # PEM, after gunzip
     bundle: bytes | None = None  # RekorBundle JSON, after gunzip
+    #: The bytes this set's signature covers, when they are not the envelope's payload:
+    #: a cosign image signature signs its own simple-signing payload (provider/bundles.py).
+    data: bytes | None = None
 
     @property
     def name(self) -> str:
@@ -195,6 +198,10 @@ class Envelope:
     #: anything else under the domain -- a signature past the first gap, an
     #: unknown name -- is compared like any other annotation.
     annotations: frozenset[str] = field(default=frozenset())
+
+    def signed_bytes(self, sig_set: SignatureSet) -> bytes:
+        """The bytes ``sig_set``'s signature covers: its own, or the payload."""
+        return sig_set.data if sig_set.data is not None else self.payload.data
 
 
 def _optional_blob(annotations: dict[str, Any], key: str, what: str, limits: Limits) -> bytes | None:

@@ -76,6 +76,14 @@ class Limits:
     #: ``dry-run-failed``. It must fit well inside the admission webhook's own
     #: timeout, which also covers the rest of the verification.
     dry_run_timeout: float = 1.5
+    #: Seconds one resource-bundle fetch may take in total (resolving the tag, the
+    #: manifest, the layer, the signature manifest and its layers), whatever the
+    #: policy's ``resourceBundleRef.timeoutSeconds`` asks: past it the verdict is
+    #: ``bundle-unavailable``. It sits inside the webhook's deadline like the dry-run's.
+    bundle_timeout: float = 1.0
+    #: Bytes of one registry manifest read. An image or ``.sig`` manifest is well
+    #: under 2 KiB; the OCI distribution spec lets registries refuse more than 4 MiB.
+    max_registry_manifest_bytes: int = 64 * KIB
     #: Bytes of one audit-log line (one ``audit.k8s.io/v1`` Event). An event at
     #: level RequestResponse holds a request body (the API server accepts up to
     #: 3 MiB, apiserver ``MaxRequestBodyBytes``) and a stored object (etcd's

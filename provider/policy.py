@@ -10,7 +10,8 @@ Reference: ``docs/policy.md``.
 
 Fields (camelCase on the wire)::
 
-    keys: [PEM | {publicKey: PEM, name: str}]   # each PEM block is one key
+    keys: [PEM | {publicKey: PEM, name: str} | {openpgpKeyring: base64, name: str}]
+                                                 # each PEM block / OpenPGP certificate is one key
     signers: [{subject | subjectRegExp, issuer | issuerRegExp, roots}]  # keyless / certificates
     keyOperation: AtLeastOne | MustAll           # default AtLeastOne
     threshold: N                                 # at least N distinct keys/signers
@@ -25,6 +26,10 @@ Fields (camelCase on the wire)::
     dryRun: {enabled: bool, namespace: str}
     defaults: [k8s-manifest-sigstore, common, kyverno]   # built-in profiles
     unsafeUnanchoredIgnoreFields: false          # upstream's regex matching (opt-in)
+    attestors: [{count, name, entries: [{keys | certificates | keyless | attestor}]}]
+                                                 # nested signer sets instead of keys/signers (provider/attestors.py)
+    resourceBundleRef: {repositories: [prefix], timeoutSeconds}   # OCI resource bundles (provider/bundles.py)
+    signatureResourceRef: k8s://ConfigMap/NS/NAME  # message and signature kept in a ConfigMap
 """
 
 from __future__ import annotations
@@ -36,14 +41,17 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
+from .attestors import AnchorSet, Leaf, parse_attestors, read_keyring
+from .bundles import BundleOptions, ConfigMapRef
 from .compare import FieldTrie, IgnoreSet, Segment, diff, parse_field_pattern, unanchored_matcher
 from .envelope import DEFAULT_DOMAIN
 from .errors import PolicyError
 from .keyless.identity import SignerSpec
-from .keys import PublicKey, load_public_keys
+from .keys import PublicKey
 from .kindschema import object_shape
 from .limits import DEFAULT_LIMITS, Limits
 from .objects import NamePattern, ObjectIdentity, ObjectRef
+from .openpgp import OpenPGPKey, load_trusted_keys
 from .parsing import load_yaml_stream
 from .resources import BUILTIN_KINDS, SCALABLE_KINDS
 from .review import Review
@@ -64,7 +72,7 @@ _DOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
 _POLICY_FIELDS = (
     "keys", "signers", "keyOperation", "threshold", "trustedRoot", "annotationDomain",
     "ignoreFields", "sensitiveFields", "skipObjects", "inScopeObjects", "skipUsers", "dryRun", "defaults",
-    "unsafeUnanchoredIgnoreFields",
+    "unsafeUnanchoredIgnoreFields", "attestors", "resourceBundleRef", "signatureResourceRef",
 )  # fmt: skip
 
 
@@ -296,6 +304,32 @@ def load_profile(name: str) -> BuiltinProfile:
 # --- the policy -------------------------------------------------------------------
 
 
+def _load_key_entry(item: Any, spot: str, limits: Limits) -> tuple[PublicKey | OpenPGPKey, ...]:
+    """One ``keys`` entry: a PEM / armored OpenPGP string, ``{publicKey, name}`` or ``{openpgpKeyring, name}``."""
+    if isinstance(item, dict):
+        entry = check_fields(item, spot, ("publicKey", "openpgpKeyring", "name"))
+        name = read_str(entry["name"], f"{spot}.name") if "name" in entry else None
+        if ("publicKey" in entry) == ("openpgpKeyring" in entry):
+            raise PolicyError(f"{spot}: give publicKey or openpgpKeyring")
+        if "openpgpKeyring" in entry:
+            return read_keyring(entry["openpgpKeyring"], f"{spot}.openpgpKeyring", name, limits)
+        text = read_str(entry.get("publicKey"), f"{spot}.publicKey")
+    else:
+        name, text = None, read_str(item, spot)
+    try:
+        return tuple(load_trusted_keys(text, name, limits.max_keys))
+    except PolicyError as exc:
+        raise PolicyError(f"{spot}: {exc.message}") from exc
+
+
+def _with_compiled(node: AnchorSet, compiled: dict[int, SignerSpec]) -> AnchorSet:
+    """``node`` with each signer entry replaced by its compiled copy (trust roots parsed)."""
+    entries = tuple(
+        _with_compiled(e, compiled) if isinstance(e, AnchorSet) else compiled.get(id(e), e) for e in node.entries
+    )
+    return dataclasses.replace(node, entries=entries)
+
+
 @dataclass(frozen=True)
 class Policy:
     keys: tuple[PublicKey, ...]
@@ -313,6 +347,15 @@ class Policy:
     dry_run: DryRunOptions = DryRunOptions()
     defaults: tuple[str, ...] = DEFAULT_PROFILES
     unsafe_unanchored_ignore_fields: bool = False
+    #: Trusted OpenPGP certificates (provider/openpgp.py), counted with ``keys``.
+    openpgp_keys: tuple[OpenPGPKey, ...] = ()
+    #: Nested signer sets (provider/attestors.py); when given, ``keys``, ``openpgp_keys`` and ``signers``
+    #: list the sets' leaves and keyOperation/threshold do not apply.
+    attestors: tuple[AnchorSet, ...] = ()
+    #: Where objects signed into an OCI resource bundle may point (provider/bundles.py); None: not enabled.
+    resource_bundle: BundleOptions | None = None
+    #: A ConfigMap holding the message and signature for every object (``kubectl sigstore sign -o k8s://...``).
+    signature_resource_ref: ConfigMapRef | None = None
     _ignore_cache: dict[tuple[int, ...], IgnoreSet] = field(default_factory=dict, repr=False, compare=False)
     _sensitive_cache: dict[tuple[int, ...], FieldTrie] = field(default_factory=dict, repr=False, compare=False)
 
@@ -321,37 +364,53 @@ class Policy:
     @classmethod
     def from_dict(cls, data: Any, *, limits: Limits = DEFAULT_LIMITS, where: str = "policy") -> Policy:
         data = check_fields(data, where, _POLICY_FIELDS)
-        keys: list[PublicKey] = []
+        loaded: list[PublicKey | OpenPGPKey] = []
         for i, item in enumerate(read_list(data.get("keys"), f"{where}.keys")):
-            spot = f"{where}.keys[{i}]"
-            if isinstance(item, dict):
-                entry = check_fields(item, spot, ("publicKey", "name"))
-                name = read_str(entry["name"], f"{spot}.name") if "name" in entry else None
-                pem = read_str(entry.get("publicKey"), f"{spot}.publicKey")
-            else:
-                name, pem = None, read_str(item, spot)
-            try:
-                keys.extend(load_public_keys(pem, name, limits.max_keys))
-            except PolicyError as exc:
-                raise PolicyError(f"{spot}: {exc.message}") from exc
-            if len(keys) > limits.max_keys:  # stop loading here: thousands of key strings cost seconds
+            loaded.extend(_load_key_entry(item, f"{where}.keys[{i}]", limits))
+            if len(loaded) > limits.max_keys:  # stop loading here: thousands of key strings cost seconds
                 raise PolicyError(
                     f"{where}.keys: more than {limits.max_keys} keys; at most {limits.max_keys} keys and signers are "
                     "allowed"
                 )
+        keys = [k for k in loaded if isinstance(k, PublicKey)]
+        openpgp_keys = tuple(k for k in loaded if isinstance(k, OpenPGPKey))
         signers = tuple(
             SignerSpec.from_value(s, f"{where}.signers[{i}]")
             for i, s in enumerate(read_list(data.get("signers"), f"{where}.signers"))
         )
-        anchors = len(keys) + len(signers)
+        attestors: tuple[AnchorSet, ...] = ()
+        if "attestors" in data:
+            if loaded or signers or "keyOperation" in data or "threshold" in data:
+                raise PolicyError(
+                    f"{where}: give attestors, or keys/signers with keyOperation/threshold, not both; a key needed "
+                    "beside the sets is one more set"
+                )
+            attestors = parse_attestors(data["attestors"], f"{where}.attestors", limits)
+            leaves = [leaf for s in attestors for leaf in s.leaves()]
+            keys = [k for k in leaves if isinstance(k, PublicKey)]
+            openpgp_keys = tuple(k for k in leaves if isinstance(k, OpenPGPKey))
+            signers = tuple(k for k in leaves if isinstance(k, SignerSpec))
+            anchors = len(leaves)
+        else:
+            anchors = len(loaded) + len(signers)
         if anchors == 0:
             raise PolicyError(
                 f"{where}: no keys or signers; an empty key list would accept nothing (or, worse, anything)"
             )
         if anchors > limits.max_keys:
             raise PolicyError(f"{where}: {anchors} keys and signers; at most {limits.max_keys} are allowed")
-        if len({k.fingerprint for k in keys}) != len(keys):
+        if not attestors and len({k.fingerprint for k in loaded}) != len(loaded):
             raise PolicyError(f"{where}.keys: the same key is listed twice; MustAll and threshold count distinct keys")
+        bundle_options = (
+            BundleOptions.from_dict(data["resourceBundleRef"], f"{where}.resourceBundleRef")
+            if "resourceBundleRef" in data
+            else None
+        )
+        signature_ref = (
+            ConfigMapRef.parse(data["signatureResourceRef"], f"{where}.signatureResourceRef")
+            if "signatureResourceRef" in data
+            else None
+        )
 
         operation = data.get("keyOperation", "AtLeastOne")
         if operation not in KEY_OPERATIONS:
@@ -394,12 +453,13 @@ class Policy:
 
             if any(spec.roots is None for spec in signers):
                 trusted_root = load_trusted_root(data.get("trustedRoot"), limits=limits)
-            signers = tuple(
-                dataclasses.replace(spec, anchors=load_signer_roots(spec.roots, limits))
-                if spec.roots is not None
-                else spec
+            compiled = {
+                id(spec): dataclasses.replace(spec, anchors=load_signer_roots(spec.roots, limits))
                 for spec in signers
-            )
+                if spec.roots is not None
+            }
+            signers = tuple(compiled.get(id(spec), spec) for spec in signers)
+            attestors = tuple(_with_compiled(s, compiled) for s in attestors)
 
         return cls(
             keys=tuple(keys),
@@ -425,13 +485,24 @@ class Policy:
             dry_run=DryRunOptions.from_dict(data.get("dryRun", {}), f"{where}.dryRun"),
             defaults=defaults,
             unsafe_unanchored_ignore_fields=unanchored,
+            openpgp_keys=openpgp_keys,
+            attestors=attestors,
+            resource_bundle=bundle_options,
+            signature_resource_ref=signature_ref,
         )
 
     # -- derived --
 
     @property
+    def anchors(self) -> tuple[Leaf, ...]:
+        """Every key and signer entry: the flat list, or the attestor sets' leaves in order."""
+        if self.attestors:
+            return tuple(leaf for s in self.attestors for leaf in s.leaves())
+        return (*self.keys, *self.openpgp_keys, *self.signers)
+
+    @property
     def anchor_count(self) -> int:
-        return len(self.keys) + len(self.signers)
+        return len(self.anchors)
 
     @property
     def required_count(self) -> int:

@@ -40,6 +40,13 @@ Reason = Literal[
     "tlog-entry-invalid",
     "certificate-expired-at-signing",
     "identity-mismatch",
+    "openpgp-key-expired",  # the OpenPGP certificate or signing subkey expired (provider/openpgp.py)
+    "openpgp-key-revoked",
+    "openpgp-key-not-for-signing",  # the key that signed is not flagged for signing
+    "bundle-not-allowed",  # the object's resourceBundleRef is malformed or outside the policy's repositories
+    "bundle-unavailable",  # the registry could not be asked, refused, or did not answer in time
+    "bundle-invalid",  # the registry answered with something that is not a bundle within the limits
+    "signature-configmap-unavailable",  # the signature ConfigMap could not be read
     # denied: a bootstrap-token signed cluster-info ConfigMap (provider/bootstrap.py)
     "cluster-info-invalid",
     "jws-malformed",

@@ -42,7 +42,7 @@ def dump_yaml(documents: list[Any]) -> str:
 
 
 def _envelope_keys(domain: str) -> re.Pattern[str]:
-    return re.compile(re.escape(domain) + r"/(?:message|(?:signature|certificate|bundle)(?:_\d+)?)\Z")
+    return re.compile(re.escape(domain) + r"/(?:message|resourceBundleRef|(?:signature|certificate|bundle)(?:_\d+)?)\Z")
 
 
 def _annotations(doc: dict[str, Any]) -> dict[str, Any]:
@@ -74,6 +74,30 @@ def strip_envelope(documents: list[dict[str, Any]], domain: str = DEFAULT_DOMAIN
     return clean
 
 
+def message_payload(
+    documents: list[dict[str, Any]],
+    *,
+    domain: str = DEFAULT_DOMAIN,
+    tarball_files: list[tuple[str, bytes]] | None = None,
+) -> tuple[list[dict[str, Any]], bytes]:
+    """Copies of ``documents`` without signature annotations, and the payload ``P`` that signs them."""
+    if not documents:
+        raise RequestError("nothing to sign: the input holds no Kubernetes objects")
+    clean = strip_envelope(documents, domain)
+    payload = make_tarball(tarball_files) if tarball_files is not None else dump_yaml(clean).encode()
+    return clean, payload
+
+
+def with_bundle_ref(
+    documents: list[dict[str, Any]], reference: str, domain: str = DEFAULT_DOMAIN
+) -> list[dict[str, Any]]:
+    """``documents`` annotated with ``D/resourceBundleRef`` and nothing else of the envelope (``sign -i``):
+    the message lives in the bundle image, the signature on the image (``provider/bundles.py``)."""
+    for doc in documents:
+        _annotations(doc)[f"{domain}/resourceBundleRef"] = reference
+    return documents
+
+
 def sign_documents(
     documents: list[dict[str, Any]],
     key: PrivateKeyTypes,
@@ -86,10 +110,7 @@ def sign_documents(
     With ``tarball_files`` the payload is a tar.gz of those files (their bytes
     as given) instead of a YAML stream of the documents.
     """
-    if not documents:
-        raise RequestError("nothing to sign: the input holds no Kubernetes objects")
-    clean = strip_envelope(documents, domain)
-    payload = make_tarball(tarball_files) if tarball_files is not None else dump_yaml(clean).encode()
+    clean, payload = message_payload(documents, domain=domain, tarball_files=tarball_files)
     message = encode_message(payload)
     signature = base64.b64encode(sign_bytes(key, payload)).decode()
     for doc in clean:

@@ -22,16 +22,26 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from typing import Any
 
 from .allocations import with_server_choices
+from .attestors import SEARCH_BUDGET, BudgetExceeded, Leaf, solve
+from .bundles import (
+    BUNDLE_REF_NAME,
+    BundleOptions,
+    Reference,
+    Sources,
+    bundle_envelope,
+    configmap_envelope,
+)
 from .compare import DiffItem, diff, redact
 from .dryrun import DryRunner, compare_with_dry_run
-from .envelope import Envelope, read_envelope, without_envelope
+from .envelope import DEFAULT_DOMAIN, Envelope, message_key, read_envelope, without_envelope
 from .errors import (
     ContentMismatch,
     MalformedMessage,
@@ -39,6 +49,8 @@ from .errors import (
     RequestError,
     SignatureInvalid,
     ThresholdNotMet,
+    TransientError,
+    Unsigned,
     VerificationFailure,
 )
 from .keyless.identity import SignerSpec
@@ -46,6 +58,7 @@ from .keys import PublicKey
 from .kindschema import object_shape
 from .limits import DEFAULT_LIMITS, Limits
 from .objects import ObjectIdentity, split_api_version
+from .openpgp import OpenPGPKey
 from .policy import Policy, UserRule
 from .resources import BUILTIN_KINDS
 from .result import Result, Signer, reason_of
@@ -65,15 +78,108 @@ class Verification:
     used_cluster: bool = False
 
 
+# --- step 1: where the signatures are -----------------------------------------------
+
+
+#: Integrity Shield's annotation domain (``IBM/integrity-shield`` ``shield/pkg/shield/request_handler.go``
+#: ``AnnotationKeyDomain``): an object carrying ``integrityshield.io/signature`` is read under it.
+INTEGRITY_SHIELD_DOMAIN = "integrityshield.io"
+
+
+def _unavailable(message: str, reason: str) -> VerificationFailure:
+    # Not the object's fault and not deterministic: denied, and never cached (used_cluster).
+    return VerificationFailure(message, reason=reason, used_cluster=True)
+
+
+def _envelope(annotations: Any, policy: Policy, sources: Sources, limits: Limits) -> Envelope:
+    """The signatures for this object (steps 1 of ``docs/architecture.md``), wherever the policy keeps them.
+
+    * ``signatureResourceRef``: the named ConfigMap, for every object (upstream's ``-s k8s://...``);
+    * ``resourceBundleRef`` enabled and the object names a bundle: the bundle, if its reference is
+      allow-listed (upstream, too, prefers the bundle when an object names one);
+    * otherwise the object's own annotations -- under the policy's domain, or, when the policy
+      keeps the default and the object carries Integrity Shield's ``integrityshield.io/signature``
+      and no message under the default, under ``integrityshield.io``.
+    """
+    domain = policy.annotation_domain
+    if policy.signature_resource_ref is not None:
+        ref = policy.signature_resource_ref
+        if sources.configmaps is None:
+            raise _unavailable(
+                f"the policy keeps signatures in {ref}, but no cluster is configured to read it",
+                "signature-configmap-unavailable",
+            )
+        deadline = time.monotonic() + limits.dry_run_timeout
+        try:
+            data = sources.configmaps.read_data(ref.namespace, ref.name, deadline)
+        except TransientError as exc:
+            raise _unavailable(f"the signature ConfigMap {ref} could not be read: {exc.message}",
+                               "signature-configmap-unavailable") from exc  # fmt: skip
+        if data is None:
+            raise Unsigned(f"the signature ConfigMap {ref} does not exist")
+        return configmap_envelope(data, ref, domain, limits)
+    bundle_key = f"{domain}/{BUNDLE_REF_NAME}"
+    named = isinstance(annotations, dict) and bundle_key in annotations
+    if named and policy.resource_bundle is not None:
+        return _bundle_envelope(annotations[bundle_key], policy.resource_bundle, domain, sources, limits)
+    if (
+        isinstance(annotations, dict)
+        and domain == DEFAULT_DOMAIN
+        and message_key(domain) not in annotations
+        and f"{INTEGRITY_SHIELD_DOMAIN}/signature" in annotations
+    ):
+        domain = INTEGRITY_SHIELD_DOMAIN
+    try:
+        return read_envelope(annotations, domain, limits)
+    except Unsigned as unsigned:
+        if named:
+            raise Unsigned(
+                f"{unsigned.message}; it names a resource bundle ({bundle_key}), but the policy does not enable "
+                "resourceBundleRef"
+            ) from None
+        raise
+
+
+def _bundle_envelope(text: Any, options: BundleOptions, domain: str, sources: Sources, limits: Limits) -> Envelope:
+    reference = Reference.parse(text)
+    if not options.allows(reference):
+        raise VerificationFailure(
+            f"the resource bundle {reference} is not under the policy's resourceBundleRef.repositories "
+            f"({', '.join(options.repositories[:3])}); the object chooses its own reference, so only listed "
+            "repositories are read",
+            reason="bundle-not-allowed",
+        )
+    if sources.bundles is None:
+        raise _unavailable(
+            f"the object is signed in the resource bundle {reference}, but no registry client is configured",
+            "bundle-unavailable",
+        )
+    seconds = min(options.timeout, limits.bundle_timeout)
+    fetched = sources.bundles.fetch(reference, time.monotonic() + seconds, limits)
+    return bundle_envelope(fetched, domain, limits)
+
+
 # --- step 2: keys and signers -----------------------------------------------------
 
 
 def _check_key(key: PublicKey, envelope: Envelope) -> Outcome:
-    data = envelope.payload.data
     for sig_set in envelope.sets:
-        if key.verifies(sig_set.signature, data):
+        if key.verifies(sig_set.signature, envelope.signed_bytes(sig_set)):
             return Outcome(True, (Match(key.fingerprint, key.fingerprint),))
     return Outcome(False, (), "signature-invalid", f"key {key.label()} verifies none of them")
+
+
+def _check_openpgp(key: OpenPGPKey, envelope: Envelope, now: datetime | None) -> Outcome:
+    """An OpenPGP certificate against every set: the first that verifies, else the most telling refusal."""
+    refusal = None
+    for sig_set in envelope.sets:
+        check = key.check(sig_set.signature, envelope.signed_bytes(sig_set), now)
+        if check.verified:
+            return Outcome(True, (Match(key.signer, key.signer),))
+        if refusal is None or (refusal.reason == "signature-invalid" and check.reason != "signature-invalid"):
+            refusal = check
+    assert refusal is not None  # an envelope has at least one set
+    return Outcome(False, (), refusal.reason, refusal.detail)
 
 
 def _check_signer(
@@ -84,13 +190,25 @@ def _check_signer(
     return check_signer(spec, envelope, policy.trusted_root, now=now, limits=limits, every=every)
 
 
+def _leaf_check(
+    leaf: Leaf, envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits, *, every: bool
+) -> tuple[str, Callable[[], Outcome]]:
+    """A leaf's label and its check: keys cost one signature check each, OpenPGP one Sequoia verify, signers more."""
+    if isinstance(leaf, PublicKey):
+        return leaf.label(), partial(_check_key, leaf, envelope)
+    if isinstance(leaf, OpenPGPKey):
+        return leaf.label(), partial(_check_openpgp, leaf, envelope, now)
+    return leaf.describe(), partial(_check_signer, leaf, envelope, policy, now, limits, every=every)
+
+
 def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits) -> tuple[Signer, ...]:
     """The signers that satisfy the policy's keys and signer entries, or raise why they do not.
 
     A *signer* is who signed, not an entry's name for them (:class:`~provider.signers.Signers`):
     the signing key, joined with every key a trusted certificate binds to the
-    same subject. An entry matches signers; the requirement counts distinct
-    signers matched by distinct entries (:class:`~provider.signers.DistinctSigners`):
+    same subject; an OpenPGP certificate is one signer whichever subkey signed.
+    An entry matches signers; the requirement counts distinct signers matched
+    by distinct entries (:class:`~provider.signers.DistinctSigners`):
 
     * ``AtLeastOne`` (and ``threshold: 1``): one satisfied entry; checking stops
       at the first (keys are tried before signer entries: a key costs one
@@ -102,20 +220,18 @@ def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None, lim
       as B is one approval. (In the lenient reading an entry that overlaps
       another would add nothing, silently: the author who listed two entries to
       get two approvals would get one.)
+    * ``attestors``: every set, each by its count of entries, signers distinct
+      across the whole tree (:func:`_check_attestors`).
 
-    Counting (N > 1 and MustAll) checks every entry against every signature set
-    before deciding: a set checked later can show that two keys counted apart
-    are one signer, so stopping early would depend on order.
+    Counting (N > 1, MustAll, attestors) checks every entry against every
+    signature set before deciding: a set checked later can show that two keys
+    counted apart are one signer, so stopping early would depend on order.
     """
+    if policy.attestors:
+        return _check_attestors(envelope, policy, now, limits)
     required = policy.required_count  # MustAll: every anchor
     counting = required > 1
-    checks: list[tuple[str, Callable[[], Outcome]]] = [
-        (key.label(), partial(_check_key, key, envelope)) for key in policy.keys
-    ]
-    checks += [
-        (spec.describe(), partial(_check_signer, spec, envelope, policy, now, limits, every=counting))
-        for spec in policy.signers
-    ]
+    checks = [_leaf_check(leaf, envelope, policy, now, limits, every=counting) for leaf in policy.anchors]
     outcomes: list[tuple[str, Outcome]] = []
     for label, run in checks:
         outcome = run()
@@ -131,11 +247,7 @@ def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None, lim
     if counting and len(distinct) >= required:
         return verified
     failed = [(label, o) for label, o in outcomes if not o.verified]
-    sets = len(envelope.sets)
-    count = f"{sets} signature{'s' if sets != 1 else ''}"
-    unread = ""
-    if envelope.unread:
-        unread = f"; {', '.join(envelope.unread)} not read: signature numbering stops at the first gap"
+    count, unread = _counted(envelope)
     details = "; ".join(o.detail for _, o in failed[:3] if o.detail)
     if not verified:
         reasons = {o.reason for _, o in failed}
@@ -153,6 +265,79 @@ def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None, lim
         f"{shortfall} for the object's {count}; not verified: {missing}{unread}",
         signers=verified,
     )
+
+
+def _counted(envelope: Envelope) -> tuple[str, str]:
+    sets = len(envelope.sets)
+    unread = ""
+    if envelope.unread:
+        unread = f"; {', '.join(envelope.unread)} not read: signature numbering stops at the first gap"
+    return f"{sets} signature{'s' if sets != 1 else ''}", unread
+
+
+def _check_attestors(envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits) -> tuple[Signer, ...]:
+    """Every attestor set satisfied by its count of entries, with signers distinct across the tree.
+
+    Every leaf is checked (with every signer each accepts); :func:`provider.attestors.solve`
+    then looks for an assignment of distinct signers. A denial names each set
+    that fails on its own, or -- when each passes alone -- says the sets are
+    met only by the same signers.
+    """
+    leaves = list(policy.anchors)
+    outcomes: dict[int, tuple[str, Outcome]] = {}
+    for leaf in leaves:
+        if id(leaf) not in outcomes:
+            label, run = _leaf_check(leaf, envelope, policy, now, limits, every=True)
+            outcomes[id(leaf)] = (label, run())
+    signers = Signers(binding for _, outcome in outcomes.values() for binding in outcome.bindings)
+    by_class: dict[Hashable, Signer] = {}
+
+    def candidates(leaf: Leaf) -> list[Hashable]:
+        _, outcome = outcomes[id(leaf)]
+        found: list[Hashable] = []
+        for match in outcome.matches if outcome.verified else ():
+            cls = signers.of(match)
+            by_class.setdefault(cls, match.signer)
+            found.append(cls)
+        return found
+
+    count, unread = _counted(envelope)
+    try:
+        assignment = solve(policy.attestors, candidates)
+    except BudgetExceeded:
+        raise ThresholdNotMet(
+            f"the attestor sets are too large to decide within {SEARCH_BUDGET} steps for the object's {count}; "
+            "split them or lower their counts"
+        ) from None
+    if assignment is not None:
+        chosen = dict.fromkeys(assignment[id(leaf)] for leaf in leaves if id(leaf) in assignment)
+        return tuple(by_class[cls] for cls in chosen)
+    failing = []
+    for attestor_set in policy.attestors:
+        try:
+            alone = solve((attestor_set,), candidates)
+        except BudgetExceeded:
+            alone = None
+        if alone is None:
+            unmet = [outcomes[id(leaf)] for leaf in attestor_set.leaves() if not outcomes[id(leaf)][1].verified]
+            detail = "; ".join(o.detail for _, o in unmet[:2] if o.detail)
+            failing.append(
+                f"set {attestor_set.describe()} needs {attestor_set.count} of its {len(attestor_set.entries)} "
+                f"entries by distinct signers; not verified: {', '.join(label for label, _ in unmet[:4]) or '-'}"
+                + (f" ({detail})" if detail else "")
+            )
+    any_verified = any(o.verified for _, o in outcomes.values())
+    if failing:
+        message = "; ".join(failing) + f", for the object's {count}{unread}"
+    else:
+        message = (
+            f"each attestor set is met on its own, but not by distinct signers together (one signer cannot stand "
+            f"for two sets), for the object's {count}{unread}"
+        )
+    if not any_verified:
+        reasons = {o.reason for _, o in outcomes.values()}
+        raise SignatureInvalid(message, reason=reasons.pop() if len(reasons) == 1 else "signature-invalid")
+    raise ThresholdNotMet(message)
 
 
 # --- step 3: the signed document for this object ----------------------------------
@@ -230,16 +415,21 @@ def verify(
     dry_runner: DryRunner | None = None,
     now: datetime | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    sources: Sources | None = None,
 ) -> Verification:
-    """Prove ``obj`` is what the policy's keys/signers signed, or raise why not."""
+    """Prove ``obj`` is what the policy's keys/signers signed, or raise why not.
+
+    ``sources`` fetches signatures kept outside the object (an OCI resource
+    bundle, a signature ConfigMap); without them a policy that needs one denies.
+    """
     if not isinstance(obj, dict):
         raise RequestError(f"the object to verify is a {type(obj).__name__}, not a Kubernetes object")
     meta = obj.get("metadata")
     if meta is not None and not isinstance(meta, dict):
         raise MalformedMessage("metadata is not a mapping")
     meta = meta or {}
-    # 1. the envelope
-    envelope = read_envelope(meta.get("annotations"), policy.annotation_domain, limits)
+    # 1. the envelope: on the object, in a signature ConfigMap, or in an OCI resource bundle
+    envelope = _envelope(meta.get("annotations"), policy, sources or Sources(), limits)
     # 2. keys and signers over the payload bytes
     signers = _check_anchors(envelope, policy, now, limits)
     # 3. the document signed for this object
@@ -421,6 +611,7 @@ def decide(
     dry_runner: DryRunner | None = None,
     now: datetime | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    sources: Sources | None = None,
 ) -> Result:
     """The verdict for one admission review.
 
@@ -494,7 +685,9 @@ def decide(
             f"or exempt the requester (skipUsers with objects[].subresource: {ident.subresource})",
         )
     try:
-        facts = verify(obj, policy, namespace=review.namespace, dry_runner=dry_runner, now=now, limits=limits)
+        facts = verify(
+            obj, policy, namespace=review.namespace, dry_runner=dry_runner, now=now, limits=limits, sources=sources
+        )
     except ContentMismatch as mismatch:
         tolerated = _controller_changes(review, obj, policy, ident, mismatch)
         if tolerated is None:

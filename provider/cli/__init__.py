@@ -18,12 +18,18 @@ Exit codes, for every command that judges objects (``verify``,
   every document is allowed, verified or not.
 
 Other commands: 0 success, 1 failure, 2 usage or configuration error.
+
+Every command that prints exits quietly with 141 (128 + SIGPIPE, what a shell
+shows for a program the signal ended) when the reader of its standard output
+goes away (``manifest-provider verify ... | head``): never a traceback, and
+never 0 for output nobody read to the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -31,9 +37,23 @@ from ..errors import ProviderError
 from ..version import __version__
 
 #: Sub-command modules, in the order ``--help`` lists them.
-COMMANDS = ("verify", "sign", "keygen", "serve", "verify-cluster-info", "verify-csr", "classify")
+COMMANDS = (
+    "verify",
+    "sign",
+    "keygen",
+    "policy",
+    "serve",
+    "verify-cluster-info",
+    "verify-csr",
+    "classify",
+    "completion",
+    "version",
+    "convert-policy",
+)
 
 EXIT_OK, EXIT_DENIED, EXIT_USAGE, EXIT_UNVERIFIED = 0, 1, 2, 3
+#: 128 + SIGPIPE (13): the reader of standard output went away.
+EXIT_BROKEN_PIPE = 141
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,10 +69,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        try:
+            code = _main(argv)
+        except SystemExit:  # argparse after --help, --version or a usage error
+            sys.stdout.flush()
+            raise
+        sys.stdout.flush()  # here, not at exit: a reader gone away is an exception this function handles
+    except BrokenPipeError:
+        # Python's documentation ("Note on SIGPIPE", signal module): point standard output at
+        # /dev/null so the interpreter's own flush at exit does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         code: int = args.run(args)
+    except BrokenPipeError:
+        raise
     except ProviderError as exc:
         print(f"manifest-provider {args.command}: {exc.message}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,12 +1,20 @@
-"""Helpers shared by the CLI commands: reading inputs and policies, printing results."""
+"""Helpers shared by the CLI commands: their parsers, the policy flags, reading inputs and policies, printing results.
+
+:func:`command_parser` makes every sub-command's parser, with its examples
+under ``--help``. :func:`add_policy_flags` adds the flags that make a policy
+(``-k``, ``-c/--config``, ``--signer``, ...) and :func:`build_policy` turns them
+into the policy document: ``verify``, ``classify`` and ``policy`` share both,
+so a flag means the same everywhere.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +26,45 @@ from ..review import Review
 from . import EXIT_DENIED, EXIT_OK, EXIT_UNVERIFIED, EXIT_USAGE
 
 INPUT_SUFFIXES = (".yaml", ".yml", ".json")
+#: A key read from an environment variable (provider/cli/_keys.py cites cosign and kubectl sigstore).
+ENV_SCHEME = "env://"
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+#: Where ``--help`` examples start; :class:`HelpFormatter` prints what follows line for line.
+EXAMPLES = "examples:"
+#: The built-in profile that is k8s-manifest-sigstore's default ignore list: what
+#: ``kubectl sigstore verify-resource --disable-default-config`` leaves out
+#: (sigstore/k8s-manifest-sigstore pkg/k8smanifest/resources/default-config.yaml).
+UPSTREAM_DEFAULT_PROFILE = "k8s-manifest-sigstore"
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, except that the examples epilog keeps its lines (commands must not be re-wrapped)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith(EXAMPLES):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def command_parser(
+    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
+    name: str,
+    help_text: str,
+    examples: Sequence[str],
+    *,
+    description: str | None = None,
+) -> argparse.ArgumentParser:
+    """A sub-command's parser; ``examples`` (one command line each, ``# comment`` allowed) end its ``--help``."""
+    if not examples:
+        raise ValueError(f"{name}: every command shows examples")
+    epilog = EXAMPLES + "\n" + "".join(f"  {line}\n" for line in examples)
+    return sub.add_parser(  # type: ignore[no-any-return]
+        name,
+        help=help_text,
+        description=description or help_text,
+        epilog=epilog,
+        formatter_class=HelpFormatter,
+    )
 
 
 def read_text(path: str) -> bytes:
@@ -63,13 +110,52 @@ def read_policy_file(path: str) -> dict[str, Any]:
     return dict(docs[0])
 
 
-def read_key_files(paths: list[str]) -> list[str]:
+def split_key_refs(values: list[str]) -> list[str]:
+    """Every key reference of repeated ``-k`` flags, comma lists split (a value naming a file is kept whole)."""
+    refs: list[str] = []
+    for value in values:
+        if "," in value and not Path(value).is_file():
+            refs.extend(part.strip() for part in value.split(","))
+        else:
+            refs.append(value)
+    for ref in refs:
+        if not ref:
+            raise PolicyError(f"an empty key reference in -k {','.join(values)!r}")
+    return refs
+
+
+def read_key_ref(ref: str) -> bytes:
+    """The text of one key reference: a file, ``-``, or ``env://NAME``."""
+    scheme = _SCHEME.match(ref)
+    if scheme is None:
+        return read_text(ref)
+    if not ref.startswith(ENV_SCHEME):
+        raise PolicyError(
+            f"{ref}: keys are read from files or {ENV_SCHEME}NAME; {scheme.group(1)}:// is not supported "
+            "(nothing is fetched from elsewhere)"
+        )
+    name = ref.removeprefix(ENV_SCHEME)
+    if not name:
+        raise PolicyError(f"{ref}: name the environment variable, e.g. {ENV_SCHEME}COSIGN_PUBLIC_KEY")
+    value = os.environ.get(name)
+    if value is None:
+        raise PolicyError(f"{ref}: environment variable {name} is not set")
+    data = value.encode()
+    if not data.strip():
+        raise PolicyError(f"{ref}: environment variable {name} is empty")
+    if len(data) > DEFAULT_LIMITS.max_payload_bytes:
+        raise PolicyError(f"{ref}: environment variable {name} is larger than {DEFAULT_LIMITS.max_payload_bytes} bytes")
+    return data
+
+
+def read_public_keys(values: list[str]) -> list[str]:
+    """The PEM text of every key ``-k`` names (files, ``env://``, comma lists), in order."""
     keys = []
-    for path in paths:
+    for ref in split_key_refs(values):
         try:
-            keys.append(read_text(path).decode())
+            keys.append(read_key_ref(ref).decode())
         except UnicodeDecodeError as exc:
-            raise PolicyError(f"{path}: not a PEM text file") from exc
+            raise PolicyError(f"{ref}: not a PEM text file") from exc
     return keys
 
 
@@ -79,9 +165,115 @@ def password() -> bytes | None:
     return value.encode() if value else None
 
 
+def add_policy_flags(parser: argparse.ArgumentParser, *, dry_run: bool = True) -> None:
+    """The flags :func:`build_policy` reads: keys, signers, how many must sign, the policy file, profiles, dry-run.
+
+    Short forms and meanings follow ``kubectl sigstore verify``/``verify-resource``
+    (``-k`` takes a comma list and ``env://``, ``-c`` is the config file,
+    ``--disable-default-config`` drops upstream's default ignore list): docs/cli.md
+    maps them flag by flag.
+    """
+    parser.add_argument(
+        "-k",
+        "--key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="trusted public key or certificate: a PEM file, env://VAR, or a comma-separated list of them "
+        "(repeatable; several PEM blocks in one file are several keys)",
+    )
+    parser.add_argument(
+        "--key-operation", choices=("AtLeastOne", "MustAll"), help="AtLeastOne (default) or MustAll of the keys"
+    )
+    parser.add_argument("--threshold", type=int, metavar="N", help="at least N distinct keys/signers must verify")
+    parser.add_argument(
+        "-c", "--config", metavar="POLICY.yaml", help="policy file (docs/policy.md); the flags are added to it"
+    )
+    parser.add_argument(
+        "--disable-default-config",
+        action="store_true",
+        help=f"leave out the {UPSTREAM_DEFAULT_PROFILE} profile (upstream's default ignore list), as kubectl "
+        "sigstore does; other profiles stay",
+    )
+    parser.add_argument(
+        "--annotation-domain", metavar="D", help="signature annotation domain (default cosign.sigstore.dev)"
+    )
+    parser.add_argument(
+        "--signer",
+        action="append",
+        default=[],
+        metavar="SUBJECT[,ISSUER]",
+        help="trusted keyless signer identity, e.g. jane@example.com,https://accounts.google.com (repeatable)",
+    )
+    parser.add_argument(
+        "--trusted-root",
+        metavar="FILE",
+        help="sigstore TrustedRoot JSON for keyless signers (default: the public-good root shipped with this package)",
+    )
+    if dry_run:
+        parser.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="when the object differs from its manifest, ask the cluster (server-side dry-run) what it makes "
+            "of the signed manifest",
+        )
+        parser.add_argument(
+            "--dry-run-namespace", metavar="NS", help="namespace for dry-run creates (default: the object's own)"
+        )
+
+
+def names_trust(args: argparse.Namespace) -> bool:
+    """Whether the policy flags name anything to trust: a policy file, a key or a signer."""
+    return bool(args.config or args.key or args.signer)
+
+
+def build_policy(args: argparse.Namespace) -> dict[str, Any]:
+    """The policy document the :func:`add_policy_flags` flags describe: ``--config``, with the flags added.
+
+    ``--key`` files are appended to its ``keys``, ``--signer`` to its ``signers``;
+    ``--key-operation``, ``--threshold``, ``--annotation-domain``, ``--trusted-root``
+    and the dry-run flags replace what it says; ``--disable-default-config`` takes
+    the k8s-manifest-sigstore profile out of its ``defaults``.
+    """
+    policy = read_policy_file(args.config) if args.config else {}
+    keys = read_public_keys(args.key)
+    if keys:
+        policy["keys"] = list(policy.get("keys") or []) + keys
+    if args.signer:
+        signers = list(policy.get("signers") or [])
+        for text in args.signer:
+            subject, _, issuer = text.partition(",")
+            signers.append({"subject": subject, **({"issuer": issuer} if issuer else {})})
+        policy["signers"] = signers
+    if args.trusted_root:
+        try:
+            policy["trustedRoot"] = json.loads(read_text(args.trusted_root))
+        except ValueError as exc:
+            raise PolicyError(f"{args.trusted_root}: not a TrustedRoot JSON document ({exc})") from exc
+    if args.key_operation:
+        policy["keyOperation"] = args.key_operation
+    if args.threshold is not None:
+        policy["threshold"] = args.threshold
+    if args.annotation_domain:
+        policy["annotationDomain"] = args.annotation_domain
+    if args.disable_default_config:
+        from ..policy import DEFAULT_PROFILES
+
+        defaults = policy.get("defaults", list(DEFAULT_PROFILES))
+        if isinstance(defaults, list):  # anything else is the policy's own error, reported by Policy.from_dict
+            policy["defaults"] = [name for name in defaults if name != UPSTREAM_DEFAULT_PROFILE]
+    if getattr(args, "dry_run", False) or getattr(args, "dry_run_namespace", None):
+        dry_run = dict(policy.get("dryRun") or {})
+        dry_run["enabled"] = True
+        if getattr(args, "dry_run_namespace", None):
+            dry_run["namespace"] = args.dry_run_namespace
+        policy["dryRun"] = dry_run
+    return policy
+
+
 def add_output_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "-o", "--output", choices=("text", "json"), default="text", help="output format (default: text)"
+        "-o", "--output", choices=("text", "json", "yaml"), default="text", help="output format (default: text)"
     )
     parser.add_argument(
         "--admission",
@@ -104,6 +296,11 @@ def print_results(results: list[Result], output: str) -> None:
     if output == "json":
         json.dump({"results": [r.to_dict() for r in results]}, sys.stdout, indent=2)
         sys.stdout.write("\n")
+        return
+    if output == "yaml":
+        import yaml
+
+        yaml.safe_dump({"results": [r.to_dict() for r in results]}, sys.stdout, sort_keys=False)
         return
     for result in results:
         mark = ("PASS" if result.verified else "ALLOW") if result.allowed else "FAIL"

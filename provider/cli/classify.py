@@ -5,6 +5,18 @@ decision the service makes and prints the table (``-o table|csv|json``).
 ``--events`` prints each write's class as a JSON line instead, ``--suggest``
 proposed skipUsers entries as YAML; the table then goes to standard error,
 so standard output is always one format. Reference: ``docs/classify.md``.
+
+The policy is made from the same flags as ``verify``'s (``-c``, ``-k``, ...).
+With none of ``-c``, ``-k`` or ``--signer`` the profiles are measured alone:
+the policy trusts one throw-away key nobody holds, so no signature is
+checked, and a signed write that no profile lets through is in class 5
+(``invalid-signature``, reason ``signature-invalid``) -- what a policy that
+trusts no key would do with it. Classes 1-3 and 6 are what they would be with
+any keys.
+
+On a terminal, standard error shows how far the replay is (lines, megabytes
+and their rate, events classified), redrawn at most :data:`REFRESH_PER_SECOND`
+times a second.
 """
 
 from __future__ import annotations
@@ -15,13 +27,15 @@ import csv
 import gzip
 import io
 import json
+import os
 import sys
+import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..result import TRAFFIC_CLASSES
 from . import EXIT_DENIED, EXIT_OK, EXIT_USAGE
-from ._common import read_policy_file
+from ._common import add_policy_flags, build_policy, command_parser, names_trust
 
 if TYPE_CHECKING:
     from ..audit.events import LineSource
@@ -34,10 +48,19 @@ HELP = (
 #: Table headings for the classes, numbered as in the paper (section 4).
 LABELS = {cls: f"{i} {cls}" for i, cls in enumerate(TRAFFIC_CLASSES, start=1)}
 MAX_CELL = 100
+#: Progress redraws per second at most: fast enough to look alive, rare enough to cost nothing.
+REFRESH_PER_SECOND = 4
+#: The name of the throw-away key of a profiles-only run, as messages show it.
+PROFILES_ONLY_KEY = "profiles-only (no key trusted)"
+EXAMPLES = (
+    "manifest-provider classify -f audit.jsonl   # the built-in profiles alone: no policy, no key",
+    "manifest-provider classify -f audit.jsonl.gz -c policy.yaml --by user -o json",
+    "manifest-provider classify -f audit.jsonl -k team.pub --suggest > skip-users.yaml",
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("classify", help=HELP, description=HELP)
+    p = command_parser(sub, "classify", HELP, EXAMPLES)
     p.add_argument(
         "-f",
         "--filename",
@@ -45,7 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="AUDIT.jsonl",
         help="Kubernetes audit log, one audit.k8s.io/v1 Event per line (- for stdin; .gz is read compressed)",
     )
-    p.add_argument("--config", required=True, metavar="POLICY.yaml", help="policy file (docs/policy.md)")
+    add_policy_flags(p)
     p.add_argument(
         "--by",
         action="append",
@@ -73,11 +96,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--suggest",
         action="store_true",
         help="print proposed skipUsers entries (YAML, for review; never applied); the table goes to stderr",
-    )
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="when an object differs from its manifest, ask the cluster (server-side dry-run)",
     )
     p.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig for --dry-run (default: $KUBECONFIG or ~/.kube/config)"
@@ -212,6 +230,78 @@ def _dry_runner(args: argparse.Namespace, enabled: bool) -> Any:
     return dry_runner_for(args.kubeconfig)
 
 
+class CountingReader:
+    """A line source that counts what passes through it (for the progress line)."""
+
+    def __init__(self, stream: LineSource) -> None:
+        self.stream = stream
+        self.bytes = 0
+        self.lines = 0
+
+    def readline(self, size: int = -1, /) -> bytes:
+        line = self.stream.readline(size)
+        self.bytes += len(line)
+        if line.endswith(b"\n"):
+            self.lines += 1
+        return line
+
+
+class Progress:
+    """One line on a terminal's standard error, redrawn at most :data:`REFRESH_PER_SECOND` times a second."""
+
+    def __init__(self, reader: CountingReader, out: IO[str], size: int | None, clock: Any = time.monotonic) -> None:
+        self.reader, self.out, self.size, self.clock = reader, out, size, clock
+        self.started = self.last = clock()
+        self.classified = 0
+        self.shown = 0
+        self._calls = 0
+
+    def line(self) -> str:
+        elapsed = max(self.clock() - self.started, 1e-9)
+        megabytes = self.reader.bytes / 1e6
+        share = f", {100 * self.reader.bytes / self.size:.0f} %" if self.size else ""
+        return (
+            f"classify: {self.reader.lines:,} lines, {megabytes:,.1f} MB{share} ({megabytes / elapsed:,.1f} MB/s), "
+            f"{self.classified:,} events classified"
+        )
+
+    def tick(self, classified: bool) -> None:
+        self.classified += classified
+        self._calls += 1
+        if self._calls % 64:  # the clock is read every 64 events, not on each
+            return
+        now = self.clock()
+        if now - self.last >= 1 / REFRESH_PER_SECOND:
+            self.last = now
+            self.out.write("\r\x1b[K" + self.line())
+            self.out.flush()
+            self.shown += 1
+
+    def finish(self) -> None:
+        """The final figures on a line of their own, before the table and notes."""
+        self.out.write("\r\x1b[K" + self.line() + f" in {self.clock() - self.started:.1f} s\n")
+        self.out.flush()
+        self.shown += 1
+
+
+def _size(path: str) -> int | None:
+    """The log's size when ``path`` is a plain regular file (a share of it is then meaningful)."""
+    if path == "-" or path.endswith(".gz"):
+        return None
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return None
+    return size or None
+
+
+def profiles_only_key() -> dict[str, str]:
+    """A public key nobody holds the private half of: trusted by a profiles-only run, it verifies nothing."""
+    from ..keys import generate_key, public_pem
+
+    return {"publicKey": public_pem(generate_key("ecdsa-p256")).decode(), "name": PROFILES_ONLY_KEY}
+
+
 def run(args: argparse.Namespace) -> int:
     from ..audit.classify import Classified, Classifier, Summary, suggestion_yaml
     from ..audit.events import read_events
@@ -224,22 +314,36 @@ def run(args: argparse.Namespace) -> int:
     if args.top < 0:
         print(f"{prog}: --top must be 0 or more", file=sys.stderr)
         return EXIT_USAGE
-    data = read_policy_file(args.config)
-    if args.dry_run:
-        data["dryRun"] = {**(data.get("dryRun") or {}), "enabled": True}
+    data = build_policy(args)
+    profiles_only = not names_trust(args)
+    if profiles_only:
+        data["keys"] = [profiles_only_key()]
     policy = Policy.from_dict(data)
     summary = Summary(by=args.by, top=args.top)
     out = sys.stdout
+    progress = None
     with contextlib.ExitStack() as stack:
         runner = _dry_runner(args, policy.dry_run.enabled)
         if runner is not None:
             stack.enter_context(runner)
         classifier = Classifier(policy, dry_runner=runner)
-        stream = stack.enter_context(open_log(args.filename))
+        stream = CountingReader(stack.enter_context(open_log(args.filename)))
+        if sys.stderr.isatty():
+            progress = Progress(stream, sys.stderr, _size(args.filename))
         for item in classifier.classify_all(read_events(stream)):
             summary.add(item)
+            if progress is not None:
+                progress.tick(isinstance(item, Classified))
             if args.events and isinstance(item, Classified):
                 out.write(json.dumps(item.to_dict()) + "\n")
+    if progress is not None:
+        progress.finish()
+    if profiles_only:
+        print(
+            f"{prog}: profiles only (no -c, -k or --signer): no signature was checked; signed writes no profile lets "
+            "through are in class 5, as a policy trusting no key would deny them",
+            file=sys.stderr,
+        )
     source = "standard input" if args.filename == "-" else args.filename
     table = render(dict(summary.to_dict()), args.output, source)
     if args.suggest:

@@ -13,8 +13,13 @@ import argparse
 from typing import Any
 
 from ..service.config import env_name
+from ._common import command_parser
 
 HELP = "serve the HTTPS verification API for Gatekeeper external data and Kyverno (gunicorn, TLS only)"
+EXAMPLES = (
+    "manifest-provider serve --cert tls.crt --key tls.key --client-ca gatekeeper-ca.crt",
+    "MANIFEST_PROVIDER_TOKEN_AUDIENCE=kyverno-svc.kyverno.io manifest-provider serve --cert tls.crt --key tls.key",
+)
 
 #: (flag, setting, type, metavar, help)
 FLAGS: tuple[tuple[str, str, type, str, str], ...] = (
@@ -69,7 +74,7 @@ FLAGS: tuple[tuple[str, str, type, str, str], ...] = (
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("serve", help=HELP, description=HELP)
+    p = command_parser(sub, "serve", HELP, EXAMPLES)
     for flag, setting, kind, metavar, text in FLAGS:
         p.add_argument(
             flag, dest=setting, type=kind, metavar=metavar, default=None, help=f"{text} [{env_name(setting)}]"

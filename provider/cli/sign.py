@@ -5,19 +5,28 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..errors import RequestError
 from . import EXIT_OK
-from ._common import input_files, password, read_documents, read_text
+from ._common import command_parser, input_files, read_documents
 
 HELP = "sign a manifest file or directory (writes <file>.signed)"
+EXAMPLES = (
+    "manifest-provider sign -f app.yaml -k team.key   # writes app.yaml.signed",
+    "manifest-provider sign -f manifests/ -k cosign.key -o release.yaml",
+    "manifest-provider sign -f app.yaml.signed -k ops.key --append-signature -o app.yaml.signed2",
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser(
+    p = command_parser(
+        sub,
         "sign",
-        help=HELP,
-        description=HELP + ". The private key's password is read from MANIFEST_PROVIDER_PASSWORD (or COSIGN_PASSWORD).",
+        HELP,
+        EXAMPLES,
+        description=HELP + ". The private key's password is read from MANIFEST_PROVIDER_PASSWORD (or COSIGN_PASSWORD); "
+        "without either, it is asked for when standard input is a terminal.",
     )
     p.add_argument(
         "-f", "--filename", required=True, metavar="FILE|DIR", help="manifest file, or a directory of .yaml/.yml files"
@@ -27,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--key",
         required=True,
         metavar="PRIVATE.pem",
-        help="private key: PKCS#8 PEM (ECDSA, RSA or Ed25519) or a cosign key file (cosign.key)",
+        help="private key: PKCS#8 PEM (ECDSA, RSA or Ed25519) or a cosign key file (cosign.key); a file or env://VAR",
     )
     p.add_argument("-o", "--output", metavar="OUT", help="output file (default <FILE>.signed; - for stdout)")
     p.add_argument(
@@ -41,6 +50,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="sign a tar.gz of the input files (upstream's deprecated --tarball=yes) instead of a YAML stream",
     )
     p.add_argument(
+        "-i",
+        "--image",
+        metavar="REF",
+        help="push the message as a resource bundle image to REF and sign the image as cosign does "
+        "(kubectl sigstore sign -i); the output carries only the resourceBundleRef annotation",
+    )
+    p.add_argument(
         "--annotation-domain",
         default=None,
         metavar="D",
@@ -49,13 +65,45 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(run=run)
 
 
+def _sign_image(args: argparse.Namespace, documents: list[Any], key: Any, domain: str, files: list[Path]) -> list[Any]:
+    """Push the message as a bundle image, sign the image's digest, and annotate the documents with its reference."""
+    import base64
+
+    from ..bundles import Reference, simple_signing_payload
+    from ..errors import VerificationFailure
+    from ..keys import sign_bytes
+    from ..oci.bundles import push_bundle, push_signature
+    from ..oci.registry import RegistryClient
+    from ..signing import message_payload, with_bundle_ref
+
+    try:
+        reference = Reference.parse(args.image, "--image")
+    except VerificationFailure as exc:
+        raise RequestError(exc.message) from exc
+    if reference.digest:
+        raise RequestError("--image names where to push: give a tag, not a digest")
+    base = Path(args.filename)
+    tarball = (
+        [(str(p.relative_to(base)) if base.is_dir() else p.name, p.read_bytes()) for p in files]
+        if args.tarball
+        else None
+    )
+    clean, payload = message_payload(documents, domain=domain, tarball_files=tarball)
+    client = RegistryClient()
+    digest = push_bundle(client, reference, payload)
+    claim = simple_signing_payload(reference, digest)
+    push_signature(client, reference, digest, claim, base64.b64encode(sign_bytes(key, claim)).decode())
+    print(f"pushed {reference.name}@{digest} and its signature", file=sys.stderr)
+    return with_bundle_ref(clean, args.image, domain)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..envelope import DEFAULT_DOMAIN
-    from ..keys import load_private_key
     from ..signing import append_signature, dump_yaml, sign_documents
+    from ._keys import load_signing_key
 
     domain = args.annotation_domain or DEFAULT_DOMAIN
-    key = load_private_key(read_text(args.key), password())
+    key = load_signing_key(args.key)
     if args.filename == "-":
         raise RequestError("sign reads a file or directory, not standard input")
     files = input_files(args.filename)
@@ -63,7 +111,11 @@ def run(args: argparse.Namespace) -> int:
     for index, doc in enumerate(documents):
         if not isinstance(doc, dict):
             raise RequestError(f"document {index + 1} is a {type(doc).__name__}, not a Kubernetes object")
-    if args.append_signature:
+    if args.image:
+        if args.append_signature:
+            raise RequestError("--image signs the bundle image; --append-signature does not apply")
+        signed = _sign_image(args, documents, key, domain, files)
+    elif args.append_signature:
         if args.tarball:
             raise RequestError("--append-signature reuses the existing message; --tarball does not apply")
         signed = append_signature(documents, key, domain=domain)

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
-from ..errors import PolicyError
-from ._common import add_output_flag, evaluate_documents, read_key_files, read_policy_file, read_text
+from ._common import add_output_flag, add_policy_flags, build_policy, command_parser, evaluate_documents
 
 HELP = "verify signed manifests (exit 0: all verified, 1: some denied, 2: usage error, 3: some allowed unverified)"
+EXAMPLES = (
+    "manifest-provider verify -f app.yaml.signed -k team.pub",
+    "manifest-provider verify -f app.yaml.signed -k team.pub,ops.pub --key-operation MustAll -o yaml",
+    "kustomize build . | manifest-provider verify -f - -k env://TEAM_PUBLIC_KEY",
+    "manifest-provider verify -f app.yaml.signed -c policy.yaml --dry-run --kubeconfig ~/.kube/config",
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("verify", help=HELP, description=HELP)
+    p = command_parser(sub, "verify", HELP, EXAMPLES)
     p.add_argument(
         "-f",
         "--filename",
@@ -22,41 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="YAML/JSON file with the objects to verify (- for stdin); AdmissionRequest/AdmissionReview JSON is "
         "accepted too",
     )
-    p.add_argument(
-        "-k",
-        "--key",
-        action="append",
-        default=[],
-        metavar="PUBLIC.pem",
-        help="trusted public key or certificate PEM file (repeatable; several PEM blocks in one file are several keys)",
-    )
-    p.add_argument(
-        "--key-operation", choices=("AtLeastOne", "MustAll"), help="AtLeastOne (default) or MustAll of the keys"
-    )
-    p.add_argument("--threshold", type=int, metavar="N", help="at least N distinct keys/signers must verify")
-    p.add_argument("--config", metavar="POLICY.yaml", help="policy file (docs/policy.md); flags are added to it")
-    p.add_argument("--annotation-domain", metavar="D", help="signature annotation domain (default cosign.sigstore.dev)")
-    p.add_argument(
-        "--signer",
-        action="append",
-        default=[],
-        metavar="SUBJECT[,ISSUER]",
-        help="trusted keyless signer identity, e.g. jane@example.com,https://accounts.google.com (repeatable)",
-    )
-    p.add_argument(
-        "--trusted-root",
-        metavar="FILE",
-        help="sigstore TrustedRoot JSON for keyless signers (default: the public-good root shipped with this package)",
-    )
-    p.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="when the object differs from its manifest, ask the cluster (server-side dry-run) what it makes of the "
-        "signed manifest",
-    )
-    p.add_argument(
-        "--dry-run-namespace", metavar="NS", help="namespace for dry-run creates (default: the object's own)"
-    )
+    add_policy_flags(p)
     p.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig for --dry-run (default: $KUBECONFIG or ~/.kube/config)"
     )
@@ -64,35 +34,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(run=run)
 
 
-def build_policy(args: argparse.Namespace) -> dict[str, Any]:
-    policy = read_policy_file(args.config) if args.config else {}
-    keys = read_key_files(args.key)
-    if keys:
-        policy["keys"] = list(policy.get("keys") or []) + keys
-    if args.signer:
-        signers = list(policy.get("signers") or [])
-        for text in args.signer:
-            subject, _, issuer = text.partition(",")
-            signers.append({"subject": subject, **({"issuer": issuer} if issuer else {})})
-        policy["signers"] = signers
-    if args.trusted_root:
-        try:
-            policy["trustedRoot"] = json.loads(read_text(args.trusted_root))
-        except ValueError as exc:
-            raise PolicyError(f"{args.trusted_root}: not a TrustedRoot JSON document ({exc})") from exc
-    if args.key_operation:
-        policy["keyOperation"] = args.key_operation
-    if args.threshold is not None:
-        policy["threshold"] = args.threshold
-    if args.annotation_domain:
-        policy["annotationDomain"] = args.annotation_domain
-    if args.dry_run or args.dry_run_namespace:
-        dry_run = dict(policy.get("dryRun") or {})
-        dry_run["enabled"] = True
-        if args.dry_run_namespace:
-            dry_run["namespace"] = args.dry_run_namespace
-        policy["dryRun"] = dry_run
-    return policy
+def _sources(args: argparse.Namespace, policy: Any) -> Any:
+    """A registry client when the policy reads resource bundles, the cluster when it reads a signature ConfigMap."""
+    from ..bundles import Sources
+
+    bundles = configmaps = None
+    if policy.resource_bundle is not None:
+        from ..oci.bundles import OciBundleSource
+
+        bundles = OciBundleSource()
+    if policy.signature_resource_ref is not None:
+        from ..kube.configmaps import KubeConfigMapReader
+        from ..kube.dryrun import dry_runner_for
+
+        configmaps = KubeConfigMapReader(lambda: dry_runner_for(args.kubeconfig))
+    return Sources(bundles=bundles, configmaps=configmaps)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,10 +61,11 @@ def run(args: argparse.Namespace) -> int:
         from ..kube.dryrun import dry_runner_for
 
         runner = dry_runner_for(args.kubeconfig)
+    sources = _sources(args, policy)
     return evaluate_documents(
         "verify",
         args.filename,
         args.output,
-        lambda review: decide(review, policy, dry_runner=runner),
+        lambda review: decide(review, policy, dry_runner=runner, sources=sources),
         admission=args.admission,
     )

@@ -6,16 +6,21 @@ import argparse
 from typing import Any
 
 from ..errors import PolicyError
-from ._common import add_output_flag, evaluate_documents, read_documents
+from ._common import add_output_flag, command_parser, evaluate_documents, read_documents
 
 HELP = (
     "verify the bootstrap-token (JWS) signatures of a cluster-info ConfigMap (exit 0: all valid, 1: some refused, "
     "2: usage error, 3: some allowed unchecked)"
 )
+EXAMPLES = (
+    "kubectl get cm -n kube-public cluster-info -o yaml | manifest-provider verify-cluster-info -f - "
+    "--token-secret token.yaml",
+    "manifest-provider verify-cluster-info -f cluster-info.yaml --token 07401b.f395accd246ae52d --require-signature",
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("verify-cluster-info", help=HELP, description=HELP)
+    p = command_parser(sub, "verify-cluster-info", HELP, EXAMPLES)
     p.add_argument(
         "-f",
         "--filename",

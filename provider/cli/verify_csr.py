@@ -5,16 +5,21 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._common import add_output_flag, evaluate_documents
+from ._common import add_output_flag, command_parser, evaluate_documents
 
 HELP = (
     "check kubelet-serving CertificateSigningRequests like kubelet-csr-approver (exit 0: all compliant, 1: some "
     "not, 2: usage error, 3: some allowed unchecked)"
 )
+EXAMPLES = (
+    "kubectl get csr -o yaml | manifest-provider verify-csr -f - --provider-regex '^worker-\\d+\\.example\\.com$' "
+    "--ip-prefixes 10.0.0.0/16",
+    "manifest-provider verify-csr -f csr.yaml --bypass-hostname-check --allowed-dns-names 2 -o json",
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("verify-csr", help=HELP, description=HELP)
+    p = command_parser(sub, "verify-csr", HELP, EXAMPLES)
     p.add_argument(
         "-f",
         "--filename",

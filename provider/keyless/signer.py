@@ -232,7 +232,6 @@ def check_signer(
     certified_sets = [s for s in envelope.sets if s.certificate is not None]
     if not certified_sets:
         return Outcome(False, (), "signature-invalid", f"{label}: no signature carries a certificate")
-    payload = envelope.payload.data
     moment = now or datetime.now(UTC)
     moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
     # Trust material comes compiled with the policy (Policy.from_dict); a spec built by
@@ -247,9 +246,9 @@ def check_signer(
         try:
             if anchors is None:
                 assert root is not None
-                facts = _certify_cached(sig_set, payload, root, limits)
+                facts = _certify_cached(sig_set, envelope.signed_bytes(sig_set), root, limits)
             else:
-                facts = certify_with_roots(sig_set, payload, anchors, moment, limits)
+                facts = certify_with_roots(sig_set, envelope.signed_bytes(sig_set), anchors, moment, limits)
             bindings[Binding(facts.key, frozenset(facts.identity.subjects))] = None
             named = match_identity(spec, facts.identity)
         except VerificationFailure as failure:

@@ -33,7 +33,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..deadlines import DeadlineSocket, DeadlineSSLSocket
+from ..deadlines import DeadlineSSLSocket, connect
 from ..errors import ConfigError, TransientError
 from ..version import __version__
 
@@ -120,27 +120,9 @@ class KubeTokenReviewer:
         return context
 
     def _connect(self, deadline: float) -> socket.socket:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("no time left to connect")
-        raw = DeadlineSocket.adopt(socket.create_connection((self._host, self._port), timeout=left))
-        raw.set_deadline(deadline)
-        if not self._https:
-            return raw
         name = getattr(self._config, "tls_server_name", None) or self._host
-        try:
-            tls = self._context().wrap_socket(raw, server_hostname=name, do_handshake_on_connect=False)
-        except BaseException:
-            raw.close()
-            raise
-        assert isinstance(tls, DeadlineSSLSocket)
-        try:
-            tls.set_deadline(deadline)
-            tls.do_handshake()
-        except BaseException:
-            tls.close()
-            raise
-        return tls
+        context = self._context() if self._https else None
+        return connect(self._host, self._port, deadline, context=context, server_name=name)
 
     def review(self, token: str, audience: str, deadline: float) -> TokenStatus:
         started = time.monotonic()

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
+from ..bundles import Sources
 from ..cache import LRUCache, digest
 from ..dryrun import DryRunner
 from ..errors import DataError, PolicyError, RequestError, TransientError
@@ -89,6 +90,8 @@ class CheckContext:
     #: A fixed clock for tests; ``None`` means the verifier's own notion of now.
     now: datetime | None = None
     limits: Limits = DEFAULT_LIMITS
+    #: Where signatures kept outside objects are fetched from (OCI bundles, signature ConfigMaps).
+    sources: Sources | None = None
     #: The app's compiled policies; a context made without one compiles into a cache of its own.
     policies: PolicyCache = field(default_factory=PolicyCache, compare=False, repr=False)
 
@@ -104,7 +107,7 @@ DEFAULT_CHECK = "manifest"
 def check_manifest(review: Review, policy_raw: Any, ctx: CheckContext) -> Result:
     """The object matches what the policy's keys/signers signed (:func:`provider.verifier.decide`)."""
     policy = ctx.policies.compile(policy_raw, ctx.limits)
-    return decide(review, policy, dry_runner=ctx.dry_runner, now=ctx.now, limits=ctx.limits)
+    return decide(review, policy, dry_runner=ctx.dry_runner, now=ctx.now, limits=ctx.limits, sources=ctx.sources)
 
 
 #: Every check by name. Other modules add theirs here (``CHECKS["name"] = check``).

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..bundles import Sources
 from ..dryrun import DryRunner
 from ..errors import ConfigError, ProviderError, TransientError
 from ..kube.dryrun import dry_runner_for
@@ -144,3 +145,17 @@ def cluster_clients(config: Config, limits: Limits) -> ClusterClients:
 def _token_reviewer(kubeconfig: str | None) -> TokenReviewer | None:
     configuration = kube_configuration(kubeconfig)
     return KubeTokenReviewer(configuration) if configuration is not None else None
+
+
+def signature_sources(config: Config, limits: Limits) -> Sources:
+    """Registries for resource bundles (always: a policy opts in), and the cluster's ConfigMaps when there is one."""
+    from ..kube.configmaps import KubeConfigMapReader
+    from ..oci.bundles import OciBundleSource
+
+    kubeconfig = config.kubeconfig
+    configmaps = (
+        KubeConfigMapReader(lambda: dry_runner_for(kubeconfig, limits, in_cluster=True))
+        if cluster_configured(config)
+        else None
+    )
+    return Sources(bundles=OciBundleSource(), configmaps=configmaps)

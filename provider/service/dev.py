@@ -11,6 +11,11 @@ Writes under ``.dev/`` (or ``$MANIFEST_PROVIDER_DEV_DIR``):
 
 prints a ``curl`` command that verifies the sample, then serves in the
 foreground with client certificates required (Ctrl-C stops it).
+
+The port is taken first, before anything is written or printed: a port in use
+fails at once with a message that says so (gunicorn itself would retry for
+five seconds after the curl lines). The bound socket is handed to gunicorn
+(``fd://N``), so nothing can take the port in between.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -87,12 +93,33 @@ def curl_command(pki: DevPki, body: Path, path: str, port: int = PORT) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
+def take_port(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (as gunicorn binds: ``SO_REUSEADDR``), or OSError when it is taken."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 def main() -> int:
     from .serve import serve  # gunicorn loads after the files are written
 
+    port = int(os.environ.get("MANIFEST_PROVIDER_PORT", PORT))
+    try:
+        listener = take_port(HOST, port)
+    except OSError as exc:
+        print(
+            f"make run: port {port} on {HOST} is not free ({exc.strerror}); stop what uses it "
+            f"(ss -ltnp 'sport = :{port}') or pick another: make run RUN_PORT={port + 1}",
+            file=sys.stderr,
+        )
+        return 1
     pki = make_dev_pki(DEV_DIR)
     paths = write_samples(DEV_DIR)
-    port = int(os.environ.get("MANIFEST_PROVIDER_PORT", PORT))
     print(f"throw-away CA, server and client certificates in {DEV_DIR}/; sample signed with {paths['public key']}")
     print("\nverify the signed sample (Kyverno route):\n")
     print("  " + curl_command(pki, paths["kyverno"], "/v1/kyverno/verify", port))
@@ -101,7 +128,7 @@ def main() -> int:
     print(f"\nserving https://{HOST}:{port} (client certificates required; Ctrl-C stops)\n", flush=True)
     return serve(
         {
-            "BIND": HOST,
+            "BIND": f"fd://{listener.fileno()}",
             "PORT": port,
             "CERT": str(pki.server_cert),
             "KEY": str(pki.server_key),

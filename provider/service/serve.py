@@ -85,14 +85,51 @@ def tls_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLCon
     context.sslsocket_class = DeadlineSSLSocket
     try:
         context.load_cert_chain(cert, key)
-        if client_ca:
-            context.load_verify_locations(cafile=client_ca)
-            # OPTIONAL, not REQUIRED: kubelet probes bring no certificate; the app
-            # refuses certificate-less requests on every route but the probes.
-            context.verify_mode = ssl.CERT_OPTIONAL
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"TLS: cannot load the certificate, key or client CA ({exc})") from exc
+        raise ConfigError(_tls_file_problem(cert, key, exc)) from exc
+    if client_ca:
+        try:
+            context.load_verify_locations(cafile=client_ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"TLS: cannot load the client CA {client_ca} ({_why(exc)})") from exc
+        # OPTIONAL, not REQUIRED: kubelet probes bring no certificate; the app
+        # refuses certificate-less requests on every route but the probes.
+        context.verify_mode = ssl.CERT_OPTIONAL
     return context
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror and not isinstance(exc, ssl.SSLError):
+        return exc.strerror
+    return str(exc)[:200]
+
+
+def _tls_file_problem(cert: str, key: str, exc: BaseException) -> str:
+    """Which of ``cert`` and ``key`` failed to load, and why: OpenSSL's error names neither file.
+
+    Each file is read and parsed on its own (``cryptography``); when both parse,
+    they do not belong together.
+    """
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    for path, what in ((cert, "certificate"), (key, "key")):
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError as read_error:
+            return f"TLS: cannot load the {what} {path} ({_why(read_error)})"
+        try:
+            if what == "certificate":
+                x509.load_pem_x509_certificates(data)
+            else:
+                load_pem_private_key(data, password=None)
+        except TypeError:
+            return f"TLS: cannot load the key {path} (it is encrypted; the server needs an unencrypted key)"
+        except ValueError:  # cryptography's text names no file either, and points at its FAQ
+            expected = "a PEM certificate chain" if what == "certificate" else "an unencrypted PEM private key"
+            return f"TLS: cannot load the {what} {path} (not {expected})"
+    return f"TLS: cannot load the certificate {cert} with the key {key} ({_why(exc)}; do they belong together?)"
 
 
 class _RotatingContext:

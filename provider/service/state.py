@@ -18,7 +18,7 @@ from ..cache import LRUCache
 from .auth import Authenticator, parse_callers
 from .checks import CheckContext, Dispatcher, PolicyCache, Verdict
 from .clientcerts import ClientCertificates
-from .cluster import cluster_clients
+from .cluster import cluster_clients, signature_sources
 from .config import Config
 
 #: Where the app keeps its Service (``app.extensions[EXTENSION]``).
@@ -37,6 +37,7 @@ class Service:
         clients = cluster_clients(config, self.limits)
         self.dry_runner: Any = clients.dry_runner
         self.kube_client: Any = clients.kube_client
+        self.sources = signature_sources(config, self.limits)
         self.auth = Authenticator(
             client_certificates=ClientCertificates(config.client_ca) if config.client_ca else None,
             audience=config.token_audience,
@@ -54,6 +55,7 @@ class Service:
             now=self.config.now,
             limits=self.limits,
             policies=self.policies,
+            sources=self.sources,
         )
 
 

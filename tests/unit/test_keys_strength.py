@@ -57,6 +57,7 @@ from provider.keys import (
     public_pem,
     sign_bytes,
 )
+from tests.support.cosign import ed25519ph_sign
 from tests.support.keyless import World, issue_leaf, make_ca, pem
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap, sign
@@ -315,21 +316,6 @@ def test_wycheproof_ed25519_excerpt_covers_every_attack_flag() -> None:
         "TruncatedSignature",
         "SignatureWithGarbage",
     } <= flags
-
-
-def ed25519ph_sign(key: ed25519.Ed25519PrivateKey, data: bytes) -> bytes:
-    from nacl.bindings import (
-        crypto_sign_ed25519ph_final_create,
-        crypto_sign_ed25519ph_state,
-        crypto_sign_ed25519ph_update,
-        crypto_sign_seed_keypair,
-    )
-
-    seed = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
-    _, secret = crypto_sign_seed_keypair(seed)
-    state = crypto_sign_ed25519ph_state()
-    crypto_sign_ed25519ph_update(state, data)
-    return bytes(crypto_sign_ed25519ph_final_create(state, secret))
 
 
 def _plus_l(signature: bytes) -> bytes:

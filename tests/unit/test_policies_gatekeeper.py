@@ -499,9 +499,15 @@ def test_every_schema_field_is_accepted_by_the_policy() -> None:
         "dryRun": {name: {"enabled": False, "namespace": "scratch"}[name] for name in props["dryRun"]["properties"]},
         "defaults": list(props["defaults"]["items"]["enum"]),
         "unsafeUnanchoredIgnoreFields": False,
+        "resourceBundleRef": {"repositories": ["registry.example.com/bundles"], "timeoutSeconds": 1},
+        "signatureResourceRef": "k8s://ConfigMap/ns/signatures",
     }
-    assert set(example) == set(props)
+    attestors = [{"name": "team", "count": 1, "entries": [{"keys": {"publicKeys": pem}}]}]
+    assert set(example) | {"attestors"} == set(props)
     Policy.from_dict(example)  # raises PolicyError on any field the policy does not accept
+    # attestors replace keys, signers, keyOperation and threshold: checked on their own
+    flat = ("keys", "signers", "keyOperation", "threshold")
+    Policy.from_dict({**{k: v for k, v in example.items() if k not in flat}, "attestors": attestors})
 
 
 # --- the Provider -------------------------------------------------------------------

@@ -1,0 +1,459 @@
+"""Ready-to-apply admission policies, built from the shipped ones with a policy and a scope filled in.
+
+The shipped signature policies under ``policies/`` are the templates: the
+Gatekeeper ``Provider`` and sample ``K8sVerifyManifestSignature`` constraint
+(``policies/gatekeeper/verify-manifest-signature/``), the Kyverno
+``ClusterPolicy`` and the ``ValidatingPolicy``
+(``policies/kyverno/verify-manifest-signature*/``). Each is read and only
+these fields are replaced; their Rego, rules and CEL stay as shipped:
+
+* the policy: the constraint's ``spec.parameters``; the ClusterPolicy's
+  ``apiCall.data`` entry ``policy``; the ValidatingPolicy's ``policy``
+  variable, as a CEL literal;
+* the service CA: the Provider's ``spec.caBundle`` (base64 of the PEM); the
+  ``apiCall.service.caBundle``; the ``serviceCA`` variable;
+* kinds and namespaces: ``spec.match``; ``match...resources``;
+  ``matchConstraints.resourceRules`` and ``namespaceSelector``;
+* enforcement: ``enforcementAction: deny``; ``failureAction: Enforce``;
+  ``validationActions: [Deny]``.
+
+Kinds are matched with the subresources through which their objects change
+and which the service must see (docs/policy.md, "Subresources"): ``status``
+and the others carry the object itself, ``scale`` and ``binding`` carry a
+``Scale`` and a ``Binding``, which the Gatekeeper constraint must name as
+kinds of their own. Which built-in kind has which subresource is a v1.36 API
+server's discovery (``shared/dryrun/discovery``).
+
+Kyverno substitutes ``{{ ... }}`` variables and ``$(...)`` references in the
+strings of a rule, ``apiCall.data`` included (kyverno/kyverno
+``pkg/engine/variables/regex/regex.go``): a policy holding either would not
+reach the service as written, so it is refused for the ClusterPolicy.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, PolicyError
+from ..resources import BUILTIN_KINDS, SCALABLE_KINDS
+
+ENGINES = ("gatekeeper", "kyverno", "kyverno-cel")
+#: The shipped policies, relative to the policies folder.
+SIGNATURE_GATEKEEPER = Path("gatekeeper/verify-manifest-signature")
+SHIPPED = {
+    "provider": SIGNATURE_GATEKEEPER / "provider.yaml",
+    "constraint": SIGNATURE_GATEKEEPER / "samples/k8sverifymanifestsignature/constraint.yaml",
+    "template": SIGNATURE_GATEKEEPER / "template.yaml",
+    "kyverno": Path("kyverno/verify-manifest-signature/verify-manifest-signature.yaml"),
+    "kyverno-cel": Path("kyverno/verify-manifest-signature-cel/verify-manifest-signature-cel.yaml"),
+}
+#: The repository's policies folder, beside the package in a checkout or an editable install.
+DEFAULT_POLICIES_DIR = Path(__file__).resolve().parents[2] / "policies"
+
+#: Built-in kinds served with a ``status`` subresource (v1.36 discovery): (group, kind).
+STATUS_KINDS = frozenset(
+    {
+        ("", "Namespace"),
+        ("", "Node"),
+        ("", "PersistentVolume"),
+        ("", "PersistentVolumeClaim"),
+        ("", "Pod"),
+        ("", "ReplicationController"),
+        ("", "ResourceQuota"),
+        ("", "Service"),
+        ("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"),
+        ("apiextensions.k8s.io", "CustomResourceDefinition"),
+        ("apiregistration.k8s.io", "APIService"),
+        ("apps", "DaemonSet"),
+        ("apps", "Deployment"),
+        ("apps", "ReplicaSet"),
+        ("apps", "StatefulSet"),
+        ("autoscaling", "HorizontalPodAutoscaler"),
+        ("batch", "CronJob"),
+        ("batch", "Job"),
+        ("certificates.k8s.io", "CertificateSigningRequest"),
+        ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
+        ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
+        ("networking.k8s.io", "Ingress"),
+        ("networking.k8s.io", "ServiceCIDR"),
+        ("policy", "PodDisruptionBudget"),
+        ("resource.k8s.io", "ResourceClaim"),
+        ("storage.k8s.io", "VolumeAttachment"),
+    }
+)
+#: Other subresources that write the object or carry another kind's object the service must see
+#: (docs/policy.md, "Subresources": verified, or denied unless the requester is exempt):
+#: (group, kind) -> subresources. eviction, exec/attach/portforward/proxy and token never store anything.
+OTHER_SUBRESOURCES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("", "Pod"): ("ephemeralcontainers", "resize", "binding"),
+    ("", "Namespace"): ("finalize",),
+    ("certificates.k8s.io", "CertificateSigningRequest"): ("approval",),
+}
+#: Subresources whose request carries another kind's object: the Gatekeeper constraint must name it.
+OBJECT_KINDS = {"scale": ("autoscaling", "Scale"), "binding": ("", "Binding")}
+NAMESPACE_LABEL = "kubernetes.io/metadata.name"
+_KYVERNO_SUBSTITUTION = re.compile(r"\{\{|\$\(")
+
+
+@dataclass(frozen=True)
+class KindRef:
+    """A built-in kind to protect."""
+
+    group: str
+    kind: str
+    resource: str
+
+    @property
+    def subresources(self) -> tuple[str, ...]:
+        key = (self.group, self.kind)
+        found = (("status",) if key in STATUS_KINDS else ()) + (("scale",) if key in SCALABLE_KINDS else ())
+        return found + OTHER_SUBRESOURCES.get(key, ())
+
+
+def parse_kinds(values: Iterable[str]) -> tuple[KindRef, ...]:
+    """``--match-kind`` values: ``Kind`` or ``group/Kind`` (``core/Kind`` for the core group), comma lists allowed."""
+    by_kind: dict[str, list[tuple[str, str]]] = {}
+    for (api_group, resource), builtin in BUILTIN_KINDS.items():
+        by_kind.setdefault(builtin, []).append((api_group, resource))
+    found: list[KindRef] = []
+    for value in values:
+        for text in (part.strip() for part in value.split(",")):
+            group: str | None = None
+            kind = text
+            if "/" in text:
+                group, _, kind = text.rpartition("/")
+                group = "" if group == "core" else group
+            places = [p for p in by_kind.get(kind, []) if group is None or p[0] == group]
+            if not places:
+                raise ConfigError(
+                    f"--match-kind {text}: not a built-in kind{' of group ' + repr(group) if group else ''} "
+                    "(custom resources: edit the generated match)"
+                )
+            if len(places) > 1:
+                choices = ", ".join(f"{g or 'core'}/{kind}" for g, _ in places)
+                raise ConfigError(f"--match-kind {text}: {kind} is in several groups; give one of {choices}")
+            ref = KindRef(places[0][0], kind, places[0][1])
+            if ref not in found:
+                found.append(ref)
+    if not found:
+        raise ConfigError("--match-kind names no kind")
+    return tuple(found)
+
+
+# --- values as the engines read them ---------------------------------------------------------------
+
+
+def _cel_string(text: str) -> str:
+    """A CEL string literal (cel-spec langdef "String and Bytes Values"): printable ASCII as is, the rest escaped."""
+    out = ['"']
+    for ch in text:
+        code = ord(ch)
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif 0x20 <= code < 0x7F:
+            out.append(ch)
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
+
+
+def cel_literal(value: Any, indent: int = 0) -> str:
+    """``value`` (JSON data) as a CEL expression that evaluates to it.
+
+    Every list item and map value is wrapped in ``dyn()``: a CEL list or map
+    literal must otherwise hold values of one type, and a policy mixes strings,
+    numbers, lists and maps.
+    """
+    pad, inner = "  " * indent, "  " * (indent + 1)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise PolicyError(f"{value} has no CEL literal")
+        return repr(value)
+    if isinstance(value, str):
+        return _cel_string(value)
+    if isinstance(value, list):
+        if not value:
+            return "[]"
+        items = ",\n".join(f"{inner}dyn({cel_literal(item, indent + 1)})" for item in value)
+        return f"[\n{items}\n{pad}]"
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        entries = ",\n".join(
+            f"{inner}{_cel_string(str(key))}: dyn({cel_literal(item, indent + 1)})" for key, item in value.items()
+        )
+        return f"{{\n{entries}\n{pad}}}"
+    raise PolicyError(f"a {type(value).__name__} has no CEL literal")
+
+
+def _refuse_kyverno_substitution(value: Any, where: str = "policy") -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_kyverno_substitution(key, where)
+            _refuse_kyverno_substitution(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _refuse_kyverno_substitution(item, f"{where}[{index}]")
+    elif isinstance(value, str) and _KYVERNO_SUBSTITUTION.search(value):
+        raise PolicyError(
+            f"{where}: Kyverno would substitute the '{{{{' or '$(' in {value[:60]!r} before calling the service; "
+            "use the Gatekeeper or CEL policy, or change the value"
+        )
+
+
+def certificate_bundle(pem: bytes, what: str) -> str:
+    """``pem`` checked to be one or more PEM certificates (the CA that signed the service's certificate)."""
+    from cryptography import x509
+
+    try:
+        text = pem.decode("ascii")
+        certificates = x509.load_pem_x509_certificates(pem)
+    except (UnicodeDecodeError, ValueError) as exc:  # cryptography's text points at its FAQ, not at the file
+        raise ConfigError(f"{what}: not a PEM CA certificate") from exc
+    if not certificates or not text.lstrip().startswith("-----BEGIN CERTIFICATE-----"):
+        raise ConfigError(f"{what}: not a PEM CA certificate")
+    return text.strip() + "\n"
+
+
+# --- the documents ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to build: the policy document (already accepted by :meth:`Policy.from_dict`) and the scope."""
+
+    engine: str
+    policy: dict[str, Any]
+    enforce: bool = False
+    #: None: the shipped policy's kinds (with their subresources).
+    kinds: tuple[KindRef, ...] | None = None
+    #: None: the shipped namespaces; (): every namespace.
+    namespaces: tuple[str, ...] | None = None
+    #: The service CA (PEM); None: no Provider (Gatekeeper), the shipped placeholder (Kyverno).
+    ca_pem: str | None = None
+
+
+def load_shipped(root: Path, name: str) -> dict[str, Any]:
+    import yaml
+
+    path = root / SHIPPED[name]
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path} not found: `policy` builds on the repository's policies/ folder; run it from a checkout or "
+            "give --policies DIR"
+        ) from None
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise ConfigError(f"{path}: expected one YAML document")
+    return dict(docs[0])
+
+
+def build(request: Request, root: Path = DEFAULT_POLICIES_DIR) -> list[dict[str, Any]]:
+    """The documents to apply, in order."""
+    if request.engine == "gatekeeper":
+        return _gatekeeper(request, root)
+    if request.engine == "kyverno":
+        return [_kyverno(request, root)]
+    if request.engine == "kyverno-cel":
+        return [_kyverno_cel(request, root)]
+    raise ConfigError(f"unknown engine {request.engine!r}; choose one of {', '.join(ENGINES)}")
+
+
+def _gatekeeper(request: Request, root: Path) -> list[dict[str, Any]]:
+    docs = []
+    if request.ca_pem is not None:
+        provider = load_shipped(root, "provider")
+        spec = dict(provider.get("spec") or {})
+        # Gatekeeper wants the base64 of the PEM (StdEncoding): what ca-bundle.sh --provider writes.
+        provider["spec"] = {"caBundle": base64.b64encode(request.ca_pem.encode()).decode(), **spec}
+        docs.append(provider)
+    constraint = load_shipped(root, "constraint")
+    spec = constraint["spec"]
+    if request.enforce:
+        spec["enforcementAction"] = "deny"
+    match = spec["match"]
+    if request.kinds is not None:
+        match["kinds"] = _gatekeeper_kinds(request.kinds)
+    if request.namespaces is not None:
+        if request.namespaces:
+            match["namespaces"] = list(request.namespaces)
+        else:
+            match.pop("namespaces", None)
+    spec["parameters"] = copy.deepcopy(request.policy)
+    docs.append(constraint)
+    return docs
+
+
+def _gatekeeper_kinds(kinds: tuple[KindRef, ...]) -> list[dict[str, Any]]:
+    """Constraint kinds by group: each kind, and the kinds of the objects its subresources carry."""
+    by_group: dict[str, list[str]] = {}
+    for ref in kinds:
+        pairs = [(ref.group, ref.kind)] + [OBJECT_KINDS[s] for s in ref.subresources if s in OBJECT_KINDS]
+        for group, kind in pairs:
+            listed = by_group.setdefault(group, [])
+            if kind not in listed:
+                listed.append(kind)
+    return [{"apiGroups": [group], "kinds": kinds} for group, kinds in by_group.items()]
+
+
+#: The Helm values that say which requests Gatekeeper's webhook is sent (relative to the repository).
+GATEKEEPER_VALUES = Path("manifests/overlays/gatekeeper/gatekeeper-values.yaml")
+
+
+def unsent_subresources(kinds: tuple[KindRef, ...], values_file: Path) -> list[str]:
+    """``resource/subresource`` writes the constraint matches but Gatekeeper's webhook rules do not send it.
+
+    The rules are ``validatingWebhookCustomRules`` of the Helm values; a
+    resource entry matches as the API server matches it (k8s.io/apiserver
+    ``rules.Matcher``: ``x/y``, ``x/*``, ``*/y``, ``*/*``). Without the file
+    nothing is reported (the values are the user's own then).
+    """
+    import yaml
+
+    try:
+        values = yaml.safe_load(values_file.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    entries = {
+        entry
+        for rule in values.get("validatingWebhookCustomRules") or []
+        if {"CREATE", "UPDATE", "*"} & set(rule.get("operations") or [])
+        for entry in rule.get("resources") or []
+    }
+    missing = []
+    for ref in kinds:
+        for sub in ref.subresources:
+            if not entries & {f"{ref.resource}/{sub}", f"{ref.resource}/*", f"*/{sub}", "*/*"}:
+                missing.append(f"{ref.resource}/{sub}")
+    return missing
+
+
+def _kyverno_selectors(ref: KindRef) -> list[str]:
+    """Kyverno kind selectors (kyverno pkg/utils/kube/kind.go ``ParseKindSelector``).
+
+    ``Kind[/sub]`` for the core group, ``group/*/Kind[/sub]`` for the others (any version).
+    """
+    base = ref.kind if ref.group == "" else f"{ref.group}/*/{ref.kind}"
+    return [base] + [f"{base}/{sub}" for sub in ref.subresources]
+
+
+def _kyverno(request: Request, root: Path) -> dict[str, Any]:
+    _refuse_kyverno_substitution(request.policy)
+    doc = load_shipped(root, "kyverno")
+    calls = 0
+    for rule in doc["spec"]["rules"]:
+        if request.enforce:
+            rule["validate"]["failureAction"] = "Enforce"
+        for block in rule["match"].get("any", []) + rule["match"].get("all", []):
+            resources = block["resources"]
+            if request.kinds is not None:
+                resources["kinds"] = [s for ref in request.kinds for s in _kyverno_selectors(ref)]
+            if request.namespaces is not None:
+                if request.namespaces:
+                    resources["namespaces"] = list(request.namespaces)
+                else:
+                    resources.pop("namespaces", None)
+        for entry in rule.get("context", []):
+            call = entry.get("apiCall")
+            if not call:
+                continue
+            data = [item for item in call.get("data", []) if item.get("key") == "policy"]
+            if len(data) != 1:
+                raise ConfigError(f"{SHIPPED['kyverno']}: expected one apiCall data entry named policy")
+            data[0]["value"] = copy.deepcopy(request.policy)
+            if request.ca_pem is not None:
+                call["service"]["caBundle"] = request.ca_pem
+            calls += 1
+    if calls != 1:
+        raise ConfigError(f"{SHIPPED['kyverno']}: expected one service call, found {calls}")
+    return doc
+
+
+def _kyverno_cel(request: Request, root: Path) -> dict[str, Any]:
+    doc = load_shipped(root, "kyverno-cel")
+    spec = doc["spec"]
+    if request.enforce:
+        spec["validationActions"] = ["Deny"]
+    variables = {v["name"]: v for v in spec["variables"]}
+    if "policy" not in variables or "serviceCA" not in variables:
+        raise ConfigError(f"{SHIPPED['kyverno-cel']}: expected the variables policy and serviceCA")
+    variables["policy"]["expression"] = cel_literal(request.policy)
+    if request.ca_pem is not None:
+        variables["serviceCA"]["expression"] = _cel_string(request.ca_pem)
+    constraints = spec["matchConstraints"]
+    if request.kinds is not None:
+        operations = constraints["resourceRules"][0].get("operations", ["CREATE", "UPDATE"])
+        by_group: dict[str, list[str]] = {}
+        for ref in request.kinds:
+            by_group.setdefault(ref.group, []).extend(
+                [ref.resource] + [f"{ref.resource}/{sub}" for sub in ref.subresources]
+            )
+        constraints["resourceRules"] = [
+            {"apiGroups": [group], "apiVersions": ["*"], "operations": list(operations), "resources": resources}
+            for group, resources in by_group.items()
+        ]
+    if request.namespaces is not None:
+        if request.namespaces:
+            constraints["namespaceSelector"] = {
+                "matchExpressions": [{"key": NAMESPACE_LABEL, "operator": "In", "values": list(request.namespaces)}]
+            }
+        else:
+            constraints.pop("namespaceSelector", None)
+    return doc
+
+
+def dump(docs: list[dict[str, Any]], header: str) -> str:
+    """YAML documents, multi-line strings (PEM keys, CEL) as literal blocks, the way people write them."""
+    import yaml
+
+    class BlockDumper(yaml.SafeDumper):
+        pass
+
+    def represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+    BlockDumper.add_representer(str, represent_str)
+    body = yaml.dump_all(docs, Dumper=BlockDumper, sort_keys=False, width=2**31 - 1, explicit_start=True)
+    return header + body
+
+
+def describe_scope(request: Request) -> str:
+    kinds = "the shipped kinds" if request.kinds is None else ", ".join(r.kind for r in request.kinds)
+    if request.namespaces is None:
+        where = "the shipped namespaces"
+    elif request.namespaces:
+        where = "namespaces " + ", ".join(request.namespaces)
+    else:
+        where = "every namespace"
+    return f"{kinds} in {where}"
+
+
+def parse_namespaces(values: Iterable[str]) -> tuple[str, ...]:
+    names = tuple(part.strip() for value in values for part in value.split(","))
+    if "*" in names:
+        if len(names) > 1:
+            raise ConfigError("--match-namespace '*' means every namespace; give it alone")
+        return ()
+    for name in names:
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", name):
+            raise ConfigError(f"--match-namespace {name!r}: not a namespace name (DNS-1123 label)")
+    return names

@@ -1,0 +1,169 @@
+"""``manifest-provider policy ENGINE``: print a ready admission policy with your keys and options inlined.
+
+Builds on the shipped signature policies (:mod:`provider.cli._generate` says
+which fields it fills in) and takes the same policy flags as ``verify``
+(``-k``, ``-c``, ``--signer``, ``--threshold``, ...), so the policy a cluster
+enforces is the one ``verify`` checks files with. The policy is validated as
+the service will read it before anything is printed.
+
+The service CA comes from ``--ca-file`` or, as ``manifests/scripts/ca-bundle.sh``
+reads it, from ``ca.crt`` of Secret ``manifest-provider-tls``
+(``--ca-from-cluster``). ``--without-ca`` leaves it out: no Provider for
+Gatekeeper (apply it with ``ca-bundle.sh --apply-provider``), the shipped
+placeholder for Kyverno (every call fails, so everything in scope is denied,
+until ``ca-bundle.sh --patch-kyverno``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..version import __version__
+from . import EXIT_OK
+from ._common import add_policy_flags, build_policy, command_parser, names_trust, read_text
+
+HELP = "print a ready Gatekeeper Constraint and Provider, Kyverno ClusterPolicy or ValidatingPolicy for your keys"
+EXAMPLES = (
+    "manifest-provider policy gatekeeper -k team.pub --ca-from-cluster --enforce | kubectl apply -f -",
+    "manifest-provider policy kyverno -k team.pub,ops.pub --threshold 2 --ca-file ca.crt --match-namespace prod",
+    "manifest-provider policy kyverno-cel -c policy.yaml --match-kind Deployment,ConfigMap --ca-file ca.crt",
+)
+#: Where each engine's service runs (manifests/overlays/<engine>), for --ca-from-cluster.
+SERVICE_NAMESPACES = {
+    "gatekeeper": "gatekeeper-system",
+    "kyverno": "manifest-provider",
+    "kyverno-cel": "manifest-provider",
+}
+#: The Secret cert-manager writes the serving certificate to (manifests/base/certificate.yaml).
+TLS_SECRET, CA_KEY = "manifest-provider-tls", "ca.crt"
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from ._generate import ENGINES
+
+    p = command_parser(sub, "policy", HELP, EXAMPLES)
+    p.add_argument(
+        "engine",
+        choices=ENGINES,
+        help="gatekeeper (Provider and K8sVerifyManifestSignature constraint), kyverno (ClusterPolicy) or "
+        "kyverno-cel (ValidatingPolicy)",
+    )
+    add_policy_flags(p)
+    scope = p.add_argument_group("what the policy matches (default: as shipped, ConfigMaps and Deployments in demo)")
+    scope.add_argument(
+        "--match-kind",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="a built-in kind to protect, Kind or group/Kind (core/Event), comma lists allowed (repeatable); the "
+        "subresources its objects change through are matched too",
+    )
+    scope.add_argument(
+        "--match-namespace",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="a namespace to protect, comma lists allowed (repeatable); '*' for every namespace",
+    )
+    scope.add_argument(
+        "--enforce",
+        action="store_true",
+        help="refuse what fails (Gatekeeper deny, Kyverno Enforce/Deny); default: audit, as shipped",
+    )
+    ca = p.add_argument_group("the service's CA (one is required)").add_mutually_exclusive_group(required=True)
+    ca.add_argument("--ca-file", metavar="FILE", help="the CA certificate that signed the service's (PEM)")
+    ca.add_argument(
+        "--ca-from-cluster",
+        action="store_true",
+        help=f"read {CA_KEY} of Secret {TLS_SECRET} (cert-manager's, as manifests/scripts/ca-bundle.sh does)",
+    )
+    ca.add_argument(
+        "--without-ca",
+        action="store_true",
+        help="no CA: Gatekeeper without its Provider, Kyverno with the shipped placeholder (denies until patched)",
+    )
+    p.add_argument(
+        "--ca-namespace",
+        metavar="NS",
+        help="namespace of that Secret (default: gatekeeper-system for gatekeeper, else manifest-provider)",
+    )
+    p.add_argument(
+        "--kubeconfig", metavar="FILE", help="for --ca-from-cluster (default: $KUBECONFIG or ~/.kube/config)"
+    )
+    p.add_argument(
+        "--policies",
+        metavar="DIR",
+        type=Path,
+        help="the policies folder to build on (default: the one of this checkout)",
+    )
+    p.set_defaults(run=run)
+
+
+def _ca(args: argparse.Namespace) -> str | None:
+    from ._generate import certificate_bundle
+
+    if args.without_ca:
+        return None
+    if args.ca_file:
+        return certificate_bundle(read_text(args.ca_file), args.ca_file)
+    from ..kube.secrets import read_secret_value
+
+    namespace = args.ca_namespace or SERVICE_NAMESPACES[args.engine]
+    pem = read_secret_value(args.kubeconfig, namespace, TLS_SECRET, CA_KEY)
+    return certificate_bundle(pem, f"{CA_KEY} of Secret {namespace}/{TLS_SECRET}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..policy import Policy
+    from ._generate import (
+        DEFAULT_POLICIES_DIR,
+        GATEKEEPER_VALUES,
+        SHIPPED,
+        Request,
+        build,
+        describe_scope,
+        dump,
+        parse_kinds,
+        parse_namespaces,
+        unsent_subresources,
+    )
+
+    if not names_trust(args):
+        raise ConfigError("name who may sign: -k KEY, --signer or -c POLICY.yaml")
+    if args.ca_namespace and not args.ca_from_cluster:
+        raise ConfigError("--ca-namespace goes with --ca-from-cluster")
+    policy = build_policy(args)
+    Policy.from_dict(policy)  # refuse here what the service would refuse for every object
+    request = Request(
+        engine=args.engine,
+        policy=policy,
+        enforce=args.enforce,
+        kinds=parse_kinds(args.match_kind) if args.match_kind else None,
+        namespaces=parse_namespaces(args.match_namespace) if args.match_namespace else None,
+        ca_pem=_ca(args),
+    )
+    root = args.policies or DEFAULT_POLICIES_DIR
+    docs = build(request, root)
+    source = SHIPPED["constraint" if args.engine == "gatekeeper" else args.engine]
+    header = f"# Generated by manifest-provider {__version__} `policy {args.engine}` from policies/{source}.\n"
+    if args.engine == "gatekeeper":
+        header += f"# Apply the ConstraintTemplate first: kubectl apply -f policies/{SHIPPED['template']}\n"
+    sys.stdout.write(dump(docs, header))
+    mode = "enforcing" if args.enforce else "audit mode"
+    print(f"manifest-provider policy: {args.engine}, {mode}, {describe_scope(request)}", file=sys.stderr)
+    if args.engine == "gatekeeper" and request.kinds is not None:
+        missing = unsent_subresources(request.kinds, root.parent / GATEKEEPER_VALUES)
+        if missing:
+            print(
+                f"manifest-provider policy: Gatekeeper is not sent {', '.join(missing)}: add them to "
+                f"validatingWebhookCustomRules in {GATEKEEPER_VALUES} (docs/policy.md, Subresources), or writes "
+                "through them go unchecked",
+                file=sys.stderr,
+            )
+    if request.ca_pem is None:
+        what = "no Provider" if args.engine == "gatekeeper" else "the placeholder CA: every call fails until patched"
+        print(f"manifest-provider policy: {what} (manifests/scripts/ca-bundle.sh)", file=sys.stderr)
+    return EXIT_OK

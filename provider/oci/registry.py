@@ -1,0 +1,221 @@
+"""A minimal OCI distribution client: every exchange ends by one deadline, every answer is bounded.
+
+Why not a library from PyPI: ``oras`` (oras-py) and the other Python
+registry clients sit on ``requests``, whose timeouts bound each socket
+operation, not an exchange -- a registry that sends one byte just inside
+every timeout holds the admission thread as long as it likes -- and they
+stream blobs to files. Admission needs the opposite: one absolute deadline
+for connect, TLS, request, headers and the whole body, a byte limit checked
+before and while reading, nothing on disk. So this speaks the few endpoints
+it needs (OCI distribution spec v1.1: ``GET``/``HEAD``/``PUT
+/v2/<name>/manifests/<ref>``, ``GET /v2/<name>/blobs/<digest>``, ``POST``
+then ``PUT`` a monolithic blob upload) with :mod:`http.client` over
+:class:`~provider.deadlines.DeadlineSocket`, the same way
+:mod:`provider.kube.tokenreview` talks to the API server.
+
+Transport rules:
+
+* HTTPS, verified against the system CAs (or ``ca_file``); plain HTTP only
+  for loopback registries (``localhost``, ``127.0.0.0/8``, ``::1``), as
+  go-containerregistry allows them, or hosts the caller lists;
+* anonymous access, answering a ``Bearer`` challenge with an anonymous token
+  (``WWW-Authenticate``, the distribution token spec) -- or with the basic
+  credentials the caller's ``credentials`` callback gives for the host;
+* redirects (blob storage behind a registry) followed three times at most,
+  HTTPS only, the ``Authorization`` header never sent to another host.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import ipaddress
+import json
+import re
+import socket
+import ssl
+import time
+import urllib.parse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..deadlines import DeadlineSSLSocket, connect
+from ..version import __version__
+
+#: Media types of an image manifest (OCI image spec, Docker distribution schema 2).
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+MANIFEST_TYPES = (OCI_MANIFEST, DOCKER_MANIFEST)
+#: The config media type cosign writes (go-containerregistry ``types.OCIConfigJSON``).
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+#: A token answer is a few KiB (a JWT); far more is not one.
+MAX_TOKEN_BYTES = 64 * 1024
+MAX_REDIRECTS = 3
+_CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
+
+Credentials = Callable[[str], tuple[str, str] | None]
+
+
+class RegistryError(Exception):
+    """An exchange failed: ``kind`` is ``unavailable`` (down, refused, late, 5xx) or ``invalid`` (a bad answer)."""
+
+    def __init__(self, message: str, kind: str = "unavailable") -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+def is_loopback(host: str) -> bool:
+    name = host.rsplit(":", 1)[0] if not host.startswith("[") else host[1 : host.index("]")]
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class RegistryClient:
+    """Talks to registries; thread-safe (no shared connections; a token cache per registry and scope)."""
+
+    ca_file: str | None = None
+    credentials: Credentials | None = None
+    plain_http: Sequence[str] = ()
+    _tokens: dict[tuple[str, str], tuple[float, str]] = field(default_factory=dict, repr=False)
+
+    def _scheme(self, registry: str) -> str:
+        return "http" if is_loopback(registry) or registry in self.plain_http else "https"
+
+    def _context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=self.ca_file)
+        context.sslsocket_class = DeadlineSSLSocket
+        return context
+
+    def _connect(self, scheme: str, host: str, port: int, deadline: float) -> socket.socket:
+        return connect(host, port, deadline, context=None if scheme == "http" else self._context())
+
+    def _once(
+        self, method: str, url: str, headers: dict[str, str], body: bytes | None, *, deadline: float, max_bytes: int
+    ) -> Answer:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        connection = http.client.HTTPConnection(host, port)
+        response: http.client.HTTPResponse | None = None
+        try:
+            connection.sock = self._connect(parts.scheme, host, port, deadline)
+            target = parts.path + (f"?{parts.query}" if parts.query else "")
+            connection.request(method, target, body, {"User-Agent": f"manifest-provider/{__version__}", **headers})
+            response = connection.getresponse()
+            answer_headers = {k.lower(): v for k, v in response.getheaders()}
+            declared = answer_headers.get("content-length")
+            if (
+                method != "HEAD"
+                and declared
+                and declared.isdigit()
+                and int(declared) > max_bytes
+                and response.status < 300
+            ):
+                raise RegistryError(f"{method} {parts.path} answered {declared} bytes; at most {max_bytes} are read",
+                                    "invalid")  # fmt: skip
+            data = b"" if method == "HEAD" else response.read(max_bytes + 1)
+        except TimeoutError as exc:
+            raise RegistryError(f"{host} did not answer {method} {parts.path} by the deadline") from exc
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            raise RegistryError(f"{host} could not be asked ({method} {parts.path}): {type(exc).__name__}") from exc
+        finally:
+            if response is not None:
+                response.close()
+            connection.close()
+        if time.monotonic() > deadline:
+            raise RegistryError(f"{host} answered {method} {parts.path} only after the deadline")
+        if len(data) > max_bytes and response.status < 300:
+            raise RegistryError(f"{method} {parts.path} answered more than {max_bytes} bytes", "invalid")
+        return Answer(response.status, answer_headers, data)
+
+    def _token(self, registry: str, challenge: str, scope: str, deadline: float) -> str | None:
+        params = dict(_CHALLENGE.findall(challenge))
+        realm = params.get("realm", "")
+        split = urllib.parse.urlsplit(realm)
+        if split.scheme != "https" and not (split.scheme == "http" and is_loopback(split.netloc)):
+            raise RegistryError(f"{registry} asks for a token from {realm[:80]!r}, which is not an HTTPS URL")
+        query = urllib.parse.urlencode({k: v for k, v in (("service", params.get("service")), ("scope", scope)) if v})
+        headers = {}
+        creds = self.credentials(registry) if self.credentials else None
+        if creds:
+            headers["Authorization"] = "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
+        answer = self._once("GET", f"{realm}?{query}", headers, None, deadline=deadline, max_bytes=MAX_TOKEN_BYTES)
+        if answer.status != 200:
+            raise RegistryError(f"{registry}'s token service answered HTTP {answer.status}")
+        try:
+            document = json.loads(answer.body)
+            token = document.get("token") or document.get("access_token")
+        except (ValueError, AttributeError) as exc:
+            raise RegistryError(f"{registry}'s token service did not answer JSON", "invalid") from exc
+        if not isinstance(token, str):
+            raise RegistryError(f"{registry}'s token service answered no token", "invalid")
+        expires = document.get("expires_in", 60)
+        lifetime = float(expires) if isinstance(expires, (int, float)) else 60.0
+        self._tokens[(registry, scope)] = (time.monotonic() + min(lifetime, 300.0) - 5, token)
+        return token
+
+    def request(
+        self,
+        method: str,
+        registry: str,
+        path: str,
+        *,
+        scope: str,
+        deadline: float,
+        max_bytes: int,
+        headers: dict[str, str] | None = None,
+        body: bytes | None = None,
+    ) -> Answer:
+        """One exchange with ``registry`` (``host[:port]``), authenticating and following redirects as needed."""
+        url = f"{self._scheme(registry)}://{registry}{path}"
+        sent = dict(headers or {})
+        cached = self._tokens.get((registry, scope))
+        if cached and cached[0] > time.monotonic():
+            sent["Authorization"] = f"Bearer {cached[1]}"
+        answer = self._once(method, url, sent, body, deadline=deadline, max_bytes=max_bytes)
+        if answer.status == 401:
+            challenge = answer.headers.get("www-authenticate", "")
+            creds = self.credentials(registry) if self.credentials else None
+            if challenge.lower().startswith("bearer"):
+                token = self._token(registry, challenge, scope, deadline)
+                sent["Authorization"] = f"Bearer {token}"
+            elif challenge.lower().startswith("basic") and creds:
+                sent["Authorization"] = "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
+            else:
+                return answer
+            answer = self._once(method, url, sent, body, deadline=deadline, max_bytes=max_bytes)
+        for _ in range(MAX_REDIRECTS):
+            if answer.status not in (301, 302, 303, 307, 308) or method not in ("GET", "HEAD"):
+                break
+            location = urllib.parse.urljoin(url, answer.headers.get("location", ""))
+            target = urllib.parse.urlsplit(location)
+            if target.scheme != "https" and not (target.scheme == "http" and is_loopback(target.netloc)):
+                raise RegistryError(f"{registry} redirected to {location[:80]!r}, which is not an HTTPS URL")
+            same_host = target.netloc == urllib.parse.urlsplit(url).netloc
+            url = location
+            answer = self._once(method, url, sent if same_host else {}, body, deadline=deadline, max_bytes=max_bytes)
+        return answer
+
+
+def json_document(answer: Answer, what: str) -> dict[str, Any]:
+    try:
+        document = json.loads(answer.body)
+    except ValueError as exc:
+        raise RegistryError(f"{what} is not JSON", "invalid") from exc
+    if not isinstance(document, dict):
+        raise RegistryError(f"{what} is not a JSON object", "invalid")
+    return document

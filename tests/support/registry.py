@@ -1,0 +1,153 @@
+"""A real OCI registry on loopback for the bundle tests: Debian's ``docker-registry`` (CNCF distribution).
+
+``make install`` installs the package (Makefile, ``system-packages``). A
+missing binary fails the tests: nothing is skipped. Each :class:`Registry`
+gets its own config, storage directory and port, and is stopped by its owner.
+
+:class:`Misbehaving` is the opposite: a loopback HTTP server that answers the
+way a broken or hostile registry would (stalls, trickles, oversized answers),
+for the fault tests.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+BINARY = Path("/usr/bin/docker-registry")
+
+CONFIG = """\
+version: 0.1
+log:
+  level: error
+storage:
+  filesystem:
+    rootdirectory: {root}
+  delete:
+    enabled: true
+http:
+  addr: 127.0.0.1:{port}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Registry:
+    """``docker-registry serve`` on ``127.0.0.1:<port>`` with storage under ``directory``."""
+
+    def __init__(self, directory: Path) -> None:
+        if not BINARY.exists():
+            raise AssertionError(
+                f"{BINARY} is missing; `make install` installs Debian's docker-registry package (apt-get)"
+            )
+        self.port = free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        config = directory / "config.yml"
+        config.write_text(CONFIG.format(root=directory / "storage", port=self.port))
+        self.log = directory / "registry.log"
+        with self.log.open("wb") as log:  # the child keeps its own descriptor
+            self.process = subprocess.Popen([str(BINARY), "serve", str(config)], stdout=log, stderr=log)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise AssertionError(f"docker-registry did not start: {self.log.read_text()[-500:]}") from None
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+Behaviour = Callable[[http.server.BaseHTTPRequestHandler], None]
+
+
+class Misbehaving:
+    """A loopback HTTP server whose every GET runs ``behaviour`` (threads: a stalled answer blocks no other)."""
+
+    def __init__(self, behaviour: Behaviour) -> None:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                behaviour(self)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.host = f"127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def stall(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """Accept, then say nothing for longer than any deadline."""
+    time.sleep(5)
+
+
+def trickle(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """Headers at once, then a body one byte every 0.2 s: each read is quick, the whole is not."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+    handler.send_header("Content-Length", "1000")
+    handler.end_headers()
+    try:
+        for _ in range(1000):
+            handler.wfile.write(b" ")
+            handler.wfile.flush()
+            time.sleep(0.2)
+    except OSError:
+        pass
+
+
+def oversized_manifest(handler: http.server.BaseHTTPRequestHandler) -> None:
+    body = b" " * (1024 * 1024)
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def huge_layer(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """A manifest whose one layer claims 1 GiB: refused before the blob is asked for."""
+    layer = {"mediaType": "application/x-gzip", "size": 1 << 30, "digest": "sha256:" + "0" * 64}
+    config = {"mediaType": "application/vnd.oci.image.config.v1+json", "size": 2, "digest": "sha256:" + "1" * 64}
+    body = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                       "config": config, "layers": [layer]}).encode()  # fmt: skip
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+def server_error(handler: http.server.BaseHTTPRequestHandler) -> None:
+    handler.send_response(503)
+    handler.send_header("Content-Length", "0")
+    handler.end_headers()

@@ -1,0 +1,77 @@
+"""convert-policy: Kyverno, Integrity Shield and kubectl sigstore policies become ours, losses listed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from provider.cli import main
+from provider.cli.convert_policy import convert
+from provider.policy import Policy
+from tests.support.data import SHARED, load_yaml
+
+KYVERNO = sorted((SHARED / "interop" / "kyverno" / "policies").glob("cpol-*.yaml"))
+
+
+@pytest.mark.parametrize("path", KYVERNO, ids=lambda p: p.stem)
+def test_kyverno_manifests_rules_convert_to_valid_policies(path: Path) -> None:
+    (doc,) = load_yaml(path)
+    policy, lost = convert(doc)
+    compiled = Policy.from_dict(policy)
+    # Kyverno's keys may name Rekor and CT-log settings: listed as not carried over, never dropped silently
+    assert compiled.attestors and all(".rekor:" in item or ".ctlog:" in item for item in lost), lost
+    original = doc["spec"]["rules"][0]["validate"]["manifests"]["attestors"][0]
+    assert compiled.attestors[0].count == original.get("count", len(compiled.attestors[0].entries))
+
+
+def test_an_integrity_shield_constraint_lists_what_it_cannot_carry() -> None:
+    constraint: dict[str, Any] = {
+        "apiVersion": "constraints.gatekeeper.sh/v1beta1",
+        "kind": "ManifestIntegrityConstraint",
+        "metadata": {"name": "cm"},
+        "spec": {
+            "match": {"kinds": [{"kinds": ["ConfigMap"], "apiGroups": [""]}]},
+            "parameters": {
+                "signers": ["sample@signer.com"],
+                "keyConfigs": [{"keySecretName": "pub", "keySecretNamespace": "ishield"}],
+                "signatureRef": {"imageRef": "registry.example.com/sigs/cm:0.1.0",
+                                 "signatureResourceRef": {"name": "cm-sig", "namespace": "sigs"}},
+                "skipUsers": [{"users": ["system:admin"]}],
+                "ignoreAttrs": [{"fields": ["data.comment"], "objects": [{"kind": "ConfigMap"}]}],
+            },
+        },
+    }  # fmt: skip
+    policy, lost = convert(constraint)
+    Policy.from_dict(policy)
+    assert policy["resourceBundleRef"] == {"repositories": ["registry.example.com/sigs/cm"]}
+    assert policy["signatureResourceRef"] == "k8s://ConfigMap/sigs/cm-sig"
+    assert any("keyConfigs" in item for item in lost) and any("spec.match" in item for item in lost)
+
+
+def test_the_cli_exits_3_when_something_did_not_carry_over(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "config.yaml"
+    source.write_text(yaml.safe_dump({"signers": ["jane@example.com"], "maxResourceManifestNum": 3}))
+    assert main(["convert-policy", "-f", str(source), "-o", "gatekeeper"]) == 3
+    out, err = capsys.readouterr()
+    assert yaml.safe_load(out)["spec"]["parameters"] == {"signers": ["jane@example.com"]}
+    assert "maxResourceManifestNum" in err
+
+
+def test_the_gatekeeper_output_is_a_constraint_of_the_shipped_template(tmp_path: Path) -> None:
+    """The constraint's kind is the one the shipped ConstraintTemplate creates, or Gatekeeper has no CRD for it."""
+    from tests.support.data import KYVERNO, REPO, load_yaml
+
+    (template,) = load_yaml(REPO / "policies" / "gatekeeper" / "verify-manifest-signature" / "template.yaml")
+    proc = subprocess.run(
+        [sys.executable, "-m", "provider.cli", "convert-policy", "-f",
+         str(KYVERNO / "policies" / "cpol-count1-two-keys.yaml"), "-o", "gatekeeper"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    constraint = yaml.safe_load(proc.stdout)
+    assert constraint["kind"] == template["spec"]["crd"]["spec"]["names"]["kind"]
