@@ -9,8 +9,11 @@ What equals what (``docs/policy.md``, "What equals what"); every rule is what
 the API server itself does, recorded in ``shared/dryrun/edge/empties-*.json``:
 
 * ``null`` equals an absent field (the server drops it);
-* an empty list ``[]`` equals an absent field (the server drops it); the
-  length of a list always counts, so ``[{}]`` is never empty;
+* an empty list ``[]`` equals an absent field (the server drops it) in the
+  kinds the schema knows and in every object's ``metadata``; in the rest of a
+  custom resource it is a value (the server stores custom resources as JSON and
+  keeps ``[]``; a controller may read ``[]`` and an absent list differently).
+  The length of a list always counts, so ``[{}]`` is never empty;
 * ``{}`` equals an absent field **only where the kind's schema says the field
   is a map** (``labels``, ``data``, a Service's ``selector``): the server drops
   empty maps but keeps empty structs (``namespaceSelector: {}`` admits every
@@ -363,14 +366,15 @@ _CONTAINERS = (dict, list)
 def _vanishes(value: Any, shape: Shape | None) -> bool:
     """Whether ``value`` equals an absent field here (the rules in the module docstring).
 
-    ``null`` and ``[]`` do; a map does when every value in it does; a struct
-    never does -- emptied, it is still ``{}``, a value.
+    ``null`` does; ``[]`` does except at an opaque position (a custom resource's
+    own fields); a map does when every value in it does; a struct never does --
+    emptied, it is still ``{}``, a value.
     """
     if value is None:
         return True
     kind = type(value)
     if kind is list:
-        return not value
+        return not value and not (shape is not None and shape.is_opaque)
     if kind is not dict or shape is None or not shape.is_map:
         return False
     element = shape.element
@@ -409,6 +413,10 @@ def _walk(  # noqa: PLR0917 - the hot recursion
             out.append(DiffItem(path, a, b))
         return
     if ta is list or tb is list:
+        if (a is None or b is None) and not a and not b:
+            # ``[]`` against nothing, where ``[]`` is a value (a custom resource's own field).
+            out.append(DiffItem(path, a, b))
+            return
         _walk_list(a or [], b or [], path, states, shape, out)
         return
     if a is None or b is None or not _leaf_equal(a, b):

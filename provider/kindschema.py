@@ -4,7 +4,10 @@ Contract: :func:`shape_of` returns the :class:`Shape` of an object of a given
 ``apiVersion`` and ``kind`` -- for built-in kinds from the Kubernetes API
 schema, for anything else only what every object shares (``metadata`` is an
 ``ObjectMeta``). A position the shape does not describe is *unknown*
-(``None``), and unknown is never a map.
+(``None``), and unknown is never a map. Below the top level of a kind the
+schema does not know (a custom resource's ``spec``), every position is
+*opaque* (:data:`OPAQUE`): the API server stores such objects as JSON, keeping
+``{}`` and ``[]`` as sent, so the comparison treats both as values there.
 
 Why it matters (``docs/policy.md``, "What equals what"): the API server's
 encoder drops an empty map (``labels: {}``, a Service's ``selector: {}``) but
@@ -35,22 +38,35 @@ DATA_FILE = "kind_schemas.json"
 class Shape:
     """One position in an object: a struct (named fields), a map (any key) or a list (any index)."""
 
-    kind: str  # "struct" | "map" | "list"
+    kind: str  # "struct" | "map" | "list" | "opaque"
     fields: dict[str, Shape | None] = field(default_factory=dict)
     #: The shape of a map's values or a list's items (None: unknown).
     element: Shape | None = None
+    #: For a struct: the shape of the fields it does not name (None: unknown).
+    rest: Shape | None = None
 
     @property
     def is_map(self) -> bool:
         return self.kind == "map"
 
+    @property
+    def is_opaque(self) -> bool:
+        return self.kind == "opaque"
+
     def child(self, key: str | int) -> Shape | None:
         """The shape below this one at ``key`` (None: unknown)."""
+        if self.kind == "opaque":
+            return self
         if self.kind == "struct":
-            return self.fields.get(key) if isinstance(key, str) else None
+            return self.fields.get(key, self.rest) if isinstance(key, str) else None
         if self.kind == "map":
             return self.element if isinstance(key, str) else None
         return self.element if isinstance(key, int) else None
+
+
+#: Any position of an object whose kind the schema does not know, outside ``metadata``:
+#: stored as sent (a custom resource is JSON to the API server), so ``[]`` and ``{}`` are values.
+OPAQUE = Shape("opaque")
 
 
 @dataclass(frozen=True)
@@ -77,7 +93,7 @@ def _compile(data: dict[str, Any]) -> _Schemas:
         shapes[name].fields = {key: resolve(kind) for key, kind in fields.items()}
     object_meta = shapes["V1ObjectMeta"]
     kinds = {key: shapes[model] for key, model in data["kinds"].items()}
-    return _Schemas(kinds, object_meta, Shape("struct", {"metadata": object_meta}))
+    return _Schemas(kinds, object_meta, Shape("struct", {"metadata": object_meta}, rest=OPAQUE))
 
 
 @cache

@@ -293,9 +293,10 @@ def check_fault(load: Load, fault_start: float, fault_end: float) -> dict[str, A
     assert before and all(a.outcome == "allowed:verified" for a in before), [
         a for a in before if a.outcome != "allowed:verified"
     ][:5]
-    # Sent once the fault had taken hold and well before it ended: a request sent just before the
-    # end can reach the API server after it is back, and verifying it then is right.
-    during = load.between(fault_start + 0.2, fault_end - 0.5, "cluster")
+    # Sent once the fault had taken hold and answered before it ended. A request sent before the
+    # end but answered after it may have waited in the service's queue (a loaded two-core machine)
+    # and reached the API server once it was back: verifying it then is right.
+    during = [a for a in load.between(fault_start + 0.2, fault_end, "cluster") if a.sent + a.seconds < fault_end]
     assert during and all(a.outcome != "allowed:verified" for a in during), [
         a for a in during if a.outcome == "allowed:verified"
     ][:5]

@@ -126,6 +126,10 @@ ATTACKS = [
     (DEPLOYMENT, ("spec", "template", "spec", "containers", 1), {}, "a container list gains an element"),
     (DEPLOYMENT, ("spec", "template", "spec", "securityContext"), {}, "an empty struct added to a pod spec"),
     (CUSTOM, ("spec", "policy"), {}, "a custom resource's unknown field: {} is a value (fail closed)"),
+    # The API server stores a custom resource as JSON and keeps ``[]``; a controller may
+    # read an empty list as "none" where an absent one means its default ("all").
+    (CUSTOM, ("spec", "allowedNamespaces"), [], "a custom resource's [] is kept by the server: a value"),
+    (CUSTOM, ("spec", "rules"), [[]], "a custom resource's list of one empty list"),
 ]
 
 
@@ -290,3 +294,19 @@ def test_an_unknown_kind_keeps_every_empty_mapping() -> None:
     stored = copy.deepcopy(signed)
     del stored["spec"]["labels"]
     assert decide(Review.for_object(stored), POLICY).reason == "content-mismatch"
+
+
+def test_a_custom_resource_list_emptied_under_an_ignore_rule_still_differs() -> None:
+    """The ignore trie walks beside the objects: an unignored ``[]`` added next to it is still a value."""
+    policy = Policy.from_dict({"keys": [public_key_pem(KEY)], "ignoreFields": [{"fields": ["spec.note"]}]})
+    (signed,) = sign({**CUSTOM, "spec": {"note": "a"}}, KEY)
+    assert decide(Review.for_object(signed), policy).verified
+    both_empty = _set(_set(signed, ("spec", "note"), "b"), ("spec", "allowedNamespaces"), [])
+    result = decide(Review.for_object(both_empty), policy)
+    assert (result.reason, [d.key for d in result.diff]) == ("content-mismatch", ["spec.allowedNamespaces"])
+
+
+def test_metadata_of_a_custom_resource_drops_empty_lists_as_the_server_does() -> None:
+    """``metadata`` is an ObjectMeta in every kind: ``finalizers: []`` is dropped by the server, so it is absent."""
+    (signed,) = sign(CUSTOM, KEY)
+    assert decide(Review.for_object(_set(signed, ("metadata", "finalizers"), [])), POLICY).verified
