@@ -7,6 +7,8 @@ Runs, one after the other (each in its own process, so none warms another's cach
 * ``bench/dryrun.py``   -- what a server-side dry-run adds;
 * ``bench/keyless.py``  -- keyless verification against a key verification;
 * ``bench/classify.py`` -- audit-log classification throughput and memory;
+* ``bench/verify_resource.py`` -- ``verify-resource`` over 12 000 objects of a fake API
+  server against in-process ``decide()``, and its memory at two list sizes;
 * the CLI's start-up, measured here: ``manifest-provider --version`` and a one-object
   ``verify`` against the interpreter's own start-up;
 * ``bench/soak.py``     -- capacity and latency under mixed traffic at 70% of it
@@ -136,6 +138,7 @@ def main() -> int:
         ("dryrun", lambda: run_json("dryrun.py", *seconds)),
         ("keyless", lambda: run_json("keyless.py", *seconds)),
         ("classify", lambda: classify(args.classify_events)),
+        ("verify_resource", lambda: run_json("verify_resource.py")),
         ("startup", lambda: startup(11)),
     ]
     if args.soak_seconds > 0:
@@ -190,6 +193,17 @@ def print_report(r: dict[str, Any]) -> None:
     c = r["classify"]
     print("\n## classify (bench/classify.py)")
     print(f"  {c['events']} audit events: {c['events_per_s']:.0f} events/s, peak RSS {c['peak_rss_mib']:.1f} MiB")
+    vr = r["verify_resource"]
+    print("\n## verify-resource (bench/verify_resource.py)")
+    print(
+        f"  {vr['configmaps']} ConfigMaps + {vr['deployments']} Deployments; in-process decide(): {vr['floor']['per_s']:.0f} objects/s"
+    )
+    for label, row in vr["runs"].items():
+        print(
+            f"  {label:<14}: {row['per_s']:6.0f} objects/s  {row['seconds']:5.1f} s  ratio {row['ratio']:.2f} (goal >= 0.8 at the cores)"
+        )
+    for label, mib in vr["memory_mib"].items():
+        print(f"  peak memory, {label}: {mib:.0f} MiB")
     print("\n## CLI start-up")
     for label, row in r["startup"].items():
         print(f"  {label:<44}: {row['median_ms']:6.0f} ms  ({row['ratio_to_floor']:.1f}x)")

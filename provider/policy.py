@@ -24,7 +24,7 @@ Fields (camelCase on the wire)::
     skipUsers: [{users: [pattern], groups: [pattern], operations: [CREATE|UPDATE|DELETE|CONNECT],
                  objects: [ObjectRef], fields: [pattern]}]   # an exemption; fields: UPDATE within them only
     dryRun: {enabled: bool, namespace: str}
-    defaults: [k8s-manifest-sigstore, common, kyverno]   # built-in profiles
+    defaults: [k8s-manifest-sigstore, common, kyverno, argocd, flux, helm]   # built-in profiles
     unsafeUnanchoredIgnoreFields: false          # upstream's regex matching (opt-in)
     attestors: [{count, name, entries: [{keys | certificates | keyless | attestor}]}]
                                                  # nested signer sets instead of keys/signers (provider/attestors.py)
@@ -56,6 +56,7 @@ from .parsing import load_yaml_stream
 from .resources import BUILTIN_KINDS, SCALABLE_KINDS
 from .review import Review
 from .schema import check_fields, read_list, read_str
+from .stamps import STAMPS, Stamp
 
 if TYPE_CHECKING:
     from .keyless.trust import TrustRoot
@@ -64,7 +65,7 @@ KeyOperation = Literal["AtLeastOne", "MustAll"]
 KEY_OPERATIONS: tuple[KeyOperation, ...] = ("AtLeastOne", "MustAll")
 
 #: Built-in profiles, shipped in ``provider/profiles/<name>.yaml``.
-PROFILES = ("k8s-manifest-sigstore", "common", "kyverno")
+PROFILES = ("k8s-manifest-sigstore", "common", "kyverno", "argocd", "flux", "helm")
 DEFAULT_PROFILES = ("k8s-manifest-sigstore", "common")
 
 _DOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
@@ -269,6 +270,30 @@ _REPLICAS = IgnoreSet(FieldTrie(tuple(parse_field_pattern(f) for f in ("spec.rep
 # --- built-in profiles ------------------------------------------------------------
 
 
+def read_tool_metadata(data: Any, where: str) -> Stamp:
+    """A profile's ``toolMetadata`` entry: ``{check, labels, annotations}``, the keys exactly those the check knows.
+
+    The check (``provider/stamps.py``) holds the tool's format; the profile
+    names its keys too, so a reader of the profile sees what it lets a tool
+    add, and the two can never drift apart unnoticed.
+    """
+    data = check_fields(data, where, ("check", "labels", "annotations"))
+    name = read_str(data.get("check"), f"{where}.check")
+    stamp = STAMPS.get(name)
+    if stamp is None:
+        raise PolicyError(f"{where}.check: unknown check {name[:60]!r}; choose from {', '.join(STAMPS)}")
+    for field_name, keys in (("labels", stamp.labels), ("annotations", stamp.annotations)):
+        listed = tuple(
+            read_str(k, f"{where}.{field_name}[{i}]")
+            for i, k in enumerate(read_list(data.get(field_name), f"{where}.{field_name}"))
+        )
+        if sorted(listed) != sorted(keys):
+            raise PolicyError(
+                f"{where}.{field_name}: the check {name} takes exactly {list(keys)}, not {list(listed)[:5]}"
+            )
+    return stamp
+
+
 @dataclass(frozen=True)
 class BuiltinProfile:
     name: str
@@ -276,6 +301,30 @@ class BuiltinProfile:
     ignore_fields: tuple[IgnoreRule, ...]
     skip_users: tuple[UserRule, ...]
     out_of_scope: tuple[ObjectRef, ...]
+    #: Metadata a deployment tool adds, taken only with the value it writes (``provider/stamps.py``).
+    tool_metadata: tuple[Stamp, ...] = ()
+
+    @classmethod
+    def from_dict(cls, name: str, data: Any) -> BuiltinProfile:
+        where = f"profile {name}"
+        data = check_fields(data, where, ("description", "ignoreFields", "skipUsers", "outOfScope", "toolMetadata"))
+        return cls(
+            name,
+            read_str(data.get("description", ""), f"{where}.description"),
+            tuple(
+                IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]")
+                for i, r in enumerate(read_list(data.get("ignoreFields"), where))
+            ),
+            tuple(
+                UserRule.from_dict(r, f"{where}.skipUsers[{i}]")
+                for i, r in enumerate(read_list(data.get("skipUsers"), where))
+            ),
+            _refs(data.get("outOfScope"), f"{where}.outOfScope"),
+            tuple(
+                read_tool_metadata(r, f"{where}.toolMetadata[{i}]")
+                for i, r in enumerate(read_list(data.get("toolMetadata"), f"{where}.toolMetadata"))
+            ),
+        )
 
 
 @cache
@@ -284,21 +333,7 @@ def load_profile(name: str) -> BuiltinProfile:
         raise PolicyError(f"unknown built-in profile {name!r}; choose from {', '.join(PROFILES)}")
     text = resources.files("provider").joinpath("profiles", f"{name}.yaml").read_text()
     (data,) = load_yaml_stream(text, error=PolicyError, what=f"profile {name}")
-    where = f"profile {name}"
-    data = check_fields(data, where, ("description", "ignoreFields", "skipUsers", "outOfScope"))
-    return BuiltinProfile(
-        name,
-        read_str(data.get("description", ""), f"{where}.description"),
-        tuple(
-            IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]")
-            for i, r in enumerate(read_list(data.get("ignoreFields"), where))
-        ),
-        tuple(
-            UserRule.from_dict(r, f"{where}.skipUsers[{i}]")
-            for i, r in enumerate(read_list(data.get("skipUsers"), where))
-        ),
-        _refs(data.get("outOfScope"), f"{where}.outOfScope"),
-    )
+    return BuiltinProfile.from_dict(name, data)
 
 
 # --- the policy -------------------------------------------------------------------
@@ -519,6 +554,12 @@ class Policy:
     @property
     def profiles(self) -> tuple[BuiltinProfile, ...]:
         return tuple(load_profile(name) for name in self.defaults)
+
+    @property
+    def tool_metadata(self) -> tuple[Stamp, ...]:
+        """The tool-stamped metadata the enabled profiles take, each once, in profile order."""
+        stamps = [stamp for profile in self.profiles for stamp in profile.tool_metadata]
+        return tuple(dict.fromkeys(stamps))
 
     def ignore_set_for(self, ident: ObjectIdentity) -> IgnoreSet:
         """The compiled ignore patterns that apply to this object (cached per set of rules)."""

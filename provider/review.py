@@ -8,7 +8,16 @@ type, or the request is refused.
 
 A review without an operation and without a user is an *audit* review
 (Gatekeeper's audit sends the stored object alone): it is verified without
-``skipUsers``, since nobody is asking.
+``skipUsers``, since nobody is asking. Kyverno's background scan is one too,
+though it says ``operation: CREATE``: it builds ``{{ request }}`` for a stored
+object as ``{object, namespace, operation: "CREATE"}`` and nothing else -- no
+``uid``, no ``userInfo`` (kyverno/kyverno ``pkg/controllers/report/utils/scanner.go``
+``validateResource`` calls ``engine.NewPolicyContext(jp, resource, kyvernov1.Create,
+nil, ...)``; ``pkg/engine/policycontext/policy_context.go`` adds ``request.object``,
+``request.namespace`` and ``request.operation``, and user info only when given).
+An AdmissionRequest from the API server always has both a ``uid`` and a
+``userInfo`` (admission.k8s.io/v1: they are required), so this shape is never
+an admission request, and no one writing an object can produce it.
 
 A request on a subresource names it in ``subResource`` and the parent in
 ``resource`` (``{group, version, resource}``); its object may be of another
@@ -45,6 +54,17 @@ def _resource(data: dict[str, Any], where: str) -> GroupVersionResource | None:
         for name in ("group", "version", "resource")
     ]
     return GroupVersionResource(*parts) if parts[2] else None
+
+
+def is_background_scan(data: dict[str, Any]) -> bool:
+    """Kyverno's background-scan ``{{ request }}`` (module docstring): a CREATE with no uid, user or old object."""
+    return (
+        data.get("operation") == "CREATE"
+        and not data.get("uid")
+        and "userInfo" not in data
+        and data.get("oldObject") is None
+        and not data.get("dryRun")
+    )
 
 
 @dataclass(frozen=True)
@@ -109,6 +129,8 @@ class Review:
             raise RequestError(f"{where}.operation: {operation[:20]!r} is not CREATE, UPDATE, DELETE or CONNECT")
         # No operation and no user: Gatekeeper audit, which sends the object as stored.
         live = operation is None and user.get("username") in (None, "")
+        if is_background_scan(data):
+            operation, live = None, True
         return cls(
             object=obj,
             old_object=old,

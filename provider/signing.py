@@ -9,7 +9,14 @@ verify-resource`` and Kyverno's ``validate.manifests`` accept:
 * every output document carries the same ``message`` = base64(gzip(P)) and
   ``signature`` = base64(raw signature over P);
 * ``append_signature`` adds ``signature_N`` over the *existing* message bytes,
-  so earlier signatures stay valid (several signers, key rotation).
+  so earlier signatures stay valid (several signers, key rotation);
+* ``sign_each`` signs every document in a message of its own (what
+  ``sign --per-object`` and a large rendered stream need).
+
+Nothing is returned that the API server would refuse: the message is copied
+onto every object it signs, and an object whose annotations would pass
+Kubernetes' total annotation size is a :class:`~provider.errors.RequestError`
+that names it and says how to sign instead.
 """
 
 from __future__ import annotations
@@ -24,8 +31,13 @@ import yaml
 from .envelope import DEFAULT_DOMAIN, decode_message, encode_message, make_tarball, message_key, set_key
 from .errors import RequestError
 from .keys import PrivateKeyTypes, sign_bytes
-from .limits import DEFAULT_LIMITS, Limits
+from .limits import DEFAULT_LIMITS, KIB, Limits
+from .objects import ObjectIdentity
 from .parsing import KubectlSafeDumper
+
+#: kubernetes/apimachinery pkg/api/validation/objectmeta.go, TotalAnnotationSizeLimitB: the API server
+#: refuses an object whose annotations' keys and values together exceed 256 KiB (bytes, summed over all).
+TOTAL_ANNOTATION_SIZE_LIMIT = 256 * KIB
 
 
 def dump_yaml(documents: list[Any]) -> str:
@@ -74,6 +86,41 @@ def strip_envelope(documents: list[dict[str, Any]], domain: str = DEFAULT_DOMAIN
     return clean
 
 
+class AnnotationsTooLarge(RequestError):
+    """A signed object would carry more annotation bytes than the API server accepts."""
+
+
+def annotations_size(doc: dict[str, Any]) -> int:
+    """The bytes the API server counts against :data:`TOTAL_ANNOTATION_SIZE_LIMIT`: every key and value, UTF-8."""
+    meta = doc.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    if not isinstance(annotations, dict):
+        return 0
+    return sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
+
+
+def refuse_oversized(documents: list[dict[str, Any]], domain: str = DEFAULT_DOMAIN) -> None:
+    """Refuse signed ``documents`` if any would carry more annotation bytes than the API server accepts.
+
+    The message holds every document it signs and is copied onto each of them,
+    so signing N objects together costs each object N objects' worth of
+    annotation: the remedy is fewer objects per message, or one per object.
+    """
+    for doc in documents:
+        size = annotations_size(doc)
+        if size <= TOTAL_ANNOTATION_SIZE_LIMIT:
+            continue
+        message = str(_annotations(doc).get(message_key(domain), ""))
+        others = len(documents) - 1
+        together = f", signed together with {others} other object{'s' if others != 1 else ''}," if others else ""
+        raise AnnotationsTooLarge(
+            f"{ObjectIdentity.of(doc).describe()}{together} would carry {size} bytes of annotations (its message "
+            f"alone is {len(message)} bytes); the API server refuses more than {TOTAL_ANNOTATION_SIZE_LIMIT} "
+            "(apimachinery TotalAnnotationSizeLimitB). Sign fewer objects per message, or each object in a "
+            "message of its own"
+        )
+
+
 def message_payload(
     documents: list[dict[str, Any]],
     *,
@@ -117,7 +164,17 @@ def sign_documents(
         annotations = _annotations(doc)
         annotations[message_key(domain)] = message
         annotations[set_key(domain, "signature", 0)] = signature
+    refuse_oversized(clean, domain)
     return clean
+
+
+def sign_each(
+    documents: list[dict[str, Any]], key: PrivateKeyTypes, *, domain: str = DEFAULT_DOMAIN
+) -> list[dict[str, Any]]:
+    """Signed copies of ``documents``, each in a message of its own (its payload is that one document)."""
+    if not documents:
+        raise RequestError("nothing to sign: the input holds no Kubernetes objects")
+    return [signed for doc in documents for signed in sign_documents([doc], key, domain=domain)]
 
 
 def append_signature(
@@ -149,4 +206,5 @@ def append_signature(
         while set_key(domain, "signature", index) in annotations:
             index += 1
         annotations[set_key(domain, "signature", index)] = signature
+    refuse_oversized(documents, domain)
     return documents

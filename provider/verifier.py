@@ -64,6 +64,7 @@ from .resources import BUILTIN_KINDS
 from .result import Result, Signer, reason_of
 from .review import Review
 from .signers import DistinctSigners, Match, Outcome, Signers
+from .stamps import take_stamps
 
 log = logging.getLogger(__name__)
 
@@ -447,8 +448,13 @@ def verify(
     ignore = policy.ignore_set_for(ident)
     shape = object_shape(document)  # the signer chose the kind and version, not the requester
     reference = with_server_choices(document, obj)  # a Service's allocated address, where the signer left it open
+    # What Argo CD, Flux or Helm stamped on it, where the signer left it open and the value is the tool's.
+    admitted, refused = take_stamps(obj, document, policy.tool_metadata, ident)
     items = diff(
-        without_envelope(reference, envelope.annotations), without_envelope(obj, envelope.annotations), ignore, shape
+        without_envelope(reference, envelope.annotations),
+        without_envelope(admitted, envelope.annotations),
+        ignore,
+        shape,
     )
     if not items:
         return Verification(signers, document, envelope.payload.format)
@@ -468,7 +474,9 @@ def verify(
         )
     if policy.dry_run.enabled and dry_runner is not None:
         try:
-            items = compare_with_dry_run(document, obj, namespace, policy, ignore, dry_runner, envelope.annotations)
+            items = compare_with_dry_run(
+                document, admitted, namespace, policy, ignore, dry_runner, envelope.annotations
+            )
         except VerificationFailure as failure:  # the API server rejected the signed manifest
             failure.signers, failure.used_cluster = signers, True
             raise
@@ -477,6 +485,7 @@ def verify(
         # The "before" values are now the dry-run's, not the bare manifest's.
         hint, used_cluster = " (compared with the API server's dry-run of the signed manifest)", True
     items = redact(items, policy.sensitive_for(ident))
+    hint += "".join(f"; {why}" for why in refused)
     raise ContentMismatch(
         describe_diff(items, limits) + hint, diff=tuple(items), signers=signers, used_cluster=used_cluster
     )

@@ -6,7 +6,7 @@ returns the exit code. Modules import heavy dependencies inside ``run`` so
 that ``manifest-provider --help`` and commands that need no cluster start fast.
 
 Exit codes, for every command that judges objects (``verify``,
-``verify-cluster-info``, ``verify-csr``):
+``verify-resource``, ``verify-cluster-info``, ``verify-csr``):
 
 * 0 -- every document **verified**;
 * 1 -- some document denied;
@@ -39,6 +39,8 @@ from ..version import __version__
 #: Sub-command modules, in the order ``--help`` lists them.
 COMMANDS = (
     "verify",
+    "verify-resource",
+    "observe",
     "sign",
     "keygen",
     "policy",

@@ -1,4 +1,15 @@
-"""``manifest-provider sign``: sign manifests in the k8s-manifest-sigstore format."""
+"""``manifest-provider sign``: sign manifests in the k8s-manifest-sigstore format.
+
+Input is a file, a directory of YAML files, or ``-`` (standard input, e.g.
+``kustomize build | manifest-provider sign -f - -k key``); output goes to
+``<FILE>.signed``, ``-o OUT``, or standard output when the input is standard
+input. ``--post-renderer`` is Helm's post-renderer contract (helm/helm
+pkg/postrender/exec.go: the rendered manifests on standard input, the
+modified manifests read back from standard output, a non-zero exit with the
+reason on standard error fails the install): standard input to standard
+output, empty documents (a template that renders to nothing) dropped, an
+empty stream (a release of hooks only) passed back empty.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +22,13 @@ from ..errors import RequestError
 from . import EXIT_OK
 from ._common import command_parser, input_files, read_documents
 
-HELP = "sign a manifest file or directory (writes <file>.signed)"
+HELP = "sign a manifest file or directory (writes <file>.signed), or standard input (-f -)"
 EXAMPLES = (
     "manifest-provider sign -f app.yaml -k team.key   # writes app.yaml.signed",
     "manifest-provider sign -f manifests/ -k cosign.key -o release.yaml",
     "manifest-provider sign -f app.yaml.signed -k ops.key --append-signature -o app.yaml.signed2",
+    "kustomize build overlays/prod | manifest-provider sign -f - -k env://SIGNING_KEY > release.yaml",
+    "manifest-provider sign --post-renderer -k team.key   # a Helm post-renderer: helm install --post-renderer",
 )
 
 
@@ -29,7 +42,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "without either, it is asked for when standard input is a terminal.",
     )
     p.add_argument(
-        "-f", "--filename", required=True, metavar="FILE|DIR", help="manifest file, or a directory of .yaml/.yml files"
+        "-f",
+        "--filename",
+        metavar="FILE|DIR|-",
+        help="manifest file, a directory of .yaml/.yml files, or - for standard input (required unless "
+        "--post-renderer)",
     )
     p.add_argument(
         "-k",
@@ -38,7 +55,22 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="PRIVATE.pem",
         help="private key: PKCS#8 PEM (ECDSA, RSA or Ed25519) or a cosign key file (cosign.key); a file or env://VAR",
     )
-    p.add_argument("-o", "--output", metavar="OUT", help="output file (default <FILE>.signed; - for stdout)")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="output file (default <FILE>.signed; standard output for -f -; - for stdout)",
+    )
+    p.add_argument(
+        "--post-renderer",
+        action="store_true",
+        help="run as a Helm post-renderer: rendered manifests on standard input, signed ones on standard output",
+    )
+    p.add_argument(
+        "--per-object",
+        action="store_true",
+        help="sign each object in a message of its own (a message over many objects is copied onto each of them)",
+    )
     p.add_argument(
         "--append-signature",
         action="store_true",
@@ -63,6 +95,37 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="signature annotation domain (default cosign.sigstore.dev)",
     )
     p.set_defaults(run=run)
+
+
+def _source(args: argparse.Namespace) -> tuple[str, str]:
+    """Where to read and where to write (``-`` is a standard stream)."""
+    if args.post_renderer:
+        if args.filename not in (None, "-") or args.output not in (None, "-"):
+            raise RequestError("--post-renderer reads standard input and writes standard output; drop -f and -o")
+        if args.tarball or args.append_signature or args.image:
+            raise RequestError(
+                "--post-renderer signs Helm's rendered stream; --tarball, --append-signature and --image do not apply"
+            )
+        return "-", "-"
+    if args.filename is None:
+        raise RequestError("give the manifests to sign: -f FILE, -f DIR, or -f - for standard input")
+    if args.filename == "-":
+        if args.tarball:
+            raise RequestError("--tarball signs the bytes of files; standard input has none (sign the files instead)")
+        return "-", args.output or "-"
+    return args.filename, args.output or f"{args.filename.rstrip('/')}.signed"
+
+
+def _objects(documents: list[Any], where: str) -> list[dict[str, Any]]:
+    """The documents as objects; an empty document (``---`` with nothing after it) is no object and is dropped."""
+    objects = []
+    for index, doc in enumerate(documents):
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise RequestError(f"{where}: document {index + 1} is a {type(doc).__name__}, not a Kubernetes object")
+        objects.append(doc)
+    return objects
 
 
 def _sign_image(args: argparse.Namespace, documents: list[Any], key: Any, domain: str, files: list[Path]) -> list[Any]:
@@ -99,38 +162,70 @@ def _sign_image(args: argparse.Namespace, documents: list[Any], key: Any, domain
 
 def run(args: argparse.Namespace) -> int:
     from ..envelope import DEFAULT_DOMAIN
-    from ..signing import append_signature, dump_yaml, sign_documents
+    from ..signing import (
+        TOTAL_ANNOTATION_SIZE_LIMIT,
+        AnnotationsTooLarge,
+        annotations_size,
+        append_signature,
+        dump_yaml,
+        sign_documents,
+        sign_each,
+    )
     from ._keys import load_signing_key
 
     domain = args.annotation_domain or DEFAULT_DOMAIN
+    source, out = _source(args)
+    if source == "-" and args.key == "-":
+        raise RequestError("standard input carries the manifests; give the key as a file or env://VAR, not -k -")
     key = load_signing_key(args.key)
-    if args.filename == "-":
-        raise RequestError("sign reads a file or directory, not standard input")
-    files = input_files(args.filename)
-    documents = [doc for path in files for doc in read_documents(str(path))]
-    for index, doc in enumerate(documents):
-        if not isinstance(doc, dict):
-            raise RequestError(f"document {index + 1} is a {type(doc).__name__}, not a Kubernetes object")
-    if args.image:
-        if args.append_signature:
-            raise RequestError("--image signs the bundle image; --append-signature does not apply")
-        signed = _sign_image(args, documents, key, domain, files)
-    elif args.append_signature:
-        if args.tarball:
-            raise RequestError("--append-signature reuses the existing message; --tarball does not apply")
-        signed = append_signature(documents, key, domain=domain)
-    else:
-        base = Path(args.filename)
-        tarball = (
-            [(str(p.relative_to(base)) if base.is_dir() else p.name, p.read_bytes()) for p in files]
-            if args.tarball
-            else None
+    files = [] if source == "-" else input_files(source)
+    documents = _objects(read_documents("-") if source == "-" else [d for p in files for d in read_documents(str(p))],
+                         "standard input" if source == "-" else source)  # fmt: skip
+    if args.post_renderer and not documents:
+        return EXIT_OK  # a release of hooks only: Helm post-renders an empty stream, and gets one back
+    try:
+        if args.image:
+            if args.append_signature or args.per_object:
+                raise RequestError("--image signs the bundle image; --append-signature and --per-object do not apply")
+            signed = _sign_image(args, documents, key, domain, files)
+        elif args.append_signature:
+            if args.tarball:
+                raise RequestError("--append-signature reuses the existing message; --tarball does not apply")
+            if args.per_object:
+                signed = [s for doc in documents for s in append_signature([doc], key, domain=domain)]
+            else:
+                signed = append_signature(documents, key, domain=domain)
+        elif args.per_object:
+            if args.tarball:
+                raise RequestError("--per-object signs each object's YAML; --tarball signs whole files")
+            signed = sign_each(documents, key, domain=domain)
+        else:
+            base = Path(source)
+            tarball = (
+                [(str(p.relative_to(base)) if base.is_dir() else p.name, p.read_bytes()) for p in files]
+                if args.tarball
+                else None
+            )
+            signed = sign_documents(documents, key, domain=domain, tarball_files=tarball)
+    except AnnotationsTooLarge as exc:
+        if args.per_object:
+            raise
+        raise AnnotationsTooLarge(f"{exc.message} (--per-object)") from exc
+    # kubectl's client-side apply copies the whole object, annotations included, into the
+    # last-applied-configuration annotation: past half the limit, only server-side apply fits.
+    crowded = [doc for doc in signed if 2 * annotations_size(doc) > TOTAL_ANNOTATION_SIZE_LIMIT]
+    if crowded:
+        print(
+            f"manifest-provider sign: warning: {len(crowded)} object{'s carry' if len(crowded) != 1 else ' carries'} "
+            f"more than {TOTAL_ANNOTATION_SIZE_LIMIT // 2} bytes of annotations; kubectl apply without --server-side "
+            "copies them into kubectl.kubernetes.io/last-applied-configuration and the API server then refuses the "
+            "object: apply server-side, or sign fewer objects per message (--per-object)",
+            file=sys.stderr,
         )
-        signed = sign_documents(documents, key, domain=domain, tarball_files=tarball)
     text = dump_yaml(signed)
-    out = args.output or f"{args.filename.rstrip('/')}.signed"
     if out == "-":
         sys.stdout.write(text)
+        sys.stdout.flush()
     else:
         Path(out).write_text(text)
         print(f"signed {len(signed)} object{'s' if len(signed) != 1 else ''} -> {out}", file=sys.stderr)

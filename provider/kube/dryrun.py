@@ -112,6 +112,10 @@ def _failed(message: str) -> TransientError:
     return TransientError(message, reason="dry-run-failed")
 
 
+class ResponseTooLarge(TransientError):
+    """An answer longer than :attr:`Limits.max_api_response_bytes`: a list page asks for fewer objects and retries."""
+
+
 @dataclass(frozen=True)
 class Resource:
     """One entry of a discovery document: what a kind is called in URLs, and its scope."""
@@ -122,6 +126,13 @@ class Resource:
     name: str
     namespaced: bool
     verbs: tuple[str, ...]
+    #: The other names kubectl accepts for it (``singularName``, ``shortNames``): provider/kube/lister.py.
+    singular: str = ""
+    short_names: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
 
     def collection(self, namespace: str | None) -> str:
         root = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
@@ -324,6 +335,7 @@ class KubeDryRunner:
         self._clock = clock
         self._lock = threading.Lock()
         self._discovery: dict[tuple[str, str], _Discovered] = {}
+        self._groups: tuple[float, tuple[tuple[str, str], ...]] | None = None
         api_client.user_agent = f"manifest-provider/{__version__}"
         _bound_by_deadlines(api_client)
 
@@ -382,13 +394,57 @@ class KubeDryRunner:
 
     # -- HTTP --
 
-    def _exchange(self, method: str, path: str, deadline: _Deadline, *, body: Any = None, what: str) -> _Response:
-        """One request and its whole answer, complete by ``deadline`` or a :class:`TransientError`."""
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        timeout: float,
+        what: str,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        limits: Limits | None = None,
+    ) -> tuple[int, Any]:
+        """One request outside a dry-run (a list page, a PolicyReport write) and its answer: (status, parsed body).
+
+        The same client, connection pool and whole-exchange deadline as the
+        dry-runs (``timeout`` seconds for this one); a write names its own
+        ``query`` (``fieldManager``). Used by :mod:`provider.kube.lister` and
+        :mod:`provider.kube.reports`. ``limits`` replaces the runner's for
+        this answer (a list page holds many objects).
+        """
+        if method != "GET" and query is None:
+            raise ValueError("a write outside a dry-run must pass its query (fieldManager)")
+        try:
+            response = self._exchange(
+                method, path, _Deadline(timeout), body=body, what=what, query=query or [], limits=limits
+            )
+        except TransientError as exc:
+            exc.reason = "transient-error"  # not a dry-run: the cluster could not be asked
+            raise
+        return response.status, response.body
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        deadline: _Deadline,
+        *,
+        body: Any = None,
+        what: str,
+        query: list[tuple[str, str]] | None = None,
+        limits: Limits | None = None,
+    ) -> _Response:
+        """One request and its whole answer, complete by ``deadline`` or a :class:`TransientError`.
+
+        Without ``query`` a POST is a dry-run (``dryRun=All``): only :meth:`request` writes for real.
+        """
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
         timeout = deadline.remaining(what)
-        query = [("dryRun", "All"), ("fieldManager", FIELD_MANAGER)] if method == "POST" else None
+        if query is None:
+            query = [("dryRun", "All"), ("fieldManager", FIELD_MANAGER)] if method == "POST" else None
         params = self._client.param_serialize(
             method,
             path,
@@ -397,7 +453,8 @@ class KubeDryRunner:
             body=body,
             auth_settings=["BearerToken"],
         )
-        limit = self.limits.max_api_response_bytes
+        limits = limits or self.limits
+        limit = limits.max_api_response_bytes
         _EXCHANGE.deadline = deadline
         try:
             # _request_timeout is urllib3's per-operation bound; the connection
@@ -424,12 +481,14 @@ class KubeDryRunner:
         finally:
             _EXCHANGE.deadline = None
         if len(data) > limit:
-            raise _failed(f"{self.source} answered {what} with more than {limit} bytes")
+            raise ResponseTooLarge(
+                f"{self.source} answered {what} with more than {limit} bytes", reason="dry-run-failed"
+            )
         if "json" not in content_type:
             response = _Response(raw.status, data.decode("utf-8", "replace"))
         else:
             try:
-                response = _Response(raw.status, load_json(data, limits=self.limits, what=f"the answer to {what}"))
+                response = _Response(raw.status, load_json(data, limits=limits, what=f"the answer to {what}"))
             except DataError as exc:
                 raise _failed(f"{self.source}: {exc.message}") from exc
         # The socket waits end by the deadline, but the last one may return at
@@ -468,8 +527,60 @@ class KubeDryRunner:
             if not isinstance(name, str) or "/" in name or not isinstance(kind, str) or kind in kinds:
                 continue  # subresources (pods/status) share their parent's kind
             verb_list = tuple(v for v in verbs if isinstance(v, str)) if isinstance(verbs, list) else ()
-            kinds[kind] = Resource(group, version, kind, name, item.get("namespaced") is True, verb_list)
+            singular, short = item.get("singularName"), item.get("shortNames")
+            kinds[kind] = Resource(
+                group,
+                version,
+                kind,
+                name,
+                item.get("namespaced") is True,
+                verb_list,
+                singular if isinstance(singular, str) else "",
+                tuple(n for n in short if isinstance(n, str)) if isinstance(short, list) else (),
+            )
         return _Discovered(kinds, now, served=True)
+
+    def served(self, group: str, version: str, *, timeout: float | None = None) -> tuple[Resource, ...]:
+        """Every resource one group/version serves (subresources aside), from the same cache as :meth:`resource_for`."""
+        key = (group, version)
+        with self._lock:
+            entry = self._discovery.get(key)
+        if entry is None or self._clock() - entry.fetched >= self.discovery_ttl:
+            entry = self._discover(group, version, _Deadline(timeout or self.timeout))
+            with self._lock:
+                self._discovery[key] = entry
+        return tuple(entry.kinds.values())
+
+    def group_versions(self, *, timeout: float | None = None) -> tuple[tuple[str, str], ...]:
+        """(group, preferred version) of every API group, the core group first, in the server's order.
+
+        ``GET /api`` and ``GET /apis``, cached like the group/version
+        documents: the order is kubectl's priority when a name is served by
+        more than one group (``events``: the core group's).
+        """
+        with self._lock:
+            cached = self._groups
+        if cached is not None and self._clock() - cached[0] < self.discovery_ttl:
+            return cached[1]
+        deadline = _Deadline(timeout or self.timeout)
+        found: list[tuple[str, str]] = []
+        core = self._exchange("GET", "/api", deadline, what="discovery GET /api")
+        if core.status != 200 or not isinstance(core.body, dict):
+            raise _failed(_transport_message(core, "discovery GET /api", self.source))
+        found += [("", v) for v in (core.body.get("versions") or [])[:1] if isinstance(v, str)]
+        groups = self._exchange("GET", "/apis", deadline, what="discovery GET /apis")
+        if groups.status != 200 or not isinstance(groups.body, dict):
+            raise _failed(_transport_message(groups, "discovery GET /apis", self.source))
+        for entry in groups.body.get("groups") or []:
+            preferred = entry.get("preferredVersion") if isinstance(entry, dict) else None
+            name = entry.get("name") if isinstance(entry, dict) else None
+            version = preferred.get("version") if isinstance(preferred, dict) else None
+            if isinstance(name, str) and isinstance(version, str):
+                found.append((name, version))
+        result = tuple(found)
+        with self._lock:
+            self._groups = (self._clock(), result)
+        return result
 
     def resource_for(self, api_version: Any, kind: Any, deadline: _Deadline | None = None) -> Resource:
         """The resource serving ``kind`` in ``api_version``, from (cached) discovery."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-import resource
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -46,34 +47,52 @@ class Run:
     max_rss: int
 
 
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+#: Runs the CLI as a child of a small interpreter and writes the child's peak RSS to argv[1].
+#: The kernel carries a process's peak RSS across fork and exec (``exec_mmap`` folds the old
+#: address space's high-water mark into ``signal->maxrss``), so a CLI started straight from
+#: pytest would be charged with pytest's own few hundred MiB; started from this launcher, it
+#: inherits the launcher's ~10 MiB instead.
+LAUNCHER = """
+import os, resource, sys
+limit = int(sys.argv[2])
+pid = os.fork()
+if pid == 0:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    os.execvp(sys.argv[3], sys.argv[3:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as out:
+    out.write(str(usage.ru_maxrss * 1024))
+sys.exit(os.waitstatus_to_exitcode(status) % 256)
+"""
 
 
 def run_cli(args: list[str], directory: Path) -> Run:
-    """One CLI run with its own peak RSS (``wait4``), killed past :data:`TIME_LIMIT` * 2."""
-    with tempfile.TemporaryFile(dir=directory) as out, tempfile.TemporaryFile(dir=directory) as err:
+    """One CLI run under :data:`ADDRESS_SPACE` with its own peak RSS, killed past :data:`TIME_LIMIT` * 2."""
+    with (
+        tempfile.TemporaryFile(dir=directory) as out,
+        tempfile.TemporaryFile(dir=directory) as err,
+        tempfile.NamedTemporaryFile(dir=directory) as rss,
+    ):
         start = time.perf_counter()
-        process = subprocess.Popen([*command(), *args], stdout=out, stderr=err, preexec_fn=_limit_memory, cwd=directory)  # noqa: PLW1509 - sets an rlimit only
-        while True:
-            pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-            if pid:
-                break
-            if time.perf_counter() - start > 2 * TIME_LIMIT:
-                process.kill()
-                pid, status, usage = os.wait4(process.pid, 0)
-                break
-            time.sleep(0.01)
-        process.returncode = os.waitstatus_to_exitcode(status)  # reaped here: keep Popen from waiting again
+        launcher = [sys.executable, "-c", LAUNCHER, rss.name, str(ADDRESS_SPACE)]
+        process = subprocess.Popen(
+            [*launcher, *command(), *args], stdout=out, stderr=err, cwd=directory, start_new_session=True
+        )
+        try:
+            process.wait(2 * TIME_LIMIT)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)  # the launcher and the CLI under it
+            process.wait()
         seconds = time.perf_counter() - start
         out.seek(0)
         err.seek(0)
+        measured = Path(rss.name).read_text()
         return Run(
             process.returncode,
             out.read().decode(errors="replace"),
             err.read().decode(errors="replace"),
             seconds,
-            usage.ru_maxrss * 1024,
+            int(measured) if measured else MAX_RSS,  # not measured: counts as over the bound
         )
 
 

@@ -67,6 +67,19 @@ combine with ``fault = "conflict-once"``). ``pace_seconds`` is the delay,
 Every wait ends when the server stops. The server's threads are named
 ``fakeapi-...`` (:data:`THREAD_PREFIX`), so tests can tell them from the client's.
 
+Live objects (:mod:`tests.support.fakestore`): :meth:`FakeApiServer.add` stores an
+object of any served kind (server-set ``uid``, ``resourceVersion``,
+``creationTimestamp``), :meth:`~FakeApiServer.change` writes it again (as a
+controller would), :meth:`~FakeApiServer.remove` deletes it. ``GET`` of a
+collection lists them (pages with ``limit``/``continue``, ``labelSelector``,
+one namespace or all), ``GET`` of an object reads one.
+:meth:`~FakeApiServer.install_crd` serves a CustomResourceDefinition: its
+group/version discovery document, its group in ``/apis``, and real creates
+and updates of its objects, validated against its schema (the PolicyReport
+CRDs in ``tests/assets/policyreport/``). ``forbidden_resources`` answers the
+recorded RBAC denial for every request on those resources (plural names);
+``store.expire_continue = N`` expires the next N continue tokens (410).
+
 Every request is logged (:attr:`FakeApiServer.requests`);
 :meth:`FakeApiServer.admission_request` shows a logged create as the
 ``AdmissionRequest`` admission webhooks receive for it.
@@ -106,6 +119,7 @@ from cryptography.x509.oid import NameOID
 
 from provider.dryrun import CRD_GROUP_PREFIX, DRY_RUN_SUFFIX
 from tests.support.data import DRYRUN
+from tests.support.fakestore import Answer, Kind, Store
 
 FAULTS = ("slow", "500", "403", "422", "conflict-once")
 PACES = ("late-headers", "late-body", "late-headers-and-body", "trickle-headers", "trickle-body", "silent", "tls-stall")
@@ -123,6 +137,9 @@ _RETRY_NAME = re.compile(re.escape(DRY_RUN_SUFFIX) + r"(?:-[a-z0-9]{5})?\Z")
 _CRD_GROUP = re.compile(re.escape(CRD_GROUP_PREFIX.rstrip(".")) + r"(?:-[a-z0-9]{5})?\.")
 _COLLECTION = re.compile(
     r"/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))(?:/namespaces/(?P<ns>[^/]+))?/(?P<res>[^/]+)\Z"
+)
+_OBJECT = re.compile(
+    r"/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))(?:/namespaces/(?P<ns>[^/]+))?/(?P<res>[^/]+)/(?P<name>[^/]+)\Z"
 )
 _NOT_FOUND = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
               "message": "the server could not find the requested resource", "reason": "NotFound", "details": {}, "code": 404}  # fmt: skip
@@ -263,8 +280,11 @@ class FakeApiServer:
     token: str = field(default_factory=lambda: secrets.token_urlsafe(24), repr=False)
     username: str = "system:serviceaccount:manifest-provider:manifest-provider"
     requests: list[Logged] = field(default_factory=list, repr=False)
+    forbidden_resources: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
+        self.store = Store()
+        self._custom: dict[str, dict[str, Any]] = {}  # discovery documents of installed CRDs
         self._gets = {r.path: r for r in recordings() if r.method == "GET" and not r.stem.startswith(("edge/rbac-",))}
         self._creates: dict[tuple[str, str, str], list[Recording]] = {}
         for r in recordings():
@@ -400,13 +420,133 @@ class FakeApiServer:
                         "fieldManager": (logged.query.get("fieldManager") or [""])[0]},
         }  # fmt: skip
 
+    # -- live objects --
+
+    def _discovery(self, root: str) -> dict[str, Any] | None:
+        if root in self._custom:
+            return self._custom[root]
+        recorded = self._gets.get(root)
+        return recorded.body if recorded is not None and root in self._served else None
+
+    def kind_of(self, root: str, plural: str) -> Kind | None:
+        """The served resource ``plural`` of ``root`` (``/api/v1``, ``/apis/<g>/<v>``), from discovery."""
+        doc = self._discovery(root)
+        for entry in (doc or {}).get("resources", []):
+            if entry["name"] == plural:
+                return Kind(root, plural, entry["kind"], entry["namespaced"], custom=root in self._custom)
+        return None
+
+    def _kind_for(self, api_version: str, kind: str) -> Kind:
+        root = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+        for entry in (self._discovery(root) or {}).get("resources", []):
+            if entry["kind"] == kind and "/" not in entry["name"]:
+                found = self.kind_of(root, entry["name"])
+                assert found is not None
+                return found
+        raise AssertionError(f"the fake API server does not serve {kind} in {api_version}")
+
+    def add(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store a new object (as created); returns it as stored."""
+        kind = self._kind_for(obj["apiVersion"], obj["kind"])
+        if kind.namespaced:
+            self.namespaces.add(obj["metadata"]["namespace"])
+        return self.store.put(kind, obj, fresh=True)
+
+    def change(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Write an existing object again (a new resourceVersion, same uid): what a controller's update does."""
+        return self.store.put(self._kind_for(obj["apiVersion"], obj["kind"]), obj, fresh=False)
+
+    def remove(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        self.store.delete(self._kind_for(api_version, kind), namespace, name)
+
+    def stored(self, api_version: str, kind: str) -> list[dict[str, Any]]:
+        """Every stored object of a kind (copies)."""
+        return self.store.objects(self._kind_for(api_version, kind))
+
+    def install_crd(self, crd: dict[str, Any]) -> None:
+        """Serve a CustomResourceDefinition's served versions, and real writes of its objects (module docstring)."""
+        spec = crd["spec"]
+        names, group = spec["names"], spec["group"]
+        for version in spec["versions"]:
+            if not version.get("served"):
+                continue
+            root = f"/apis/{group}/{version['name']}"
+            entry = {"name": names["plural"], "singularName": names.get("singular", names["kind"].lower()),
+                     "namespaced": spec["scope"] == "Namespaced", "kind": names["kind"],
+                     "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"]}  # fmt: skip
+            if names.get("shortNames"):
+                entry["shortNames"] = list(names["shortNames"])
+            doc = self._custom.setdefault(
+                root,
+                {
+                    "kind": "APIResourceList",
+                    "apiVersion": "v1",
+                    "groupVersion": f"{group}/{version['name']}",
+                    "resources": [],
+                },
+            )
+            doc["resources"] = [r for r in doc["resources"] if r["name"] != names["plural"]] + [entry]
+            self._served.add(root)
+            kind = self.kind_of(root, names["plural"])
+            assert kind is not None
+            self.store.writable(kind, crd)
+
+    def _groups(self) -> dict[str, Any]:
+        body = copy.deepcopy(self._gets["/apis"].body)
+        known = {g["name"] for g in body["groups"]}
+        for root in self._custom:
+            group, version = root.removeprefix("/apis/").split("/")
+            entry = {"groupVersion": f"{group}/{version}", "version": version}
+            if group not in known:
+                known.add(group)
+                body["groups"].append({"name": group, "versions": [entry], "preferredVersion": entry})
+        return body
+
+    def _live(self, logged: Logged) -> Answer | None:
+        """The answer from live objects and installed CRDs, or None: the recordings answer."""
+        if logged.method == "GET" and logged.path in self._custom:
+            return 200, self._custom[logged.path], {}
+        if logged.method == "GET" and logged.path == "/apis" and self._custom:
+            return 200, self._groups(), {}
+        collection, named = _COLLECTION.match(logged.path), _OBJECT.match(logged.path)
+        match = collection or named
+        if match is None:
+            return None
+        root = "/api/v1" if match["cv"] else f"/apis/{match['g']}/{match['v']}"
+        kind = self.kind_of(root, match["res"])
+        if kind is None or (match["ns"] and not kind.namespaced):
+            return None
+        namespace = match["ns"]
+        if kind.plural in self.forbidden_resources:
+            verb = {"GET": "list" if collection else "get", "POST": "create", "PUT": "update"}.get(
+                logged.method, "patch"
+            )
+            return 403, _forbidden(kind.plural, kind.group, namespace, verb), {}
+        if logged.method == "GET" and collection:
+            return self.store.list(kind, namespace, logged.query)
+        if logged.method == "GET" and named:
+            return self.store.read(kind, namespace or "", named["name"])
+        if logged.query.get("dryRun"):
+            return None  # dry-runs are answered from the recordings
+        if logged.method == "POST" and collection:
+            return self.store.create(kind, namespace or "", logged.body)
+        if logged.method == "PUT" and named:
+            return self.store.update(kind, namespace or "", named["name"], logged.body)
+        return None
+
     # -- answers --
 
     def answer(self, logged: Logged) -> tuple[int, Any, dict[str, str]]:
         if logged.method == "GET":
             recorded = self._gets.get(logged.path)
-            if recorded is not None:
+            # An installed CRD's documents replace the recorded ones (/apis, a group recorded as unknown).
+            replaced = logged.path in self._custom or (logged.path == "/apis" and self._custom)
+            if recorded is not None and not replaced:
                 return recorded.status, recorded.body, {}
+        live = self._live(logged)
+        if live is not None:
+            return live
+        if logged.method == "GET":
             return self._not_found(logged.path)
         if logged.method != "POST":
             return self._not_found(logged.path)
@@ -503,16 +643,17 @@ def _reword(status: dict[str, Any], table: dict[str, str], *, name: str) -> dict
     return answer
 
 
-def _forbidden(resource: str, group: str, namespace: str | None) -> dict[str, Any]:
-    """The recorded RBAC denial, re-worded for another resource (the authorizer's sentence is fixed)."""
+def _forbidden(resource: str, group: str, namespace: str | None, verb: str = "create") -> dict[str, Any]:
+    """The recorded RBAC denial, re-worded for another resource and verb (the authorizer's sentence is fixed)."""
     if namespace:
         recorded = recording("edge/rbac-create-forbidden-403").body
         table = {'configmaps is forbidden': f'{resource}{"." + group if group else ""} is forbidden', 'resource "configmaps"': f'resource "{resource}"',
-                 'API group ""': f'API group "{group}"', 'namespace "default"': f'namespace "{namespace}"'}  # fmt: skip
+                 'API group ""': f'API group "{group}"', 'namespace "default"': f'namespace "{namespace}"', "cannot create": f"cannot {verb}"}  # fmt: skip
     else:
         recorded = recording("edge/rbac-create-clusterrole-forbidden-403").body
         table = {"clusterroles.rbac.authorization.k8s.io is forbidden": f'{resource}{"." + group if group else ""} is forbidden',
-                 'resource "clusterroles"': f'resource "{resource}"', 'API group "rbac.authorization.k8s.io"': f'API group "{group}"'}  # fmt: skip
+                 'resource "clusterroles"': f'resource "{resource}"', 'API group "rbac.authorization.k8s.io"': f'API group "{group}"',
+                 "cannot create": f"cannot {verb}"}  # fmt: skip
     answer = _reword(recorded, table, name="")
     answer["details"] = {"kind": resource, **({"group": group} if group else {})}
     return answer

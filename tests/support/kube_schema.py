@@ -88,6 +88,8 @@ OBJECT_META_FIELDS = frozenset(
 )
 #: ``IsDNS1123Subdomain`` (k8s.io/apimachinery/pkg/util/validation).
 DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+#: ``IsDNS1123Label`` (a namespace's name): at most 63 characters.
+DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 #: ``IsQualifiedName``: an optional DNS-subdomain prefix and a name of at most 63 characters.
 QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 
@@ -256,15 +258,18 @@ def _value_validations(value: Any, schema: dict[str, Any], where: str) -> list[s
     return errors
 
 
-def metadata_problems(metadata: Any) -> list[str]:
-    """What the API server's ``ValidateObjectMeta`` refuses in a cluster-scoped object's metadata."""
+def metadata_problems(metadata: Any, *, namespaced: bool = False) -> list[str]:
+    """What the API server's ``ValidateObjectMeta`` refuses in an object's metadata (cluster-scoped by default)."""
     if not isinstance(metadata, dict):
         return ["metadata: expected an object"]
     errors = [f"metadata.{key}: unknown field" for key in metadata if key not in OBJECT_META_FIELDS]
     name = metadata.get("name")
     if not isinstance(name, str) or len(name) > 253 or not DNS1123_SUBDOMAIN.fullmatch(name):
         errors.append(f"metadata.name: {name!r} is not a DNS-1123 subdomain")
-    if "namespace" in metadata:
+    namespace = metadata.get("namespace")
+    if namespaced and not (isinstance(namespace, str) and len(namespace) <= 63 and DNS1123_LABEL.fullmatch(namespace)):
+        errors.append(f"metadata.namespace: {namespace!r} is not a namespace name")
+    if not namespaced and "namespace" in metadata:
         errors.append("metadata.namespace: the object is cluster-scoped")
     for field in ("labels", "annotations"):
         entries = metadata.get(field) or {}
@@ -298,7 +303,7 @@ def crd_version(crd: dict[str, Any], api_version: str) -> dict[str, Any]:
 
 
 def validate_object(obj: dict[str, Any], crd: dict[str, Any]) -> list[str]:
-    """Everything the API server checks before storing ``obj``, an instance of ``crd`` (cluster-scoped)."""
+    """Everything the API server checks before storing ``obj``, an instance of ``crd`` (its ``scope`` says where)."""
     if obj.get("kind") != crd["spec"]["names"]["kind"]:
         return [f"kind: {obj.get('kind')!r} is not {crd['spec']['names']['kind']!r}"]
     try:
@@ -310,6 +315,7 @@ def validate_object(obj: dict[str, Any], crd: dict[str, Any]) -> list[str]:
     if unsupported:
         raise NotImplementedError(f"schema keywords this validator does not implement: {sorted(unsupported)}")
     body = {k: v for k, v in obj.items() if k != "metadata"}
-    return metadata_problems(obj.get("metadata")) + validate(
+    namespaced = crd["spec"].get("scope") == "Namespaced"
+    return metadata_problems(obj.get("metadata"), namespaced=namespaced) + validate(
         body, {**schema, "properties": {k: v for k, v in schema.get("properties", {}).items() if k != "metadata"}}
     )

@@ -26,6 +26,7 @@ from tests.support.data import REPO, load_yaml
 POLICIES = REPO / "policies" / "kyverno"
 APICALL = POLICIES / "verify-manifest-signature"
 CEL = POLICIES / "verify-manifest-signature-cel"
+BACKGROUND = POLICIES / "verify-manifest-signature-background"
 SERVICE_PATH = "/v1/kyverno/verify"
 
 #: The functions of the JMESPath specification (jmespath.org/specification.html#built-in-functions).
@@ -138,6 +139,17 @@ def admission_request(
         "dryRun": False,
         "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"},
     }
+
+
+def background_scan_request(obj: dict[str, Any]) -> dict[str, Any]:
+    """``{{ request }}`` in a background scan: what Kyverno's scanner puts in the policy context for a stored object.
+
+    kyverno/kyverno ``pkg/controllers/report/utils/scanner.go`` (``validateResource``) calls
+    ``engine.NewPolicyContext(jp, resource, kyvernov1.Create, nil, ...)``, which
+    (``pkg/engine/policycontext/policy_context.go``) adds ``request.object``,
+    ``request.namespace`` and ``request.operation``; user info only when given (here: nil).
+    """
+    return {"object": obj, "namespace": obj.get("metadata", {}).get("namespace", ""), "operation": "CREATE"}
 
 
 # --- the CEL policy, evaluated -------------------------------------------------------------

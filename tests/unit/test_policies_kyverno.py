@@ -26,6 +26,7 @@ from provider.verifier import decide
 from tests.support.data import REPO, load_yaml
 from tests.support.kyverno import (
     APICALL,
+    BACKGROUND,
     CEL,
     POLICIES,
     SERVICE_PATH,
@@ -47,7 +48,7 @@ from tests.support.kyverno import (
 
 GATEKEEPER = REPO / "policies" / "gatekeeper"
 PULL = POLICIES / "always-pull-private-images"
-POLICY_DIRS = [APICALL, CEL, PULL]
+POLICY_DIRS = [APICALL, CEL, PULL, BACKGROUND]
 
 
 # --- every policy: layout, annotations, audit mode ---------------------------------------------

@@ -86,7 +86,7 @@ def test_every_file_under_policies_kyverno_is_accounted_for() -> None:
                 assert doc["kind"] in ("Test", "Values"), path
             else:
                 assert path.name == "resource.yaml", path
-    assert policies == len(POLICY_FILES) == 5
+    assert policies == len(POLICY_FILES) == 6
 
 
 @pytest.mark.parametrize("path", POLICY_FILES, ids=lambda p: p.parent.name)
@@ -333,7 +333,7 @@ RULES = rule_cases()
 
 
 def test_every_cluster_policy_has_expressions() -> None:
-    assert len(RULES) == 4
+    assert len(RULES) == 5
     assert sum(len(jmespath_expressions(policy(p)["spec"]["rules"][i])) for p, i in RULES) >= 20
 
 

@@ -10,7 +10,16 @@ import pytest
 from provider import Policy, Review, decide
 from provider.envelope import read_envelope
 from provider.errors import RequestError
-from provider.signing import append_signature, dump_yaml, sign_documents, strip_envelope
+from provider.signing import (
+    TOTAL_ANNOTATION_SIZE_LIMIT,
+    AnnotationsTooLarge,
+    annotations_size,
+    append_signature,
+    dump_yaml,
+    sign_documents,
+    sign_each,
+    strip_envelope,
+)
 from tests.support.data import KYVERNO, UPSTREAM, load_yaml
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap
@@ -94,3 +103,65 @@ def test_nothing_to_sign() -> None:
 def test_dump_yaml_keeps_long_values_on_one_line() -> None:
     text = dump_yaml([{"a": "x" * 500}])
     assert text.count("\n") == 1
+
+
+# --- what the API server accepts: 256 KiB of annotations per object ---------------------------------
+
+
+def padded(size: int, key: str = "pad") -> dict[str, object]:
+    """A ConfigMap whose own annotations hold ``size`` bytes (keys and values, UTF-8) before it is signed."""
+    doc = configmap("big")
+    doc["metadata"]["annotations"] = {key: "x" * (size - len(key.encode()))}
+    return doc
+
+
+def envelope_bytes(doc: dict[str, object]) -> int:
+    """What signing ``doc`` alone adds to its annotations (the message holds the pad too)."""
+    (signed,) = sign_documents([doc], make_key())
+    return annotations_size(signed) - annotations_size(doc)
+
+
+def test_an_object_at_the_limit_is_signed_and_one_byte_more_is_refused() -> None:
+    """kubernetes/apimachinery pkg/api/validation/objectmeta.go refuses a total above TotalAnnotationSizeLimitB."""
+    # The message compresses the pad to a few hundred bytes, so its size barely moves with it.
+    guess = TOTAL_ANNOTATION_SIZE_LIMIT - envelope_bytes(padded(TOTAL_ANNOTATION_SIZE_LIMIT - 2000))
+    for size in range(guess - 8, guess + 8):
+        doc = padded(size)
+        total = size + envelope_bytes(doc)
+        if total == TOTAL_ANNOTATION_SIZE_LIMIT:
+            (signed,) = sign_documents([doc], make_key())
+            assert annotations_size(signed) == TOTAL_ANNOTATION_SIZE_LIMIT
+            break
+    else:
+        pytest.fail("no pad lands exactly on the limit")
+    over = padded(size + 1)
+    with pytest.raises(AnnotationsTooLarge, match=r"ConfigMap ns/big would carry 262145 bytes"):
+        sign_documents([over], make_key())
+
+
+def test_annotation_bytes_are_counted_in_utf8() -> None:
+    assert annotations_size({"metadata": {"annotations": {"k": "é" * 10}}}) == 1 + 20
+    assert annotations_size({"metadata": {}}) == 0
+
+
+def test_appending_a_signature_past_the_limit_is_refused() -> None:
+    """A second signature (``signature_1``, about 125 bytes with its key) does not fit 60 bytes of room."""
+    size = TOTAL_ANNOTATION_SIZE_LIMIT - 60 - envelope_bytes(padded(TOTAL_ANNOTATION_SIZE_LIMIT - 2000))
+    (signed,) = sign_documents([padded(size)], make_key())
+    room = TOTAL_ANNOTATION_SIZE_LIMIT - annotations_size(signed)
+    assert 40 < room < 80, room
+    with pytest.raises(AnnotationsTooLarge, match="each object in a message of its own"):
+        append_signature([signed], make_key("ecdsa-p256", 1))
+
+
+def test_many_objects_in_one_message_are_refused_and_signed_one_by_one() -> None:
+    """Each object carries the message over all of them: it is the count that breaks the limit."""
+    docs = [configmap(f"cm-{i}", big="".join(f"{i * 7919 + j:x}" for j in range(2000))) for i in range(60)]
+    with pytest.raises(AnnotationsTooLarge, match="signed together with 59 other objects"):
+        sign_documents(docs, make_key())
+    each = sign_each(docs, make_key())
+    policy = Policy.from_dict({"keys": [public_key_pem(make_key())]})
+    assert len(each) == 60 and len({d["metadata"]["annotations"][f"{D}/message"] for d in each}) == 60
+    for doc in each:
+        assert annotations_size(doc) < TOTAL_ANNOTATION_SIZE_LIMIT
+        assert decide(Review.for_object(doc), policy).verified

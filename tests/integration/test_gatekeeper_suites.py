@@ -1,0 +1,60 @@
+"""The suites of the two templates whose checks read the cluster, run against the real service.
+
+``verify-cluster-info`` and ``verify-kubelet-serving-csr`` ask the service's
+``cluster-info`` and ``kubelet-serving-csr`` checks, which read bootstrap-token
+Secrets from the API server (here a fake one holding the samples' token
+``07401b``). Each case is reviewed as Gatekeeper reviews it at admission: the
+CSR created by the node it names, cluster-info updated by the bootstrap
+signer (gator's own review carries no user, so gator could not run these).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.bootstrap import secret
+from tests.support.data import REPO
+from tests.support.fakeapi import TokenApi
+from tests.support.gator import review_as_created, run_suite
+from tests.support.opa import GatekeeperExternalData, gatekeeper_client_context
+from tests.support.server import Server, running_server
+
+pytestmark = pytest.mark.integration
+
+GATEKEEPER = REPO / "policies" / "gatekeeper"
+#: The example token of the Kubernetes documentation, which the cluster-info samples are signed with.
+SAMPLE_TOKEN_ID, SAMPLE_TOKEN_SECRET = "07401b", "f395accd246ae52d"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    token = secret(**{"token-id": SAMPLE_TOKEN_ID, "token-secret": SAMPLE_TOKEN_SECRET})
+    token["metadata"]["name"] = f"bootstrap-token-{SAMPLE_TOKEN_ID}"
+    api = TokenApi(secrets={f"bootstrap-token-{SAMPLE_TOKEN_ID}": token}).start()
+    kubeconfig = api.kubeconfig(Path(tmp_path_factory.mktemp("kube")) / "kubeconfig")
+    try:
+        with running_server(env={"MANIFEST_PROVIDER_KUBECONFIG": str(kubeconfig)}) as running:
+            yield running
+    finally:
+        api.stop()
+
+
+def review(obj: dict[str, Any]) -> dict[str, Any]:
+    if obj["kind"] == "CertificateSigningRequest":
+        return review_as_created(obj, obj["spec"]["username"])
+    return {**review_as_created(obj, "system:serviceaccount:kube-system:bootstrap-signer"), "operation": "UPDATE"}
+
+
+@pytest.mark.parametrize("name", ["verify-cluster-info", "verify-kubelet-serving-csr"])
+def test_the_suite_passes_against_the_service(server: Server, name: str) -> None:
+    pki = server.pki
+    external = GatekeeperExternalData({"manifest-provider": f"{server.url}/v1/gatekeeper/verify"},
+                                      gatekeeper_client_context(pki.ca_cert, pki.client_cert, pki.client_key))  # fmt: skip
+    outcome = run_suite(GATEKEEPER / name / "suite.yaml", external, review)
+    assert len(outcome) >= 3
+    assert {case: why for case, why in outcome.items() if why} == {}
+    assert external.sent, "the service was never asked"
