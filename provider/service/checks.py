@@ -199,7 +199,7 @@ class Verdict:
     result: Result
     subject: Subject
     #: ``result.to_dict()`` as compact JSON: the ``value`` both wire formats answer with.
-    value: str = field(default="", compare=False, repr=False)
+    value: str = field(compare=False, repr=False)
 
     @classmethod
     def of(cls, check: str, result: Result, review: Review) -> Verdict:
