@@ -3,7 +3,7 @@
 Runs, one after the other (each in its own process, so none warms another's caches):
 
 * ``bench/verify.py``   -- in-process ``decide()`` against its floor; growth with object size and keys;
-* ``bench/service.py``  -- the HTTPS service: throughput, latency, cache hits;
+* ``bench/service.py``  -- the HTTPS service: server CPU per verification, latency, cache hits;
 * ``bench/dryrun.py``   -- what a server-side dry-run adds;
 * ``bench/keyless.py``  -- keyless verification against a key verification;
 * ``bench/classify.py`` -- audit-log classification throughput and memory;
@@ -168,13 +168,11 @@ def print_report(r: dict[str, Any]) -> None:
             )
     s = r["service"]
     print("\n## The HTTPS service (bench/service.py)")
-    print(f"  floor (in-process decide, 1 core): {s['floor_per_s']:.0f}/s")
-    print(
-        f"  single-key requests: {s['single_key_per_s']:.0f} verifications/s ({s['single_vs_two_core_floor']:.2f}x the 2-core floor)"
-    )
-    print(
-        f"  50-key requests:     {s['batch_50_per_s']:.0f} verifications/s ({s['batch_vs_two_core_floor']:.2f}x the 2-core floor)"
-    )
+    print(f"  floor: decide() in process: {s['floor_cpu_us']:.0f} us CPU per call")
+    for name, row in s["kinds"].items():
+        print(f"  server CPU per verification, {name}: {row['cpu_us_per_verification']:.0f} us "
+              f"({row['ratio_to_floor']:.2f}x the floor)")  # fmt: skip
+    print(f"  fresh TLS connection / kept-alive: {s['fresh_over_kept_alive']:.2f}x")
     for key, label in (("single_key_at_100_rps", "1 key at 100 req/s"), ("cache_hit", "cache hit at 100 req/s"),
                        ("cache_hit_back_to_back", "cache hit back to back"), ("healthz_at_100_rps", "GET /healthz at 100 req/s")):  # fmt: skip
         row = s[key]

@@ -625,8 +625,12 @@ def load_json(
     except ValueError as exc:
         raise error(f"{what} is not valid JSON: {str(exc)[:120]}") from exc
     # Every JSON node takes at least one character, so short text cannot
-    # exceed the node limit; only the depth needs checking then.
-    _check_containers(value, limits, error, what, count_nodes=len(text) > limits.max_nodes, check_floats=False)
+    # exceed the node limit; only the depth needs checking then -- and not even
+    # that when the text holds fewer "{" and "[" than the depth limit (a path
+    # cannot nest more containers than there are).
+    count_nodes = len(text) > limits.max_nodes
+    if count_nodes or text.count("{") + text.count("[") >= limits.max_depth:
+        _check_containers(value, limits, error, what, count_nodes=count_nodes, check_floats=False)
     return value
 
 

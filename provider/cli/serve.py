@@ -1,9 +1,10 @@
 """``manifest-provider serve``: the HTTPS service for Gatekeeper and Kyverno.
 
 Every flag is also an environment variable ``MANIFEST_PROVIDER_<NAME>`` (a
-flag wins); settings without a flag (cache sizes, token cache, key threads,
-``METRICS_CALLERS``, ``HEAD_TIMEOUT_SECONDS``, ``MAX_CONNECTIONS``) are
-environment-only. See ``docs/api.md`` and :mod:`provider.service.config`.
+flag wins; ``--no-metrics-port`` is ``METRICS_PORT=0``); settings without a flag
+(cache sizes, token cache, key threads, ``METRICS_CALLERS``,
+``HEAD_TIMEOUT_SECONDS``, ``MAX_CONNECTIONS``) are environment-only. See
+``docs/api.md`` and :mod:`provider.service.config`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,20 @@ FLAGS: tuple[tuple[str, str, type, str, str], ...] = (
     ("--max-body-bytes", "max_body_bytes", int, "N", "largest request body (default 16 MiB; 413 beyond)"),
     ("--max-keys", "max_keys", int, "N", "most keys in one Gatekeeper request (default 128)"),
     ("--log-level", "log_level", str, "LEVEL", "debug, info (default), warning or error"),
+    (
+        "--metrics-port",
+        "metrics_port",
+        int,
+        "P",
+        "plain-HTTP port serving GET /metrics without credentials (default 8888; 0: none)",
+    ),
+    (
+        "--metrics-bind",
+        "metrics_bind",
+        str,
+        "ADDR",
+        "address the metrics port listens on (default 0.0.0.0; fd://N for an inherited socket)",
+    ),
 )
 
 
@@ -71,6 +86,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=None,
         help="serve plain HTTP for local experiments; warns on every request; never for a cluster "
         f"[{env_name('unsafe_http')}]",
+    )
+    p.add_argument(
+        "--no-metrics-port",
+        dest="metrics_port",
+        action="store_const",
+        const=0,
+        help=f"serve no metrics port (/metrics stays on the API port, with its callers) [{env_name('metrics_port')}=0]",
     )
     p.set_defaults(run=run)
 

@@ -36,10 +36,22 @@ from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from . import metrics
-from .auth import Decision
+from .auth import REFUSAL_REASONS, Decision
 from .body import CLOSE_CONNECTION
+from .checks import CHECKS
 from .config import configure_logging, load_config
-from .routes import BLUEPRINTS, METRICS_PATH, OPEN_PATHS, http_error, internal_error, json_response
+from .routes import (
+    BLUEPRINTS,
+    FAMILIES,
+    METRICS_PATH,
+    OPEN_PATHS,
+    ROUTE_CODES,
+    UNMATCHED,
+    http_error,
+    internal_error,
+    json_response,
+    known_decisions,
+)
 from .state import EXTENSION, Service, current_service
 
 log = logging.getLogger("provider.app")
@@ -67,6 +79,13 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         app.register_blueprint(blueprint)
     app.register_error_handler(HTTPException, http_error)
     app.register_error_handler(Exception, internal_error)
+    metrics.initialise(
+        route_codes=ROUTE_CODES,
+        decisions=known_decisions(),
+        families=[family.route for family in FAMILIES],
+        checks=CHECKS,
+        refusal_reasons=REFUSAL_REASONS,
+    )
     return app
 
 
@@ -107,7 +126,7 @@ def _refuse(decision: Decision) -> Response:
     """The answer to a caller who may not call, its log line and its count; the connection is closed after it."""
     request.environ[CLOSE_CONNECTION] = True
     metrics.AUTH_REFUSALS.labels(decision.reason).inc()
-    route = request.url_rule.rule if request.url_rule is not None else "unmatched"
+    route = request.url_rule.rule if request.url_rule is not None else UNMATCHED
     log.warning(
         "caller refused",
         extra={
@@ -128,9 +147,12 @@ def _refuse(decision: Decision) -> Response:
 
 
 def count(response: Response) -> Response:
-    """Count every answer by route and status, and time it."""
-    route = request.url_rule.rule if request.url_rule is not None else "unmatched"
-    metrics.REQUESTS.labels(route, str(response.status_code)).inc()
-    if "start" in g:
-        metrics.REQUEST_SECONDS.labels(route).observe(time.monotonic() - g.start)
+    """Count every answer by route and status, and time it (in the process's tally: no file is written here)."""
+    rule = request.url_rule
+    route = (rule.rule if rule is not None else UNMATCHED,)
+    start = g.get("start")
+    metrics.TALLY.record(
+        [(metrics.REQUESTS, (*route, str(response.status_code)))],
+        [(metrics.REQUEST_SECONDS, route, time.monotonic() - start)] if start is not None else (),
+    )
     return response

@@ -53,6 +53,7 @@ from ..kube.tokenreview import TokenReviewer, TokenStatus
 from .clientcerts import ClientCertificates
 
 __all__ = [
+    "REFUSAL_REASONS",
     "Authenticator",
     "Callers",
     "Decision",
@@ -77,6 +78,21 @@ BURST_SECONDS = 2.0
 #: The prefix and group the API server gives every service account (k8s.io/apiserver serviceaccount package).
 SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 SERVICE_ACCOUNTS_GROUP = "system:serviceaccounts"
+#: Every reason a caller is refused for (``manifest_provider_auth_refusals_total{reason}``):
+#: :meth:`Authenticator.authenticate`'s own, the client certificate's problems
+#: (:class:`~provider.service.clientcerts.PeerCertificate`) and the TokenReview's transient failures.
+REFUSAL_REASONS = (
+    "no-credentials",
+    "certificate-expired",
+    "certificate-not-yet-valid",
+    "certificate-untrusted",
+    "caller-not-allowed",
+    "token-refused",
+    "token-too-large",
+    "token-review-failed",
+    "token-review-timeout",
+    "token-review-rate-limited",
+)
 
 
 # --- the callers --------------------------------------------------------------------

@@ -110,6 +110,12 @@ class Config:
     callers: tuple[str, ...] = (GATEKEEPER_CALLER, KYVERNO_CALLER)
     #: Who may read ``/metrics`` on the API port, in the same form; unset: the callers above.
     metrics_callers: tuple[str, ...] | None = None
+    # -- the metrics port (provider.service.scrape) --
+    #: Plain-HTTP port serving ``GET /metrics`` without credentials (Gatekeeper's and ratify's
+    #: metrics port is 8888 too); 0 turns it off. Who may reach it is the NetworkPolicy's choice.
+    metrics_port: int = 8888
+    #: Address the metrics port listens on (``fd://N``: an inherited, listening socket).
+    metrics_bind: str = "0.0.0.0"  # noqa: S104 - Prometheus scrapes the pod's address
     # -- serving (the gunicorn launcher) --
     bind: str = "0.0.0.0"  # noqa: S104 - a pod serves its Service on every interface; TLS and mTLS guard it
     port: int = 8443
@@ -278,8 +284,16 @@ def _check(config: Config) -> Config:
         raise ConfigError(f"{env_name('cache_entries')}: must be 0 (off) or more")
     if config.cache_ttl_seconds < 0:
         raise ConfigError(f"{env_name('cache_ttl_seconds')}: must be 0 or more")
-    if not 0 <= config.port <= 65535:
-        raise ConfigError(f"{env_name('port')}: {config.port} is not a TCP port")
+    for name in ("port", "metrics_port"):
+        if not 0 <= getattr(config, name) <= 65535:
+            raise ConfigError(f"{env_name(name)}: {getattr(config, name)} is not a TCP port")
+    if config.metrics_bind.startswith("fd://") and not config.metrics_bind[len("fd://") :].isdigit():
+        raise ConfigError(f"{env_name('metrics_bind')}: fd://<number>, got {config.metrics_bind[:40]!r}")
+    if (config.metrics_port, config.metrics_bind) == (config.port, config.bind) and not config.bind.startswith("fd://"):
+        raise ConfigError(
+            f"{env_name('metrics_port')} ({config.metrics_port}) is the API's port: give it one of its own, "
+            "or 0 for none"
+        )
     if config.log_level not in LOG_LEVELS:
         raise ConfigError(f"{env_name('log_level')}: {config.log_level[:20]!r} is not one of {', '.join(LOG_LEVELS)}")
     if config.token_audience is not None and not config.token_audience:

@@ -22,17 +22,19 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from flask import Blueprint, Response, g, request
+from prometheus_client import Counter, Histogram
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from ..errors import ProviderError, RequestError, TransientError
+from ..result import AllowedBy, Result
 from . import metrics
 from .body import CLOSE_CONNECTION, BodyUnreadable, read_body
-from .checks import Answer, Job
+from .checks import CHECK_REASONS, Answer, Job
 from .state import Service, current_service
 from .wire import gatekeeper, kyverno
 
@@ -44,11 +46,17 @@ KYVERNO_PATH = "/v1/kyverno/verify"
 METRICS_PATH = "/metrics"
 #: Routes a kubelet probe must reach without credentials.
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
+_HIT, _MISS = "hit", "miss"
 
 
 def json_response(body: Any, status: int = 200) -> Response:
     # ensure_ascii keeps keys with lone surrogates encodable; Gatekeeper decodes them to the same string.
-    return Response(json.dumps(body, separators=(",", ":")), status=status, mimetype="application/json")
+    return json_text_response(json.dumps(body, separators=(",", ":")), status)
+
+
+def json_text_response(text: str, status: int = 200) -> Response:
+    """An answer whose JSON is already encoded (a verdict's :attr:`~provider.service.checks.Verdict.value`)."""
+    return Response(text, status=status, mimetype="application/json")
 
 
 def _deadline(service: Service) -> float:
@@ -59,44 +67,55 @@ def _deadline(service: Service) -> float:
 # --- counting and logging ---------------------------------------------------------
 
 
-def _record(route: str, answer: Answer) -> None:
-    """Count and log one key's answer: decision, reason, object identity, latency; nothing else."""
-    metrics.CACHE_LOOKUPS.labels("hit" if answer.cached else "miss").inc()
-    if answer.verdict is not None:
-        verdict, result = answer.verdict, answer.verdict.result
-        metrics.DECISIONS.labels(route, verdict.check, result.reason, result.traffic_class).inc()
-        if not answer.cached:
-            metrics.VERIFICATION_SECONDS.labels(verdict.check).observe(answer.seconds)
-        log.info(
-            "decision",
-            extra={
-                "route": route,
-                "check": verdict.check,
-                "decision": "allow" if result.allowed else "deny",
-                "reason": result.reason,
-                "class": result.traffic_class,
-                "object": {
-                    "kind": verdict.subject.kind,
-                    "namespace": verdict.subject.namespace,
-                    "name": verdict.subject.name,
-                },
-                "cached": answer.cached,
-                "latency_ms": round(answer.seconds * 1000, 3),
-                "caller": g.get("identity", "anonymous"),
-            },
-        )
-    elif answer.error is not None:
-        metrics.KEY_ERRORS.labels(route, answer.error.reason).inc()
-        log.info(
-            "key error",
-            extra={
-                "route": route,
-                "decision": "error",
-                "reason": answer.error.reason,
-                "latency_ms": round(answer.seconds * 1000, 3),
-                "caller": g.get("identity", "anonymous"),
-            },
-        )
+def _account(route: str, answers: Sequence[Answer]) -> None:
+    """Count the answers of one request and log each: decision, reason, object identity, latency; nothing else.
+
+    The counts of a whole request go to :data:`provider.service.metrics.TALLY` under
+    one lock, however many keys it holds. Each key still gets its own log line
+    (``decision`` or ``key error``, as operators' queries and the log tests expect),
+    built from a small dict: no object content, no key text.
+    """
+    counts: list[tuple[Counter, tuple[str, ...]]] = []
+    observations: list[tuple[Histogram, tuple[str, ...], float]] = []
+    logged = log.isEnabledFor(logging.INFO)
+    caller = g.get("identity", "anonymous") if logged else ""
+    for answer in answers:
+        counts.append((metrics.CACHE_LOOKUPS, (_HIT if answer.cached else _MISS,)))
+        if answer.verdict is not None:
+            verdict, result = answer.verdict, answer.verdict.result
+            counts.append((metrics.DECISIONS, (route, verdict.check, result.reason, result.traffic_class)))
+            if not answer.cached:
+                observations.append((metrics.VERIFICATION_SECONDS, (verdict.check,), answer.seconds))
+            if logged:
+                subject = verdict.subject
+                log.info(
+                    "decision",
+                    extra={
+                        "route": route,
+                        "check": verdict.check,
+                        "decision": "allow" if result.allowed else "deny",
+                        "reason": result.reason,
+                        "class": result.traffic_class,
+                        "object": {"kind": subject.kind, "namespace": subject.namespace, "name": subject.name},
+                        "cached": answer.cached,
+                        "latency_ms": round(answer.seconds * 1000, 3),
+                        "caller": caller,
+                    },
+                )
+        elif answer.error is not None:
+            counts.append((metrics.KEY_ERRORS, (route, answer.error.reason)))
+            if logged:
+                log.info(
+                    "key error",
+                    extra={
+                        "route": route,
+                        "decision": "error",
+                        "reason": answer.error.reason,
+                        "latency_ms": round(answer.seconds * 1000, 3),
+                        "caller": caller,
+                    },
+                )
+    metrics.TALLY.record(counts, observations)
 
 
 def _unreadable(route: str, error: BodyUnreadable) -> None:
@@ -173,13 +192,14 @@ def _ladder(family: RouteFamily, exc: Exception) -> Response:
         _unreadable(family.route, exc)
         status, reason, message = 400, exc.reason, exc.message
     elif isinstance(exc, RequestError) and family.request_error_is_a_key_error:
-        _record(family.route, Answer(None, exc))
+        _account(family.route, [Answer(None, exc)])
         reason, message = exc.reason, exc.message
     elif isinstance(exc, (RequestError, TransientError)):
         _system_error(family.route, exc)
         reason, message = exc.reason, exc.message
     else:  # fail closed, without a traceback in the answer
         log.error("internal error", exc_info=exc)
+        metrics.SYSTEM_ERRORS.labels(family.route, "internal-error").inc()
         reason, message = "internal-error", family.internal_message
     return json_response(family.answer(reason, message), status)
 
@@ -205,18 +225,11 @@ gatekeeper_routes = _blueprint("gatekeeper", GATEKEEPER)
 def gatekeeper_verify() -> Response:
     service = current_service()
     keys = gatekeeper.read_request(read_body(service.config.max_body_bytes), service.limits)
-    metrics.KEYS_PER_REQUEST.observe(len(keys))
+    metrics.TALLY.observe(metrics.KEYS_PER_REQUEST, (), len(keys))
     jobs = [Job(gatekeeper.cache_key(key), functools.partial(gatekeeper.read_key, key, service.limits)) for key in keys]
     answers = service.dispatcher.run(jobs, service.context(), _deadline(service))
-    items: list[gatekeeper.Item] = []
-    for key, answer in zip(keys, answers, strict=True):
-        _record(GATEKEEPER.route, answer)
-        if answer.verdict is not None:
-            items.append(gatekeeper.value_item(key, answer.verdict.result))
-        else:
-            assert answer.error is not None
-            items.append(gatekeeper.error_item(key, answer.error))
-    return json_response(gatekeeper.response(items))
+    _account(GATEKEEPER.route, answers)
+    return json_text_response(gatekeeper.encode_response(keys, answers))
 
 
 # --- Kyverno ----------------------------------------------------------------------
@@ -235,11 +248,11 @@ def kyverno_verify() -> Response:
     service = current_service()
     question, cache_key = kyverno.read_body(read_body(service.config.max_body_bytes), service.limits)
     (answer,) = service.dispatcher.run([Job(cache_key, lambda: question)], service.context(), _deadline(service))
-    _record(KYVERNO.route, answer)
+    _account(KYVERNO.route, [answer])
     if answer.verdict is None:
         assert answer.error is not None
         return json_response(kyverno.denial(answer.error.reason, answer.error.message))
-    return json_response(kyverno.answer(answer.verdict.result))
+    return json_text_response(kyverno.encode_answer(answer.verdict))
 
 
 # --- probes and metrics -----------------------------------------------------------
@@ -265,3 +278,39 @@ def prometheus() -> Response:
 
 
 BLUEPRINTS = (gatekeeper_routes, kyverno_routes, probe_routes)
+FAMILIES = (GATEKEEPER, KYVERNO)
+
+# --- the series every scrape shows from the start (provider.service.metrics.initialise) ---
+
+#: ``requests_total{route}`` of a request no route matched (404, or 405 for a known path).
+UNMATCHED = "unmatched"
+#: Each route and the statuses it answers (docs/api.md): a verify route 200, or 400/413 for a
+#: body, 401/403/503 for a caller; ``/metrics`` 200 or a caller's refusal.
+ROUTE_CODES: dict[str, tuple[int, ...]] = {
+    GATEKEEPER_PATH: (200, 400, 401, 403, 413, 503),
+    KYVERNO_PATH: (200, 400, 401, 403, 413, 503),
+    "/healthz": (200,),
+    "/readyz": (200,),
+    METRICS_PATH: (200, 401, 403, 503),
+    UNMATCHED: (404, 405),
+}
+#: Verdicts that let an object through (provider/result.py, ``Reason``: "allowed").
+ALLOWING = frozenset(
+    {"verified", "skipped-user", "skipped-object", "out-of-scope", "dry-run-request", "no-signatures",
+     "unverifiable-operation"}
+)  # fmt: skip
+
+
+def known_decisions() -> list[tuple[str, str, str, str]]:
+    """Every ``(route, check, reason, class)`` of ``decisions_total`` a check is known to answer with."""
+    series: list[tuple[str, str, str, str]] = []
+    for family in FAMILIES:
+        for check, reasons in CHECK_REASONS.items():
+            for reason in reasons:
+                profiles: tuple[AllowedBy | None, ...] = (
+                    ("common", "policy") if reason in ("skipped-user", "skipped-object") else (None,)
+                )
+                for profile in profiles:
+                    result = Result(reason in ALLOWING, reason == "verified", reason, "", profile=profile)
+                    series.append((family.route, check, reason, result.traffic_class))
+    return series

@@ -27,10 +27,16 @@ Why these choices:
   refuses to start unless ``unsafe_http`` is set, which warns on every request.
 * **Metrics across workers.** ``PROMETHEUS_MULTIPROC_DIR`` is pointed at a
   fresh directory before the app is imported, so ``/metrics`` sums every
-  worker (:mod:`provider.service.metrics`).
+  worker (:mod:`provider.service.metrics`). The master also serves them on the
+  plain-HTTP metrics port (:mod:`provider.service.scrape`), bound here before
+  gunicorn starts so a taken port stops the server at once; workers close their
+  inherited copy of that socket.
 * **Logs.** gunicorn's own log goes through the same JSON formatter; its
   access log is off (it would record paths, addresses and user agents; the
-  app logs each decision instead).
+  app logs each decision instead), and so is the work gunicorn
+  does for it on every request (:class:`QuietLogger`). The JSON formatter
+  prints no thread, process or source line, so log records do not look them
+  up (:func:`lean_log_records`).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import ssl
 import sys
 import tempfile
@@ -45,6 +52,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from gunicorn import glogging
 from gunicorn.app.base import BaseApplication
 
 from ..deadlines import DeadlineSSLSocket
@@ -201,6 +209,30 @@ def _log_config(level: str) -> dict[str, Any]:
     }
 
 
+class QuietLogger(glogging.Logger):  # type: ignore[misc]
+    """gunicorn's logger without the access log's per-request work.
+
+    gunicorn builds the access log's fields (every header, the time, the
+    addresses) for each request whenever any log configuration is given, then
+    hands them to the ``gunicorn.access`` logger, which drops them here.
+    """
+
+    def access(self, resp: Any, req: Any, environ: Any, request_time: Any) -> None:
+        return None
+
+
+def lean_log_records() -> None:
+    """Log records without the thread, process and source-line lookups the JSON formatter never prints.
+
+    The settings of the standard library's logging "Optimization" section; process-wide,
+    so only the launcher, whose process this is, sets them.
+    """
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    logging._srcfile = None
+
+
 def _child_exit(_server: Any, worker: Any) -> None:
     from . import metrics  # imported after PROMETHEUS_MULTIPROC_DIR is set
 
@@ -225,6 +257,7 @@ def gunicorn_options(config: Config) -> dict[str, Any]:
         "loglevel": config.log_level,
         "logconfig_dict": _log_config(config.log_level),
         "child_exit": _child_exit,
+        "logger_class": QuietLogger,
         "proc_name": "manifest-provider",
         # gunicorn >= 25.1 opens a control socket at a fixed per-user path: one
         # more way in, and a clash between two servers on one machine.
@@ -275,11 +308,28 @@ def check_serving(config: Config) -> None:
     tls_context(config.cert, config.key, config.client_ca)
 
 
+def metrics_port(config: Config) -> socket.socket | None:
+    """The metrics port's listening socket (``None`` when turned off); :class:`ConfigError` when it cannot be bound."""
+    if config.metrics_port == 0:
+        return None
+    from .scrape import listen  # no prometheus_client import here: the caller sets its directory first
+
+    try:
+        return listen(config.metrics_bind, config.metrics_port)
+    except (OSError, ValueError) as exc:
+        where = config.metrics_bind if config.metrics_bind.startswith("fd://") else f"port {config.metrics_port}"
+        raise ConfigError(
+            f"the metrics port cannot listen on {where} ({exc}); choose another with --metrics-port, "
+            "or turn it off with --no-metrics-port"
+        ) from exc
+
+
 def serve(overrides: Mapping[str, Any] | None = None) -> int:
     """Run the server in the foreground until SIGTERM/SIGINT; returns gunicorn's exit status."""
     overrides = dict(overrides or {})
     config = load_config(overrides)
     configure_logging(config.log_level)
+    lean_log_records()
     check_serving(config)
     if config.unsafe_http:
         log.warning("serving plain HTTP (--unsafe-http): never do this where anyone else can connect")
@@ -289,11 +339,25 @@ def serve(overrides: Mapping[str, Any] | None = None) -> int:
             log.warning("prometheus_client was imported before serving; /metrics will show one worker at a time")
         own_dir = tempfile.mkdtemp(prefix="manifest-provider-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_dir
+    listener = None
+    scraper = None
     try:
-        ProviderApplication(gunicorn_options(config), overrides).run()
+        listener = metrics_port(config)
+        options = gunicorn_options(config)
+        if listener is not None:
+            from .scrape import MetricsServer
+
+            scraper = MetricsServer(listener)
+            scraper.start()
+            options["post_fork"] = lambda _server, _worker: listener.close()  # the master's alone
+        ProviderApplication(options, overrides).run()
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     finally:
+        if scraper is not None:
+            scraper.stop()
+        elif listener is not None:
+            listener.close()
         if own_dir is not None:
             shutil.rmtree(own_dir, ignore_errors=True)
     return 0

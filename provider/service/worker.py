@@ -43,6 +43,17 @@ keep-alive and shutdown, and changes where a connection waits:
    like any other (:data:`LINGER_SECONDS`, :data:`LINGER_BYTES`), so the
    answer is not lost to a reset and nobody waits for the stranger.
 
+7. **Housekeeping once a second, not once a loop.** gthread's loop turns once per
+   batch of events -- several times per request under load -- and each turn
+   touched the heartbeat file, asked for the parent's pid and (through the TLS
+   context hook) stat'ed the three certificate files: about ten system calls per
+   request for facts that change on the scale of seconds. Here the heartbeat,
+   the parent check, the idle look at the certificate files and the flush of
+   the metrics tally (:data:`provider.service.metrics.TALLY`) run at most every
+   :data:`HOUSEKEEPING_SECONDS`. A new connection still looks at the files
+   itself, so it is served the current certificate; deadlines of waiting and
+   closing connections are still checked every turn.
+
 Each closed-before-a-request connection is counted in
 ``manifest_provider_connections_closed_total{reason}``; refused handshakes are
 logged at WARNING, repeated ones rate-limited by the log filter.
@@ -86,6 +97,9 @@ READ_SIZE = 16 * 1024
 #: ``close_graceful`` uses the same 2 s and 64 KiB).
 LINGER_SECONDS = 2.0
 LINGER_BYTES = 64 * 1024
+#: Seconds between two rounds of housekeeping (heartbeat, parent check, certificate files,
+#: metrics flush). gunicorn replaces a worker silent for its ``timeout`` (30 s): far above.
+HOUSEKEEPING_SECONDS = 1.0
 #: Phases of a connection the event loop holds.
 HANDSHAKE, HEAD, CLOSING = "handshake", "head", "closing"
 #: What a head that is too large gets (RFC 6585 section 5), before the connection closes.
@@ -124,6 +138,11 @@ class GuardedThreadWorker(ThreadWorker):  # type: ignore[misc]
         self.waiting: dict[GuardedConn, None] = {}  # handshake/head phase, oldest first
         self.closing: dict[GuardedConn, None] = {}  # half-closed after their answer
         self._closed: Callable[[str], None] = lambda _reason: None
+        self._flush: Callable[[], None] = lambda: None
+        self._housekept = -HOUSEKEEPING_SECONDS  # monotonic time of the last housekeeping
+        self._notified = -HOUSEKEEPING_SECONDS
+        self._parent_checked = -HOUSEKEEPING_SECONDS
+        self._parent_alive = True
 
     # --- start-up -----------------------------------------------------------------
 
@@ -131,7 +150,42 @@ class GuardedThreadWorker(ThreadWorker):  # type: ignore[misc]
         from . import metrics  # after the launcher set PROMETHEUS_MULTIPROC_DIR
 
         self._closed = lambda reason: metrics.CONNECTIONS_CLOSED.labels(reason).inc()
+        self._flush = metrics.TALLY.flush
         super().init_process()
+
+    def run(self) -> None:
+        try:
+            super().run()
+        finally:
+            self._flush()  # a stopping worker's last counts reach the metrics files
+
+    # --- housekeeping, at most once a second ------------------------------------------
+
+    def notify(self) -> None:
+        """gunicorn's heartbeat (a ``utime`` of the worker's file), at most every :data:`HOUSEKEEPING_SECONDS`."""
+        now = time.monotonic()
+        if now - self._notified >= HOUSEKEEPING_SECONDS:
+            self._notified = now
+            super().notify()
+
+    def is_parent_alive(self) -> bool:
+        now = time.monotonic()
+        if now - self._parent_checked >= HOUSEKEEPING_SECONDS:
+            self._parent_checked = now
+            self._parent_alive = bool(super().is_parent_alive())
+        return self._parent_alive
+
+    def _housekeeping(self) -> None:
+        now = time.monotonic()
+        if now - self._housekept < HOUSEKEEPING_SECONDS:
+            return
+        self._housekept = now
+        if self.cfg.is_ssl:
+            # Idle or not, look at the certificate files: a worker that got no connection during a
+            # rotation still follows it, so a later unusable write leaves every worker on the last
+            # good files, not some on older ones.
+            gunicorn_sock.ssl_context(self.cfg)
+        self._flush()
 
     def load_wsgi(self) -> None:
         super().load_wsgi()
@@ -165,6 +219,8 @@ class GuardedThreadWorker(ThreadWorker):  # type: ignore[misc]
         self.nr_conns += 1
         client.setblocking(False)
         if self.cfg.is_ssl:
+            # Each new connection gets the certificate files as they are now (three stat calls:
+            # small beside a handshake), so a rotation is served from the next connection on.
             context = gunicorn_sock.ssl_context(self.cfg)
             wrapped: socket.socket = context.wrap_socket(
                 client,
@@ -221,7 +277,8 @@ class GuardedThreadWorker(ThreadWorker):  # type: ignore[misc]
             if conn.phase == HANDSHAKE:
                 conn.sock.do_handshake()
                 conn.phase = HEAD
-                conn.verified = bool(conn.sock.getpeercert())
+                # The DER, not the decoded dict: a certificate is there only if the TLS layer verified it.
+                conn.verified = conn.sock.getpeercert(binary_form=True) is not None
             while not _head_complete(conn.head):
                 data = conn.sock.recv(READ_SIZE)
                 if not data:
@@ -293,11 +350,7 @@ class GuardedThreadWorker(ThreadWorker):  # type: ignore[misc]
 
     def murder_pending(self) -> None:
         super().murder_pending()
-        if self.cfg.is_ssl:
-            # Once a loop (about every second), idle or not, look at the certificate files:
-            # a worker that got no connection during a rotation still follows it, so a later
-            # unusable write leaves every worker on the last good files, not some on older ones.
-            gunicorn_sock.ssl_context(self.cfg)
+        self._housekeeping()
         now = time.monotonic()
         for conn in [c for c in self.waiting if c.deadline <= now]:
             self._drop(conn, "head-timeout")

@@ -15,6 +15,9 @@ settings, or running inside a pod, cannot change a test), plus ``env``.
 ``args`` are appended to the command line after the defaults
 (``--workers 1 --threads 4``), so they win. The dev client certificate is the
 one allowed caller (``MANIFEST_PROVIDER_CALLERS``) unless ``env`` says otherwise.
+The plain-HTTP metrics port is bound the same way (``--metrics-bind fd://N``) on
+its own ephemeral port, :attr:`Server.metrics_port`; with ``metrics=False`` no
+socket is handed over, for tests of the ``--metrics-port`` flags themselves.
 """
 
 from __future__ import annotations
@@ -75,6 +78,8 @@ class Server:
     pid: int
     log_path: Path
     require_client_cert: bool = True
+    #: The plain-HTTP metrics port (``--metrics-bind fd://N``); nothing listens there after ``--no-metrics-port``.
+    metrics_port: int = 0
     _local: threading.local = field(default_factory=threading.local, repr=False)
 
     def ssl_context(self, client_cert: bool = True) -> ssl.SSLContext:
@@ -197,6 +202,7 @@ def running_server(
     env: dict[str, str] | None = None,
     require_client_cert: bool = True,
     args: Sequence[str] = (),
+    metrics: bool = True,
 ) -> Iterator[Server]:
     """The real server on an ephemeral loopback port, ready when the block starts, stopped when it ends."""
     tmp = Path(tempfile.mkdtemp(prefix="manifest-provider-server-"))
@@ -207,22 +213,39 @@ def running_server(
         listener.bind(("127.0.0.1", 0))
         listener.listen(128)
         port = listener.getsockname()[1]
+        inherited = [listener]
+        if metrics:
+            metrics_listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            metrics_listener.bind(("127.0.0.1", 0))
+            metrics_listener.listen(16)
+            inherited.append(metrics_listener)
+        metrics_port = metrics_listener.getsockname()[1] if metrics else 0
         cmd = [
             *command(), "serve",
             "--bind", f"fd://{listener.fileno()}",
             "--cert", str(pki.server_cert), "--key", str(pki.server_key),
             "--workers", "1", "--threads", "4",
         ]  # fmt: skip
+        if metrics:
+            cmd += ["--metrics-bind", f"fd://{metrics_listener.fileno()}"]
         if require_client_cert:
             cmd += ["--client-ca", str(pki.ca_cert)]
         cmd += list(args)
         log_path = tmp / "server.log"
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, env=_child_env(env), pass_fds=(listener.fileno(),), cwd=tmp
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=_child_env(env),
+                pass_fds=tuple(s.fileno() for s in inherited),
+                cwd=tmp,
             )
-        listener.close()  # the child holds its own copy
-        server = Server(f"https://127.0.0.1:{port}", port, pki, process.pid, log_path, require_client_cert)
+        for inherited_socket in inherited:
+            inherited_socket.close()  # the child holds its own copies
+        server = Server(
+            f"https://127.0.0.1:{port}", port, pki, process.pid, log_path, require_client_cert, metrics_port
+        )
         _wait_ready(server, process)
         try:
             yield server

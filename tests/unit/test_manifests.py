@@ -121,6 +121,13 @@ def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[
     return dict(found[0])
 
 
+def engines_rule(policy: dict[str, Any]) -> dict[str, Any]:
+    """The NetworkPolicy's rule for the API port; the only other one admits Prometheus to the metrics port."""
+    rules = policy["spec"]["ingress"]
+    assert [[p["port"] for p in r["ports"]] for r in rules] == [["https"], ["metrics"]]
+    return dict(rules[0])
+
+
 def container(deployment: dict[str, Any]) -> dict[str, Any]:
     (c,) = deployment["spec"]["template"]["spec"]["containers"]
     return dict(c)
@@ -164,9 +171,12 @@ def test_ports_are_consistent(overlay: str) -> None:
         assert c[probe]["httpGet"]["scheme"] == "HTTPS"
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    (service_port,) = one(docs, "Service")["spec"]["ports"]
-    assert service_port["targetPort"] in ports
-    assert int(env(one(docs, "Deployment"))["MANIFEST_PROVIDER_PORT"]) == ports[service_port["targetPort"]]
+    service_ports = {p["name"]: p for p in one(docs, "Service")["spec"]["ports"]}
+    assert set(service_ports) == {"https", "metrics"}
+    assert all(p["targetPort"] in ports for p in service_ports.values())
+    variables = env(one(docs, "Deployment"))
+    assert int(variables["MANIFEST_PROVIDER_PORT"]) == ports[service_ports["https"]["targetPort"]]
+    assert int(variables["MANIFEST_PROVIDER_METRICS_PORT"]) == ports[service_ports["metrics"]["targetPort"]]
     for rule in one(docs, "NetworkPolicy")["spec"]["ingress"]:
         assert all(p["port"] in ports for p in rule["ports"])
 
@@ -216,7 +226,7 @@ def test_names_and_namespaces_agree(overlay: str) -> None:
         one(docs, "Deployment")["spec"]["template"]["spec"]["serviceAccountName"]
         == one(docs, "ServiceAccount")["metadata"]["name"]
     )
-    (port,) = service["spec"]["ports"]
+    (port,) = [p for p in service["spec"]["ports"] if p["name"] == "https"]
     if overlay == "gatekeeper":
         url = urllib.parse.urlsplit(provider_template()["spec"]["url"])
         assert (url.scheme, url.hostname, url.port, url.path) == ("https", host, port["port"], "/v1/gatekeeper/verify")
@@ -236,7 +246,7 @@ def test_gatekeeper_overlay_requires_gatekeepers_client_certificate() -> None:
     assert variables["MANIFEST_PROVIDER_CLIENT_CA"].endswith("/ca.crt")
     # The budgets' order is tests/unit/test_deadlines.py's; here: the rendered value is the patched one.
     assert float(variables["MANIFEST_PROVIDER_DEADLINE_SECONDS"]) < provider_template()["spec"]["timeout"]
-    (rule,) = one(docs, "NetworkPolicy")["spec"]["ingress"]
+    rule = engines_rule(one(docs, "NetworkPolicy"))
     assert rule["from"] == [{"podSelector": {"matchLabels": {"gatekeeper.sh/system": "yes"}}}]
 
 
@@ -263,7 +273,7 @@ def test_the_kyverno_cel_overlay_admits_kyverno_only_and_reviews_no_tokens() -> 
     docs = render("kyverno-cel")
     assert "MANIFEST_PROVIDER_TOKEN_AUDIENCE" not in env(one(docs, "Deployment"))
     assert not [d for d in docs if d["metadata"]["name"] == "manifest-provider-tokenreview"]
-    (rule,) = one(docs, "NetworkPolicy")["spec"]["ingress"]
+    rule = engines_rule(one(docs, "NetworkPolicy"))
     (source,) = rule["from"]
     assert source == {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kyverno"}},
@@ -289,9 +299,62 @@ def test_kyverno_overlay_reviews_tokens() -> None:
     ]
     binding = one(docs, "ClusterRoleBinding", "manifest-provider-tokenreview")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    (rule,) = one(docs, "NetworkPolicy")["spec"]["ingress"]
+    rule = engines_rule(one(docs, "NetworkPolicy"))
     (source,) = rule["from"]
     assert source["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": "kyverno"}
+
+
+# --- metrics: what Prometheus scrapes ---------------------------------------------------------
+
+SERVICEMONITOR = MANIFESTS / "components" / "servicemonitor"
+
+
+@pytest.mark.parametrize("overlay", OVERLAY_NAMES)
+def test_prometheus_reaches_the_plain_metrics_port_and_nothing_else(overlay: str) -> None:
+    """Scrape annotations, the container port, the setting and the NetworkPolicy name the same plain-HTTP port."""
+    docs = render(overlay)
+    deployment = one(docs, "Deployment")
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    ports = {p["name"]: p["containerPort"] for p in container(deployment)["ports"]}
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert (annotations["prometheus.io/path"], annotations["prometheus.io/scheme"]) == ("/metrics", "http")
+    assert int(annotations["prometheus.io/port"]) == ports["metrics"] == Config().metrics_port == 8888
+    assert int(env(deployment)["MANIFEST_PROVIDER_METRICS_PORT"]) == ports["metrics"]
+    policy = one(docs, "NetworkPolicy")
+    engines, scraper = policy["spec"]["ingress"]
+    assert engines == engines_rule(policy)  # the engines still reach only the API port
+    assert scraper["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    (peer,) = scraper["from"]
+    assert peer["podSelector"]["matchLabels"] and peer["namespaceSelector"]["matchLabels"]  # not "anyone"
+
+
+def test_the_servicemonitor_component_scrapes_the_services_metrics_port(tmp_path: Path) -> None:
+    """Rendered with an overlay (as its comment says to use it): it selects the Service and names its plain port."""
+    command = kustomize_command()
+    if command is None:
+        pytest.skip("no kustomize or kubectl to render the component")
+    root = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, root)
+    if not (root / "base" / DRYRUN_RBAC).exists():
+        (root / "base" / DRYRUN_RBAC).write_text(DRYRUN_RBAC_STAND_IN)
+    overlay = root / "overlays" / "with-servicemonitor"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: gatekeeper-system\n"
+        "resources:\n  - ../gatekeeper\ncomponents:\n  - ../../components/servicemonitor\n"
+    )
+    out = subprocess.run([*command, str(overlay)], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    monitor = one(docs, "ServiceMonitor")
+    service = one(docs, "Service")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"] == "gatekeeper-system"
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    (port,) = [p for p in service["spec"]["ports"] if p["name"] == endpoint["port"]]
+    assert (endpoint["scheme"], endpoint["path"], port["port"]) == ("http", "/metrics", 8888)
+    assert "ServiceMonitor" not in {d["kind"] for d in render("gatekeeper")}  # the CRD may be absent: opt-in
 
 
 # --- the base, structurally (no renderer needed) ---------------------------------------------
@@ -338,7 +401,7 @@ def test_base_configures_tls_but_no_caller_authentication() -> None:
 def test_network_policy_admits_only_the_engines() -> None:
     policy = base_doc("networkpolicy.yaml")
     assert policy["spec"]["policyTypes"] == ["Ingress"]
-    (rule,) = policy["spec"]["ingress"]
+    rule = engines_rule(policy)
     namespaces = {peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] for peer in rule["from"]}
     assert namespaces == {"gatekeeper-system", "kyverno"}
     assert all("podSelector" in peer for peer in rule["from"])

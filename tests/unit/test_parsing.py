@@ -141,3 +141,25 @@ def test_check_shape_counts_nodes_and_depth() -> None:
         nested = [nested]
     with pytest.raises(DataError, match="deeper than 5"):
         check_shape(nested, limits=Limits(max_depth=5))
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("[" * 5 + "]" * 5, False),  # five containers on a path: the most max_depth=5 admits
+        ("[" * 6 + "]" * 6, True),  # six: refused
+        ('{"a": [[[[1]]]]}', False),
+        ('{"a": [[[[[1]]]]]}', True),
+        ('[["[[[[[[", "{{{{{{"]]', False),  # brackets inside strings only make the text look deep
+        ('[[[[[{"k": "v"}]]]]]', True),
+    ],
+    ids=["at-the-limit", "past-the-limit", "object-at-the-limit", "object-past-it", "brackets-in-strings", "mixed"],
+)
+def test_json_depth_limit_holds_at_its_boundary(text: str, refused: bool) -> None:
+    """load_json skips its walk when the text opens fewer containers than the depth limit: the edge is exact."""
+    limits = Limits(max_depth=5)
+    if refused:
+        with pytest.raises(DataError, match="deeper than 5"):
+            load_json(text, limits=limits)
+    else:
+        load_json(text, limits=limits)

@@ -26,6 +26,8 @@ request instead, which Gatekeeper does not cache.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Literal, NotRequired, TypedDict, cast
 
 from ...cache import digest
@@ -33,7 +35,7 @@ from ...errors import DataError, RequestError
 from ...limits import DEFAULT_LIMITS, Limits
 from ...parsing import load_json
 from ...result import Result
-from ..checks import Question
+from ..checks import Answer, Question
 from . import ResultValue, read_question
 
 API_GROUP = "externaldata.gatekeeper.sh"
@@ -116,3 +118,25 @@ def response(items: list[Item], system_error: str = "", api_version: str = API_V
         "kind": "ProviderResponse",
         "response": {"idempotent": True, "items": items, "systemError": system_error},
     }
+
+
+#: :func:`encode_response`'s text around the items: ``response([...])`` as compact JSON, split at the items.
+_BEFORE_ITEMS, _AFTER_ITEMS = json.dumps(response([]), separators=(",", ":")).split("[]")
+
+
+def encode_response(keys: Sequence[str], answers: Sequence[Answer]) -> str:
+    """The ``ProviderResponse`` for ``keys`` and their answers, as the compact JSON of :func:`response` would be.
+
+    Built as text: each verdict's value is already JSON (:attr:`~provider.service.checks.Verdict.value`,
+    encoded once when it was made), so only the keys and error messages are encoded here.
+    The bytes equal ``json.dumps(response(items), separators=(",", ":"))`` (a test holds it).
+    """
+    dumps = json.dumps
+    items = []
+    for key, answer in zip(keys, answers, strict=True):
+        if answer.verdict is not None:
+            items.append(f'{{"key":{dumps(key)},"value":{answer.verdict.value}}}')
+        else:
+            assert answer.error is not None
+            items.append(f'{{"key":{dumps(key)},"error":{dumps(f"{answer.error.reason}: {answer.error.message}")}}}')
+    return _BEFORE_ITEMS + "[" + ",".join(items) + "]" + _AFTER_ITEMS

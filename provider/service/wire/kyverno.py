@@ -29,7 +29,7 @@ from ...errors import RequestError
 from ...limits import DEFAULT_LIMITS, Limits
 from ...parsing import load_json
 from ...result import Result
-from ..checks import Question
+from ..checks import Question, Verdict
 from . import POLICY_FIELD, ResultValue, read_question
 
 REQUEST_FIELD = "request"
@@ -64,6 +64,11 @@ def read_body(body: bytes, limits: Limits = DEFAULT_LIMITS) -> tuple[Question, b
 
 def answer(result: Result) -> ResultValue:
     return cast(ResultValue, result.to_dict())
+
+
+def encode_answer(verdict: Verdict) -> str:
+    """The answer's JSON: the verdict's value, encoded once when the verdict was made."""
+    return verdict.value
 
 
 def denial(reason: str, message: str) -> ResultValue:

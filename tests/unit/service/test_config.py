@@ -123,3 +123,37 @@ def test_json_formatter_writes_one_object_with_extra_fields_and_no_traceback() -
     assert entry["error"] == "ValueError: what went wrong"
     assert "Traceback" not in line and "\n" not in line
     assert entry["time"].endswith("Z")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "environ", "expected"),
+    [
+        ({}, {}, (8888, "0.0.0.0")),
+        ({}, {"MANIFEST_PROVIDER_METRICS_PORT": "9090"}, (9090, "0.0.0.0")),
+        ({}, {"MANIFEST_PROVIDER_METRICS_PORT": "0"}, (0, "0.0.0.0")),
+        ({"METRICS_PORT": 0}, {"MANIFEST_PROVIDER_METRICS_PORT": "9090"}, (0, "0.0.0.0")),
+        ({"METRICS_BIND": "fd://7"}, {}, (8888, "fd://7")),
+        ({"METRICS_PORT": 8443, "BIND": "fd://3"}, {}, (8443, "0.0.0.0")),  # the API's socket is inherited
+    ],
+    ids=["default-8888", "from-the-environment", "off", "flag-wins", "inherited-socket", "api-port-inherited"],
+)
+def test_the_metrics_port_is_gatekeepers_8888_by_default_and_configurable(
+    overrides: dict[str, Any], environ: dict[str, str], expected: tuple[int, str]
+) -> None:
+    config = load_config(overrides, environ)
+    assert (config.metrics_port, config.metrics_bind) == expected
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"METRICS_PORT": 65536}, "METRICS_PORT: 65536 is not a TCP port"),
+        ({"METRICS_PORT": -1}, "METRICS_PORT: -1 is not a TCP port"),
+        ({"METRICS_PORT": 8443}, "METRICS_PORT \\(8443\\) is the API's port"),
+        ({"METRICS_BIND": "fd://seven"}, "METRICS_BIND: fd://<number>"),
+    ],
+    ids=["above-range", "negative", "the-api-port", "fd-not-a-number"],
+)
+def test_an_unusable_metrics_port_is_a_config_error(overrides: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(overrides, {})

@@ -113,11 +113,11 @@ def test_an_unknown_field_is_named_with_a_close_match_by_both_formats(read: Any,
 
 
 def test_a_bug_while_shaping_the_answer_is_the_routes_own_internal_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(key: str, result: Any) -> Any:
+    def broken(*_args: Any) -> Any:
         raise ZeroDivisionError("internal detail")
 
-    monkeypatch.setattr(gatekeeper, "value_item", broken)
-    monkeypatch.setattr(kyverno, "answer", lambda result: broken("", result))
+    monkeypatch.setattr(gatekeeper, "encode_response", broken)
+    monkeypatch.setattr(kyverno, "encode_answer", broken)
     app = create_app({"TESTING": True, "LOG_LEVEL": "warning"})
     client = app.test_client()
     key = json.dumps({"review": review(signed()), "policy": policy()})

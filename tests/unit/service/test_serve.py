@@ -6,6 +6,7 @@ import argparse
 import copy
 import json
 import os
+import socket
 import ssl
 import time
 from pathlib import Path
@@ -28,6 +29,7 @@ from provider.service.serve import (
     bind_address,
     check_serving,
     gunicorn_options,
+    metrics_port,
     tls_context,
 )
 from provider.service.worker import GuardedThreadWorker
@@ -236,3 +238,14 @@ def test_the_printed_curl_names_the_dev_certificates(pki: DevPki, tmp_path: Path
         "--data-binary",
     ):
         assert part in text
+
+
+def test_a_metrics_port_that_is_taken_stops_the_server_naming_the_port_and_the_way_out() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        config = load_config({"METRICS_PORT": port, "METRICS_BIND": "127.0.0.1"}, {})
+        with pytest.raises(ConfigError, match=f"port {port}.*--metrics-port.*--no-metrics-port"):
+            metrics_port(config)
+    assert metrics_port(load_config({"METRICS_PORT": 0}, {})) is None

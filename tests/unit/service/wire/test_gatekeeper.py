@@ -7,9 +7,12 @@ from typing import Any
 
 import pytest
 
+from provider.compare import DiffItem
 from provider.errors import PolicyError, RequestError
 from provider.limits import Limits
 from provider.result import Result
+from provider.review import Review
+from provider.service.checks import Answer, Verdict
 from provider.service.wire import gatekeeper
 
 
@@ -168,3 +171,48 @@ def test_items_and_response_have_gatekeepers_field_names() -> None:
 def test_a_system_error_answer_has_no_items() -> None:
     answer = gatekeeper.response([], "deadline-exceeded: too slow")
     assert answer["response"] == {"idempotent": True, "items": [], "systemError": "deadline-exceeded: too slow"}
+
+
+def _review() -> Review:
+    return Review.from_admission({
+        "uid": "u1",
+        "operation": "CREATE",
+        "userInfo": {"username": "alice"},
+        "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "namespace": "ns"}},
+    })  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        ["plain"],
+        ['{"review": {"uid": "\\"quoted\\""}}', "ünïcödé ✓", "\ud800 lone surrogate", "tab\there\nnewline"],
+        [],
+    ],
+    ids=["one-key", "keys-that-need-escaping", "no-keys"],
+)
+def test_the_response_built_as_text_is_byte_for_byte_the_encoded_response(keys: list[str]) -> None:
+    """encode_response splices each verdict's pre-encoded value: the bytes must equal encoding the whole response."""
+    results = [
+        Result.proven("verified ✓", ("alice@example.com", {"issuer": "é", "subject": "\u2028"})),
+        Result.deny(
+            "content-mismatch",
+            'ConfigMap ns/cm: "data" changed',
+            diff=(DiffItem(("data", "k"), "before ✓", None), DiffItem(("metadata", "labels", "a/b"), 1.5, [1, None])),
+        ),
+        Result.allow("skipped-user", "a skipped user", profile="common"),
+    ]
+    items: list[gatekeeper.Item] = []
+    answers: list[Answer] = []
+    for index, key in enumerate(keys):
+        if index % 4 == 3:
+            error = PolicyError('policy: "keys" is empty ✓')
+            answers.append(Answer(None, error))
+            items.append(gatekeeper.error_item(key, error))
+        else:
+            result = results[index % 3]
+            answers.append(Answer(Verdict.of("manifest", result, _review()), None))
+            items.append(gatekeeper.value_item(key, result))
+    expected = json.dumps(gatekeeper.response(items), separators=(",", ":"))
+    assert gatekeeper.encode_response(keys, answers) == expected
+    assert json.loads(expected)["response"]["items"] == json.loads(json.dumps(items))
