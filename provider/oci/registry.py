@@ -103,6 +103,17 @@ class RegistryClient:
     def _scheme(self, registry: str) -> str:
         return "http" if is_loopback(registry) or registry in self.plain_http else "https"
 
+    def _may_go(self, registry: str, target: urllib.parse.SplitResult) -> bool:
+        """Whether a redirect or a token realm of ``registry`` may send us to ``target``.
+
+        HTTPS anywhere; plain HTTP only on loopback and only from a registry reached over
+        plain HTTP itself (a local test registry): an HTTPS registry must not be able to
+        point the service at its own loopback ports.
+        """
+        if target.scheme == "https":
+            return True
+        return target.scheme == "http" and self._scheme(registry) == "http" and is_loopback(target.netloc)
+
     def _context(self) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=self.ca_file)
         context.sslsocket_class = DeadlineSSLSocket
@@ -153,8 +164,7 @@ class RegistryClient:
     def _token(self, registry: str, challenge: str, scope: str, deadline: float) -> str | None:
         params = dict(_CHALLENGE.findall(challenge))
         realm = params.get("realm", "")
-        split = urllib.parse.urlsplit(realm)
-        if split.scheme != "https" and not (split.scheme == "http" and is_loopback(split.netloc)):
+        if not self._may_go(registry, urllib.parse.urlsplit(realm)):
             raise RegistryError(f"{registry} asks for a token from {realm[:80]!r}, which is not an HTTPS URL")
         query = urllib.parse.urlencode({k: v for k, v in (("service", params.get("service")), ("scope", scope)) if v})
         headers = {}
@@ -213,7 +223,7 @@ class RegistryClient:
                 break
             location = urllib.parse.urljoin(url, answer.headers.get("location", ""))
             target = urllib.parse.urlsplit(location)
-            if target.scheme != "https" and not (target.scheme == "http" and is_loopback(target.netloc)):
+            if not self._may_go(registry, target):
                 raise RegistryError(f"{registry} redirected to {location[:80]!r}, which is not an HTTPS URL")
             same_host = target.netloc == urllib.parse.urlsplit(url).netloc
             url = location

@@ -252,3 +252,67 @@ def test_references_are_parsed_strictly(text: str, ok: bool) -> None:
     else:
         with pytest.raises(VerificationFailure):
             Reference.parse(text)
+
+
+class _Scripted(RegistryClient):
+    """A client whose wire answers are scripted: the scheme rules are what is under test, not the network."""
+
+    def __init__(self, answers: list[Any], plain: bool) -> None:
+        super().__init__()
+        self.answers, self.plain, self.asked = answers, plain, []  # type: ignore[var-annotated]
+
+    def _scheme(self, registry: str) -> str:
+        return "http" if self.plain else "https"
+
+    def _once(self, method: str, url: str, headers: dict[str, str], body: bytes | None, **_: Any) -> Any:
+        self.asked.append(url)
+        return self.answers.pop(0)
+
+
+def _redirect(location: str) -> Any:
+    from provider.oci.registry import Answer
+
+    return Answer(302, {"location": location}, b"")
+
+
+def _challenge(realm: str) -> Any:
+    from provider.oci.registry import Answer
+
+    return Answer(401, {"www-authenticate": f'Bearer realm="{realm}",service="reg"'}, b"")
+
+
+@pytest.mark.parametrize(
+    ("plain", "answer", "allowed"),
+    [
+        (False, _redirect("http://127.0.0.1:8888/metrics"), False),
+        (False, _challenge("http://127.0.0.1:8443/token"), False),
+        (False, _redirect("http://blobs.example/x"), False),
+        (True, _redirect("http://127.0.0.1:5000/v2/x/blobs/y"), True),
+        (True, _redirect("http://blobs.example/x"), False),
+        (False, _redirect("https://blobs.example/x"), True),
+    ],
+    ids=[
+        "https-registry-redirects-to-loopback-http",
+        "https-registry-names-a-loopback-http-token-realm",
+        "https-registry-redirects-to-plain-http",
+        "local-http-registry-redirects-on-loopback",
+        "local-http-registry-redirects-off-loopback",
+        "https-redirect-to-https",
+    ],
+)
+def test_plain_http_is_followed_only_from_a_plain_http_registry_and_only_on_loopback(
+    plain: bool, answer: Any, allowed: bool
+) -> None:
+    """An allow-listed HTTPS registry must not point the service at its own loopback ports (a metrics or API port)."""
+    from provider.oci.registry import Answer, RegistryError
+
+    client = _Scripted([answer, Answer(200, {}, b"{}")], plain)
+    try:
+        result = client.request("GET", "registry.example", "/v2/x/manifests/v1", scope="s", deadline=1e18, max_bytes=99)
+    except RegistryError as error:
+        assert not allowed, error
+        assert "not an HTTPS URL" in str(error)
+        assert len(client.asked) == 1  # nothing sent to the target
+    else:
+        assert allowed, client.asked
+        assert result.status == 200 and len(client.asked) == 2
