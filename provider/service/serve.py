@@ -341,6 +341,10 @@ def serve(overrides: Mapping[str, Any] | None = None) -> int:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_dir
     listener = None
     scraper = None
+    # gunicorn forks its workers inside run(), so a worker that exits unwinds through
+    # this function too: what the finally block tears down is the master's alone (in a
+    # worker the metrics thread does not exist, and the metrics directory is still in use).
+    master = os.getpid()
     try:
         listener = metrics_port(config)
         options = gunicorn_options(config)
@@ -354,10 +358,11 @@ def serve(overrides: Mapping[str, Any] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     finally:
-        if scraper is not None:
-            scraper.stop()
-        elif listener is not None:
-            listener.close()
-        if own_dir is not None:
-            shutil.rmtree(own_dir, ignore_errors=True)
+        if os.getpid() == master:
+            if scraper is not None:
+                scraper.stop()
+            elif listener is not None:
+                listener.close()
+            if own_dir is not None:
+                shutil.rmtree(own_dir, ignore_errors=True)
     return 0

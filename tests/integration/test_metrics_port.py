@@ -165,3 +165,53 @@ def test_the_metrics_port_listens_where_it_is_told() -> None:
         assert listening_ports(server) == {server.port, free}
         server.metrics_port = free
         assert scrape(server)[0] == 200
+
+
+def _verify_once(server: Server) -> None:
+    key = make_key()
+    obj = sign(configmap(f"after-{uuid.uuid4().hex[:8]}", "team-a", key="value"), key)[0]
+    review = {"uid": str(uuid.uuid4()), "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+              "operation": "CREATE", "userInfo": {"username": "alice@example.com"}, "object": obj}  # fmt: skip
+    keys = [json.dumps({"review": review, "policy": {"keys": [public_key_pem(key)]}})]
+    body = json.dumps({"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest",
+                       "request": {"keys": keys}}).encode()  # fmt: skip
+    status, _, answer = server.post(GATEKEEPER, body)
+    assert status == 200 and json.loads(answer)["response"]["items"][0]["value"]["reason"] == "verified"
+
+
+def test_a_worker_that_exits_leaves_the_masters_metrics_port_and_directory_alone() -> None:
+    """gunicorn forks inside serve(): a worker's exit unwinds through it and must not tear down the master's parts.
+
+    Before, a worker leaving gracefully (SIGTERM, max-requests, a reload) removed the shared
+    metrics directory and waited forever on the master's metrics thread, which does not
+    exist in a worker -- the master then needed its 10 s graceful timeout to stop at all.
+    """
+    with running_server(metrics=True, args=("--workers", "1")) as server:
+        (worker,) = psutil.Process(server.pid).children()
+        worker.terminate()
+        worker.wait(5)  # it exits by itself (before: it hung until the master killed it)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not [c for c in psutil.Process(server.pid).children() if c != worker]:
+            time.sleep(0.1)
+        verified = sample(
+            "manifest_provider_decisions_total",
+            route="gatekeeper", check="manifest", reason="verified", **{"class": "valid-signature"},
+        )  # fmt: skip
+        before = samples(scrape(server)[2]).get(verified, 0.0)
+        _verify_once(server)
+        deadline = time.monotonic() + 10
+        while samples(scrape(server)[2]).get(verified, 0.0) == before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert samples(scrape(server)[2])[verified] == before + 1  # the replacement worker still counts
+        assert "Traceback" not in server.log_text()
+
+
+def test_the_server_stops_promptly_on_sigterm_with_the_metrics_port_on() -> None:
+    """Kubernetes sends SIGTERM and waits its grace period; the server must not sit out gunicorn's 10 s timeout."""
+    with running_server(metrics=True) as server:
+        master = psutil.Process(server.pid)
+        started = time.monotonic()
+        master.terminate()
+        master.wait(15)
+        took = time.monotonic() - started
+    assert took < 3.0, f"{took:.1f} s"
