@@ -6,6 +6,7 @@ Runs, one after the other (each in its own process, so none warms another's cach
 * ``bench/service.py``  -- the HTTPS service: server CPU per verification, latency, cache hits;
 * ``bench/dryrun.py``   -- what a server-side dry-run adds;
 * ``bench/keyless.py``  -- keyless verification against a key verification;
+* ``bench/bundles.py``  -- OCI resource bundles from a real local registry against a signature on the object;
 * ``bench/classify.py`` -- audit-log classification throughput and memory;
 * ``bench/verify_resource.py`` -- ``verify-resource`` over 12 000 objects of a fake API
   server against in-process ``decide()``, and its memory at two list sizes;
@@ -137,6 +138,7 @@ def main() -> int:
         ("service", lambda: run_json("service.py", *seconds)),
         ("dryrun", lambda: run_json("dryrun.py", *seconds)),
         ("keyless", lambda: run_json("keyless.py", *seconds)),
+        ("bundles", lambda: run_json("bundles.py", *seconds)),
         ("classify", lambda: classify(args.classify_events)),
         ("verify_resource", lambda: run_json("verify_resource.py")),
         ("startup", lambda: startup(11)),
@@ -190,6 +192,9 @@ def print_report(r: dict[str, Any]) -> None:
         print(
             f"  {key:<22}: {row['per_s']:7d}/s  {row['us']:9.1f} us  {row['cost_vs_key_decide']:6.2f}x a key decide()"
         )
+    print("\n## OCI resource bundles (bench/bundles.py)")
+    for key, row in r["bundles"].items():
+        print(f"  {key:<12}: {row['per_s']:7d}/s  {row['us']:9.1f} us  {row['vs_floor']:6.2f}x the floor")
     c = r["classify"]
     print("\n## classify (bench/classify.py)")
     print(f"  {c['events']} audit events: {c['events_per_s']:.0f} events/s, peak RSS {c['peak_rss_mib']:.1f} MiB")
