@@ -16,31 +16,22 @@ from typing import Any
 
 import pytest
 
-from tests.support.bootstrap import secret
+from tests.support.bootstrap import serving_with_sample_token
 from tests.support.data import REPO
-from tests.support.fakeapi import TokenApi
 from tests.support.gator import review_as_created, run_suite
 from tests.support.opa import GatekeeperExternalData, gatekeeper_client_context
-from tests.support.server import Server, running_server
+from tests.support.server import Server
 
 pytestmark = pytest.mark.integration
 
 GATEKEEPER = REPO / "policies" / "gatekeeper"
 #: The example token of the Kubernetes documentation, which the cluster-info samples are signed with.
-SAMPLE_TOKEN_ID, SAMPLE_TOKEN_SECRET = "07401b", "f395accd246ae52d"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    token = secret(**{"token-id": SAMPLE_TOKEN_ID, "token-secret": SAMPLE_TOKEN_SECRET})
-    token["metadata"]["name"] = f"bootstrap-token-{SAMPLE_TOKEN_ID}"
-    api = TokenApi(secrets={f"bootstrap-token-{SAMPLE_TOKEN_ID}": token}).start()
-    kubeconfig = api.kubeconfig(Path(tmp_path_factory.mktemp("kube")) / "kubeconfig")
-    try:
-        with running_server(env={"MANIFEST_PROVIDER_KUBECONFIG": str(kubeconfig)}) as running:
-            yield running
-    finally:
-        api.stop()
+    with serving_with_sample_token(Path(tmp_path_factory.mktemp("kube"))) as running:
+        yield running
 
 
 def review(obj: dict[str, Any]) -> dict[str, Any]:

@@ -23,9 +23,8 @@ import yaml
 
 from provider.neighbours.bootstrap import ClusterInfoPolicy
 from provider.neighbours.csr import CsrPolicy
-from tests.support.bootstrap import jws, secret
+from tests.support.bootstrap import SAMPLE_TOKEN_ID, SAMPLE_TOKEN_SECRET, jws, serving_with_sample_token
 from tests.support.data import REPO, load_yaml
-from tests.support.fakeapi import TokenApi
 from tests.support.kyverno import (
     STANDARD_FUNCTIONS,
     api_call,
@@ -42,7 +41,7 @@ from tests.support.opa import (
     package_of,
     template_rego,
 )
-from tests.support.server import Server, running_server
+from tests.support.server import Server
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +50,6 @@ KYVERNO = REPO / "policies" / "kyverno"
 NAMES = ("verify-cluster-info", "verify-kubelet-serving-csr")
 SCHEMAS = {"verify-cluster-info": ClusterInfoPolicy, "verify-kubelet-serving-csr": CsrPolicy}
 #: The example token of the Kubernetes documentation, which the cluster-info samples are signed with.
-SAMPLE_TOKEN_ID, SAMPLE_TOKEN_SECRET = "07401b", "f395accd246ae52d"
 #: What each disallowed sample's name promises.
 EXPECTED = {
     "tampered": "signature-invalid",
@@ -64,15 +62,8 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    token = secret(**{"token-id": SAMPLE_TOKEN_ID, "token-secret": SAMPLE_TOKEN_SECRET})
-    token["metadata"]["name"] = f"bootstrap-token-{SAMPLE_TOKEN_ID}"
-    api = TokenApi(secrets={f"bootstrap-token-{SAMPLE_TOKEN_ID}": token}).start()
-    kubeconfig = api.kubeconfig(Path(tmp_path_factory.mktemp("kube")) / "kubeconfig")
-    try:
-        with running_server(env={"MANIFEST_PROVIDER_KUBECONFIG": str(kubeconfig)}) as running:
-            yield running
-    finally:
-        api.stop()
+    with serving_with_sample_token(Path(tmp_path_factory.mktemp("kube"))) as running:
+        yield running
 
 
 def sample_dir(name: str) -> Path:

@@ -11,10 +11,13 @@ service's use the same rows.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import hashlib
 import hmac
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from cryptography import x509
@@ -23,6 +26,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from provider.limits import DEFAULT_LIMITS
+from tests.support.fakeapi import TokenApi
+from tests.support.server import Server, running_server
 
 NOW = dt.datetime(2026, 1, 15, 12, 0, tzinfo=dt.UTC)
 TOKEN_ID, TOKEN_SECRET = "abcdef", "0123456789abcdef"
@@ -160,3 +165,22 @@ BROKEN: list[tuple[str, dict[str, Any], str]] = [
     ("kubeconfig-not-a-string", {"kubeconfig": {"clusters": []}, SIG_KEY: GOOD}, "cluster-info-invalid"),
     ("too-many-signatures", {"kubeconfig": KUBECONFIG, **{f"jws-kubeconfig-{i:06d}": GOOD for i in range(DEFAULT_LIMITS.max_jws_signatures + 1)}}, "cluster-info-invalid"),
 ]  # fmt: skip
+
+
+#: The bootstrap token the shipped cluster-info policy samples name (policies/*/verify-cluster-info).
+SAMPLE_TOKEN_ID, SAMPLE_TOKEN_SECRET = "07401b", "f395accd246ae52d"
+
+
+@contextlib.contextmanager
+def serving_with_sample_token(directory: Path) -> Iterator[Server]:
+    """The real server with a fake API server that holds :data:`SAMPLE_TOKEN_ID`'s bootstrap-token Secret."""
+    token = secret(**{"token-id": SAMPLE_TOKEN_ID, "token-secret": SAMPLE_TOKEN_SECRET})
+    token["metadata"]["name"] = f"bootstrap-token-{SAMPLE_TOKEN_ID}"
+    api = TokenApi(secrets={f"bootstrap-token-{SAMPLE_TOKEN_ID}": token}).start()
+    try:
+        with running_server(
+            env={"MANIFEST_PROVIDER_KUBECONFIG": str(api.kubeconfig(directory / "kubeconfig"))}
+        ) as running:
+            yield running
+    finally:
+        api.stop()
