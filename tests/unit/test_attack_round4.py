@@ -147,28 +147,85 @@ def _replicas_path_lookalike(obj: dict[str, Any]) -> None:
     obj["spec"]["template"]["spec"]["replicas"] = 3
 
 
+#: A live review has no requester: a difference in a lent field is taken as the lender's whatever its value.
+_LENT_AS_A_WHOLE = (
+    "a live review cannot tell which writer made a difference in a lent field, and the exemption lends the "
+    "field as a whole, with no direction or value: "
+)
+
+
+def _widget() -> dict[str, Any]:
+    """A signed custom resource whose CRD has no scale subresource, stored."""
+    widget = {
+        "apiVersion": "example.com/v1",
+        "kind": "Widget",
+        "metadata": {"name": "w", "namespace": "shop"},
+        "spec": {"replicas": 1, "mode": "safe"},
+    }
+    return stored(signed(widget), "5", "uid-widget")
+
+
+def _claim() -> dict[str, Any]:
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data", "namespace": "shop"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    return stored(signed(claim), "5", "uid-claim")
+
+
+def _widget_replicas(obj: dict[str, Any]) -> None:
+    obj["spec"]["replicas"] = 99
+
+
+def _claim_bound_to_a_chosen_volume(obj: dict[str, Any]) -> None:
+    obj["spec"]["volumeName"] = "attackers-volume"
+    obj["metadata"]["annotations"]["example.com/backup"] = "off"
+
+
 @pytest.mark.parametrize(
-    "change",
+    ("make", "change"),
     [
-        pytest.param(_image, id="a-change-outside-every-lent-field"),
-        pytest.param(_replicas_and_image, id="replicas-beside-an-image"),
-        pytest.param(_replicas_path_lookalike, id="a-replicas-field-elsewhere"),
+        pytest.param(None, _image, id="a-change-outside-every-lent-field"),
+        pytest.param(None, _replicas_and_image, id="replicas-beside-an-image"),
+        pytest.param(None, _replicas_path_lookalike, id="a-replicas-field-elsewhere"),
         pytest.param(
+            None,
             _owner_added,
             id="an-owner-reference-added-where-the-garbage-collector-only-removes",
             marks=pytest.mark.xfail(
                 strict=True,
-                reason="a live review cannot tell an added owner reference from one the garbage collector left: "
-                "the exemption lends metadata.ownerReferences as a whole (common.yaml), with no direction; "
-                "a removal-only lender needs a field in the exemption schema",
+                reason=_LENT_AS_A_WHOLE + "the garbage collector's exemption lends metadata.ownerReferences on every "
+                "kind though it only removes them; a removal-only lender needs a field in the exemption schema",
+            ),
+        ),
+        pytest.param(
+            _widget,
+            _widget_replicas,
+            id="custom-resource-replicas-without-a-scale-subresource",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=_LENT_AS_A_WHOLE + "the autoscaler's scale entry lends spec.replicas on every kind that is "
+                "not built in (policy._scalable: a CRD may have a scale subresource); needs CRD knowledge",
+            ),
+        ),
+        pytest.param(
+            _claim,
+            _claim_bound_to_a_chosen_volume,
+            id="claim-bound-to-a-chosen-volume-with-any-annotation",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=_LENT_AS_A_WHOLE + "the volume binder's exemption lends spec.volumeName and every annotation "
+                "(common.yaml); only its own pv.kubernetes.io annotations and a volume it bound are its work",
             ),
         ),
     ],
 )
 def test_a_live_object_changed_outside_what_a_controller_does_is_not_verified(
-    change: Callable[[dict[str, Any]], None],
+    make: Callable[[], dict[str, Any]] | None, change: Callable[[dict[str, Any]], None]
 ) -> None:
-    obj = stored_deployment()
+    obj = stored_deployment() if make is None else make()
     change(obj)
     result = live(obj)
     assert not result.verified, result.message
