@@ -27,7 +27,7 @@ from provider.errors import ContentMismatch, DataError, RequestError
 from provider.kube.writer import KubeWriter
 from provider.limits import DEFAULT_LIMITS
 from provider.objects import ObjectIdentity
-from provider.parsing import load_json
+from provider.parsing import load_json, load_yaml_stream
 from provider.result import Result
 from provider.service.scrape import EXCHANGE_SECONDS, MetricsServer, listen
 from provider.service.wire import kyverno
@@ -513,3 +513,25 @@ def test_a_pass_report_planted_under_this_projects_name_is_replaced_by_the_failu
         report_writer.write(report_for(bad, now=1_700_000_100.0))
     (stored_report,) = fake.stored("wgpolicyk8s.io/v1alpha2", "PolicyReport")
     assert stored_report["results"][0]["result"] == "fail"
+
+
+# --- a signed manifest that says two things about a tool's key ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(f"metadata:\n  annotations:\n    {TRACKING}: a\n    {TRACKING}: b\n", id="tracking-id-twice"),
+        pytest.param(f"metadata:\n  labels: {{{MANAGED_BY}: Helm, {MANAGED_BY}: x}}\n", id="managed-by-twice-in-flow"),
+        pytest.param(
+            f'metadata:\n  annotations:\n    {RELEASE_NAME}: a\n    "{RELEASE_NAME}": b\n', id="quoted-and-plain"
+        ),
+        pytest.param(
+            f"metadata:\n  labels:\n    {MANAGED_BY}: Helm\n    <<: {{{MANAGED_BY}: x}}\n", id="merge-key-override"
+        ),
+    ],
+)
+def test_a_signed_manifest_naming_a_tools_key_twice_is_refused(text: str) -> None:
+    # The signer's value is what a stamp defers to; a payload with two must not let a reader pick one.
+    with pytest.raises(DataError, match=r"duplicate key|merge key"):
+        load_yaml_stream(text)
