@@ -177,9 +177,16 @@ def deletion_finalizers_added(signed: dict[str, Any], admitted: dict[str, Any]) 
     keeps an object's existing orphan finalizer when a DELETE names no policy). Only a
     DELETE puts them there legitimately, so on an object that is not being deleted
     they are a difference whatever the ignore patterns say.
+
+    ``metadata.finalizers`` that is not a list (the API server stores none such; a file
+    or a library caller's object may hold one) is returned whole: it cannot be read as
+    free of these two, and an ignore pattern must not hide it.
     """
     meta = child_mapping(admitted, "metadata")
     if meta.get("deletionTimestamp") is not None:
         return []
+    found = meta.get("finalizers")
+    if found is not None and not isinstance(found, list):
+        return [found]
     wanted = child_list(child_mapping(signed, "metadata"), "finalizers")
     return [f for f in child_list(meta, "finalizers") if f in GC_FINALIZERS and f not in wanted]

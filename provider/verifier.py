@@ -70,6 +70,21 @@ from .stamps import take_stamps
 log = logging.getLogger(__name__)
 
 
+class DeletionFinalizersAdded(ContentMismatch):
+    """The garbage collector's finalizers on an object that is not being deleted (``deletion_finalizers_added``).
+
+    Never tolerated as an exempt controller's change (``_controller_changes``): the
+    garbage collector's exemption lends ``metadata.finalizers`` because it *removes*
+    these two, and only a DELETE adds them -- so on a live object, or in an UPDATE
+    that keeps what ``oldObject`` had, one is still a bypass of admission, not the
+    collector's work. A client cannot fake the deletion that would excuse one: the
+    API server clears a client's ``deletionTimestamp`` on create and refuses to set
+    one by update (kubernetes/kubernetes staging/src/k8s.io/apiserver/pkg/registry/rest/create.go,
+    BeforeCreate; staging/src/k8s.io/apimachinery/pkg/api/validation/objectmeta.go,
+    ValidateObjectMetaAccessorUpdate).
+    """
+
+
 @dataclass(frozen=True)
 class Verification:
     """The facts a successful :func:`verify` proves."""
@@ -470,10 +485,10 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
             "unsafeUnanchoredIgnoreFields is on for %s: ignore patterns match anywhere in a path", ident.describe()
         )
     added = deletion_finalizers_added(document, obj)
-    if added:  # no ignore pattern and no dry-run explains them (provider.allocations)
+    if added:  # no ignore pattern, no dry-run and no exemption explains them (provider.allocations)
         path = ("metadata", "finalizers")
         items = [DiffItem(path, _value_at(document, path), _value_at(obj, path))]
-        raise ContentMismatch(
+        raise DeletionFinalizersAdded(
             describe_diff(items, limits) + f"; {', '.join(map(str, added))}: the garbage collector's finalizers, "
             "set only by a DELETE",
             diff=tuple(items),
@@ -744,7 +759,11 @@ def decide(
             obj, policy, namespace=review.namespace, dry_runner=dry_runner, now=now, limits=limits, sources=sources
         )
     except ContentMismatch as mismatch:
-        tolerated = _controller_changes(review, obj, policy, ident, mismatch)
+        tolerated = (
+            None
+            if isinstance(mismatch, DeletionFinalizersAdded)
+            else _controller_changes(review, obj, policy, ident, mismatch)
+        )
         if tolerated is None:
             return _denied(what, mismatch, limits)
         return Result.proven(

@@ -43,9 +43,13 @@ def cache_key(request: Mapping[str, Any], policy: Any, check: str) -> bytes:
 
     Kyverno sends a fresh ``uid`` with every AdmissionRequest; every other field
     may decide the verdict (operation, user, object, ``dryRun``) and is kept.
+    Whether there *is* a uid is kept too: a request without one may be a
+    background scan (:func:`~provider.review.is_background_scan`), judged as the
+    stored object, and must never share a verdict with an admission request.
     Field order does not matter (the JSON is canonical).
     """
     decisive = {k: v for k, v in request.items() if k not in _NOT_DECISIVE}
+    decisive["uid"] = bool(request.get("uid"))
     canonical = json.dumps([decisive, policy], sort_keys=True, separators=(",", ":"))
     return digest("kyverno", check, canonical)
 
