@@ -15,14 +15,15 @@ What it serves, and nothing more:
 * any other path -- 404; any other method -- 501 (:mod:`http.server`'s answer);
   one request per connection (HTTP/1.0).
 
-It runs in the gunicorn master, on one thread: the master handles no requests,
-so a scrape never waits for a busy worker, and a worker never spends a thread on
-it. Every exchange -- request head and answer -- must end within
-:data:`EXCHANGE_SECONDS` (:class:`~provider.deadlines.DeadlineSocket`), so a
-client that trickles bytes delays the next scrape by that much at most. The
-thread writes nothing to the log and takes no lock a worker uses: gunicorn forks
-workers from the master while it runs, and a lock held at a fork stays held in
-the child.
+It runs in the gunicorn master: the master handles no requests, so a scrape
+never waits for a busy worker, and a worker never spends a thread on it. One
+thread accepts; each connection gets a thread of its own, at most
+:data:`MAX_CONNECTIONS` at once (past that a connection is closed at once), so
+idle or trickling clients cannot queue a scrape behind them. Every exchange --
+request head and answer -- must end within :data:`EXCHANGE_SECONDS`
+(:class:`~provider.deadlines.DeadlineSocket`). The threads write nothing to the
+log and take no lock a worker uses: gunicorn forks workers from the master while
+it runs, and a lock held at a fork stays held in the child.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from . import metrics
 PATH = "/metrics"
 #: Seconds one connection may take, from accept to the last byte of the answer.
 EXCHANGE_SECONDS = 5.0
+#: Connections served at once; Prometheus keeps one scrape per target in flight.
+MAX_CONNECTIONS = 8
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -68,14 +71,34 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         """Nothing: the master's thread never writes to the log (see the module docstring)."""
 
 
-class MetricsServer(http.server.HTTPServer):
-    """One thread serving :class:`_Handler` on an already bound, listening socket."""
+class MetricsServer(http.server.ThreadingHTTPServer):
+    """:class:`_Handler` on a bound, listening socket: a thread per connection, :data:`MAX_CONNECTIONS` at most."""
+
+    daemon_threads = True
+    block_on_close = False
 
     def __init__(self, listener: socket.socket) -> None:
         super().__init__(listener.getsockname()[:2], _Handler, bind_and_activate=False)
         self.socket.close()
         self.socket = listener
         self._thread: threading.Thread | None = None
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # full: this one is closed, the ones in flight go on
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
     def get_request(self) -> tuple[socket.socket, Any]:
         client, address = self.socket.accept()

@@ -29,7 +29,7 @@ from provider.limits import DEFAULT_LIMITS
 from provider.objects import ObjectIdentity
 from provider.parsing import load_json, load_yaml_stream
 from provider.result import Result
-from provider.service.scrape import EXCHANGE_SECONDS, MetricsServer, listen
+from provider.service.scrape import EXCHANGE_SECONDS, MAX_CONNECTIONS, MetricsServer, listen
 from provider.service.wire import kyverno
 from provider.verifier import verify
 from tests.support.data import REPO, load_yaml
@@ -444,12 +444,6 @@ def test_a_scrape_after_a_refused_one_is_answered(metrics_port: int) -> None:
     assert answer.startswith(b"HTTP/1.0 200")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="one thread serves the port and each connection may take EXCHANGE_SECONDS: n idle connections "
-    "ahead delay a scrape n times that, past Prometheus's 10 s scrape timeout at two; the NetworkPolicy is the "
-    "bound today (no admission verdict depends on the port)",
-)
 def test_idle_connections_ahead_of_a_scrape_do_not_delay_it_past_one_exchange(metrics_port: int) -> None:
     idle = [socket.create_connection(("127.0.0.1", metrics_port), timeout=30) for _ in range(2)]
     try:
@@ -462,6 +456,24 @@ def test_idle_connections_ahead_of_a_scrape_do_not_delay_it_past_one_exchange(me
     finally:
         for conn in idle:
             conn.close()
+
+
+def test_past_the_connection_cap_a_connection_is_closed_at_once_and_the_port_recovers(metrics_port: int) -> None:
+    idle = [socket.create_connection(("127.0.0.1", metrics_port), timeout=30) for _ in range(MAX_CONNECTIONS)]
+    try:
+        time.sleep(0.3)  # every one accepted and holding a thread
+        answer, seconds = _scrape(metrics_port)
+        assert answer == b"" and seconds < 1.0, (answer[:80], seconds)  # closed, not queued
+    finally:
+        for conn in idle:
+            conn.close()
+    deadline = time.monotonic() + EXCHANGE_SECONDS
+    while time.monotonic() < deadline:
+        answer, _ = _scrape(metrics_port)
+        if answer.startswith(b"HTTP/1.0 200"):
+            break
+        time.sleep(0.1)
+    assert answer.startswith(b"HTTP/1.0 200")
 
 
 # --- the Kyverno verdict cache: a background scan's verdict for an admission request -----------------------------
