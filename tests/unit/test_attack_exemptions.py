@@ -192,7 +192,16 @@ SCALE = {
 }
 
 
-def scale(user: str, new_replicas: int, groups: tuple[str, ...] = KUBE_SYSTEM_SA, **changes: Any) -> Any:
+def scale(
+    user: str,
+    new_replicas: int,
+    groups: tuple[str, ...] = KUBE_SYSTEM_SA,
+    *,
+    policy: Policy = POLICY,
+    resource: GroupVersionResource = DEPLOYMENTS,
+    **changes: Any,
+) -> Any:
+    """``user`` writes ``shop/web``'s scale subresource (of ``resource``) to ``new_replicas``, decided under ``policy``."""
     new = {**copy.deepcopy(SCALE), "spec": {"replicas": new_replicas}, **changes}
     review = Review(
         object=new,
@@ -201,11 +210,11 @@ def scale(user: str, new_replicas: int, groups: tuple[str, ...] = KUBE_SYSTEM_SA
         username=user,
         groups=groups,
         sub_resource="scale",
-        resource=DEPLOYMENTS,
+        resource=resource,
         name="web",
         namespace="shop",
     )
-    return decide(review, POLICY)
+    return decide(review, policy)
 
 
 def test_kubectl_scale_of_a_protected_deployment_is_denied() -> None:
@@ -230,18 +239,7 @@ def test_skip_objects_for_the_deployment_covers_its_scale() -> None:
     policy = Policy.from_dict(
         {"keys": [public_key_pem(KEY)], "skipObjects": [{"group": "apps", "kind": "Deployment", "name": "web"}]}
     )
-    new = {**SCALE, "spec": {"replicas": 9}}
-    review = Review(
-        object=new,
-        old_object=SCALE,
-        operation="UPDATE",
-        username="alice",
-        sub_resource="scale",
-        resource=DEPLOYMENTS,
-        name="web",
-        namespace="shop",
-    )
-    assert decide(review, policy).reason == "skipped-object"
+    assert scale("alice", 9, (), policy=policy).reason == "skipped-object"
 
 
 def test_in_scope_objects_keep_a_custom_resource_scale_in_scope() -> None:
@@ -249,19 +247,7 @@ def test_in_scope_objects_keep_a_custom_resource_scale_in_scope() -> None:
     policy = Policy.from_dict(
         {"keys": [public_key_pem(KEY)], "inScopeObjects": [{"group": "example.com", "kind": "Rollout"}]}
     )
-    new = {**SCALE, "spec": {"replicas": 9}}
-    rollouts = GroupVersionResource("example.com", "v1", "rollouts")
-    review = Review(
-        object=new,
-        old_object=SCALE,
-        operation="UPDATE",
-        username="alice",
-        sub_resource="scale",
-        resource=rollouts,
-        name="web",
-        namespace="shop",
-    )
-    result = decide(review, policy)
+    result = scale("alice", 9, (), policy=policy, resource=GroupVersionResource("example.com", "v1", "rollouts"))
     assert result.reason == "unverifiable-subresource", result.message
 
 
