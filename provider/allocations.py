@@ -29,17 +29,15 @@ from __future__ import annotations
 
 import copy
 import ipaddress
-import re
 from typing import Any
 
 from .objects import split_api_version
 from .schema import child_list, child_mapping
+from .stamps import is_dns_subdomain
 
 _SERVICE = ("", "Service")
 _DAEMONSET = ("apps", "DaemonSet")
 _ROUTE = ("route.openshift.io", "Route")
-#: A DNS-1123 subdomain (k8s.io/apimachinery validation ``IsDNS1123Subdomain``): what a route host is.
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 #: The DaemonSet registry strategy's annotation (kubernetes pkg/registry/apps/daemonset): the template generation.
 DAEMONSET_GENERATION = "deprecated.daemonset.template.generation"
 
@@ -52,10 +50,6 @@ def _is_ip(value: Any) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _is_hostname(value: Any) -> bool:
-    return isinstance(value, str) and len(value) <= 253 and _DNS_SUBDOMAIN.match(value) is not None
 
 
 def _is_port(value: Any) -> bool:
@@ -154,11 +148,19 @@ def _adopt_daemonset_generation(reference: dict[str, Any], admitted: dict[str, A
 def _adopt_route_host(
     reference: dict[str, Any], admitted: dict[str, Any], signed: dict[str, Any], in_reference: bool
 ) -> None:
-    """A generated route host, only where the signer named none: a signed host is who receives the traffic."""
+    """A generated route host, only where the signer named none: a signed host is who receives the traffic.
+
+    Generated means the allocator's shape, ``<name>-<namespace>.<router suffix>``
+    (openshift/origin pkg/route/allocation/simple ``GenerateHostname``): any other name
+    would claim a host -- and its traffic -- the signer never chose.
+    """
     if child_mapping(signed, "spec").get("host"):
         return
     ref_spec, host = reference.setdefault("spec", {}), child_mapping(admitted, "spec").get("host")
-    if isinstance(ref_spec, dict) and _is_hostname(host) and (not in_reference or _is_hostname(ref_spec.get("host"))):
+    meta = child_mapping(admitted, "metadata")
+    prefix = f"{meta.get('name')}-{meta.get('namespace')}."
+    generated = isinstance(host, str) and is_dns_subdomain(host) and host.startswith(prefix) and len(host) > len(prefix)
+    if isinstance(ref_spec, dict) and generated and (not in_reference or is_dns_subdomain(ref_spec.get("host"))):
         ref_spec["host"] = host
 
 

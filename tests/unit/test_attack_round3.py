@@ -232,6 +232,9 @@ def _with_host(signed: dict[str, Any], host: Any) -> dict[str, Any]:
         (GENERATED_ROUTE, "shop-shop.apps.cluster.example", True),
         (GENERATED_ROUTE, "Not A Host!", False),
         (GENERATED_ROUTE, {"evil": 1}, False),
+        (GENERATED_ROUTE, "login.example.com", False),
+        (GENERATED_ROUTE, "other-shop.apps.cluster.example", False),
+        (GENERATED_ROUTE, "shop-shop.", False),
     ],
     ids=[
         "signed-host-replaced-by-another",
@@ -239,6 +242,9 @@ def _with_host(signed: dict[str, Any], host: Any) -> dict[str, Any]:
         "generated-host-where-the-signer-named-none",
         "generated-host-not-a-dns-name",
         "generated-host-not-a-string",
+        "unsigned-host-claims-another-domain",
+        "unsigned-host-named-for-another-route",
+        "unsigned-host-with-no-router-suffix",
     ],
 )
 def test_a_signed_route_cannot_claim_another_host(manifest: dict[str, Any], host: Any, allowed: bool) -> None:
