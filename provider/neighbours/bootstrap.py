@@ -216,13 +216,6 @@ def protected_header(token_id: str) -> str:
     return b64url(b'{"alg":"HS256","kid":"' + token_id.encode("ascii") + b'"}')
 
 
-def detached_signature(content: str, token: BootstrapToken) -> str:
-    """The ``jws-kubeconfig-<id>`` value the bootstrap signer computes for ``content``."""
-    header = protected_header(token.token_id)
-    mac = hmac.new(token.secret.encode(), f"{header}.{b64url(content.encode())}".encode("ascii"), hashlib.sha256)
-    return f"{header}..{b64url(mac.digest())}"
-
-
 def _read_detached(value: Any, token_id: str, limits: Limits) -> tuple[str, bytes]:
     """Steps 2-3: the header part (as written) and the MAC bytes, or a ``jws-*`` failure."""
     if not isinstance(value, str):
