@@ -7,8 +7,8 @@ the suite) and ``cases``, each an ``object`` file and ``assertions``. An
 assertion (pkg/gator/verify/assertion.go) counts the violations whose message
 matches the ``message`` regular expression (all of them without one) and
 compares with ``violations``: an integer is an exact count, ``yes`` at least
-one, ``no`` none; absent means ``yes``. A case without assertions expects no
-violation. Unquoted ``yes``/``no`` read as YAML 1.1 booleans here and are
+one, ``no`` none; absent means ``yes``. A case without assertions is invalid
+(pkg/gator/verify/runner.go ``checkCase``: "assertions must be non-empty"). Unquoted ``yes``/``no`` read as YAML 1.1 booleans here and are
 taken as those words, as gator's typed decoding does.
 
 :func:`run_suite` does what ``gator verify`` does before any case runs
@@ -111,10 +111,9 @@ def read_suite(path: Path) -> tuple[Test, ...]:
             assert not case.get("inventory") and not case.get("skip"), f"{spot}: inventory and skip are not used here"
             obj = path.parent / case["object"]
             assert obj.is_file(), f"{spot}.object: {obj} does not exist"
-            assertions = tuple(
-                Assertion.read(a, f"{spot}.assertions[{k}]") for k, a in enumerate(case.get("assertions") or [])
-            )
-            cases.append(Case(case["name"], obj, assertions or (Assertion("no", None),)))
+            assert case.get("assertions"), f"{spot}: gator refuses a case without assertions (runner.go checkCase)"
+            assertions = tuple(Assertion.read(a, f"{spot}.assertions[{k}]") for k, a in enumerate(case["assertions"]))
+            cases.append(Case(case["name"], obj, assertions))
         template, constraint = path.parent / test["template"], path.parent / test["constraint"]
         assert template.is_file() and constraint.is_file(), f"{where}: {template}, {constraint}"
         tests.append(Test(test["name"], template, constraint, tuple(cases)))

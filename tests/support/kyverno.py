@@ -93,9 +93,10 @@ def denied(doc: dict[str, Any], verdict: Any) -> bool:
     context = {"verdict": verdict}
     for condition in conditions:
         key = substitute(condition["key"], context)
-        if condition["operator"] == "NotEquals" and key != condition["value"]:
-            return True
-        if condition["operator"] == "Equals" and key == condition["value"]:
+        operator = condition["operator"]
+        if operator not in ("Equals", "NotEquals"):
+            raise NotImplementedError(f"deny operator {operator!r}: teach denied() before relying on it")
+        if (key == condition["value"]) is (operator == "Equals"):
             return True
     return False
 
