@@ -284,7 +284,7 @@ def _gatekeeper(request: Request, root: Path) -> list[dict[str, Any]]:
         provider = load_shipped(root, "provider")
         spec = dict(provider.get("spec") or {})
         # Gatekeeper wants the base64 of the PEM (StdEncoding): what ca-bundle.sh --provider writes.
-        provider["spec"] = {"caBundle": base64.b64encode(request.ca_pem.encode()).decode(), **spec}
+        provider["spec"] = {**spec, "caBundle": base64.b64encode(request.ca_pem.encode()).decode()}
         docs.append(provider)
     constraint = load_shipped(root, "constraint")
     spec = constraint["spec"]
