@@ -10,6 +10,7 @@ so a flag means the same everywhere.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -342,3 +343,23 @@ def evaluate_documents(
             results.append(Result.from_error(exc))
     print_results(results, output)
     return exit_code(results, admission=admission)
+
+
+def signature_sources(kubeconfig: str | None, policy: Any, *, in_cluster: bool = False) -> Any:
+    """The policy's signature sources: the cluster for a signature ConfigMap, a registry client for resource bundles.
+
+    Module-level, so that a worker process can be sent it (``verify``, ``verify-resource`` and ``observe``).
+    """
+    from ..bundles import Sources
+
+    bundles = configmaps = None
+    if policy.resource_bundle is not None:
+        from ..oci.bundles import OciBundleSource
+
+        bundles = OciBundleSource()
+    if policy.signature_resource_ref is not None:
+        from ..kube.configmaps import KubeConfigMapReader
+        from ..kube.dryrun import dry_runner_for
+
+        configmaps = KubeConfigMapReader(functools.partial(dry_runner_for, kubeconfig, in_cluster=in_cluster))
+    return Sources(bundles=bundles, configmaps=configmaps)

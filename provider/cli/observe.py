@@ -132,11 +132,14 @@ def run(args: argparse.Namespace) -> int:
     from ..kube.dryrun import dry_runner_for
     from ..kube.lister import KubeLister
     from ..kube.writer import KubeWriter
+    from ._common import signature_sources
     from ._observer_metrics import PrometheusObserverMetrics
-    from .verify_resource import live_sources
+    from .verify_resource import MAX_CONCURRENCY
 
-    if args.interval <= 0 or args.concurrency < 1 or args.cache_size < 0:
-        raise RequestError("--interval must be positive, --concurrency at least 1, --cache-size 0 or more")
+    if args.interval <= 0 or not 1 <= args.concurrency <= MAX_CONCURRENCY or args.cache_size < 0:
+        raise RequestError(
+            f"--interval must be positive, --concurrency between 1 and {MAX_CONCURRENCY}, --cache-size 0 or more"
+        )
     targets = read_targets_file(args.targets)
     in_cluster = not args.kubeconfig and "KUBERNETES_SERVICE_HOST" in os.environ
     runner = dry_runner_for(args.kubeconfig, in_cluster=in_cluster)
@@ -153,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             dry_runner=runner,
             runner_factory=factory,
-            sources_factory=functools.partial(live_sources, args.kubeconfig, in_cluster=in_cluster),
+            sources_factory=functools.partial(signature_sources, args.kubeconfig, in_cluster=in_cluster),
         ),
         sink=None if args.no_reports else KubeWriter(runner, labels=MANAGED_BY, same=same_content),
         cache=VerdictCache(args.cache_size),

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from ._common import add_output_flag, add_policy_flags, build_policy, command_parser, evaluate_documents
+from ._common import (
+    add_output_flag,
+    add_policy_flags,
+    build_policy,
+    command_parser,
+    evaluate_documents,
+    signature_sources,
+)
 
 HELP = "verify signed manifests (exit 0: all verified, 1: some denied, 2: usage error, 3: some allowed unverified)"
 EXAMPLES = (
@@ -34,23 +40,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(run=run)
 
 
-def _sources(args: argparse.Namespace, policy: Any) -> Any:
-    """A registry client when the policy reads resource bundles, the cluster when it reads a signature ConfigMap."""
-    from ..bundles import Sources
-
-    bundles = configmaps = None
-    if policy.resource_bundle is not None:
-        from ..oci.bundles import OciBundleSource
-
-        bundles = OciBundleSource()
-    if policy.signature_resource_ref is not None:
-        from ..kube.configmaps import KubeConfigMapReader
-        from ..kube.dryrun import dry_runner_for
-
-        configmaps = KubeConfigMapReader(lambda: dry_runner_for(args.kubeconfig))
-    return Sources(bundles=bundles, configmaps=configmaps)
-
-
 def run(args: argparse.Namespace) -> int:
     from ..policy import Policy
     from ..verifier import decide
@@ -61,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
         from ..kube.dryrun import dry_runner_for
 
         runner = dry_runner_for(args.kubeconfig)
-    sources = _sources(args, policy)
+    sources = signature_sources(args.kubeconfig, policy)
     return evaluate_documents(
         "verify",
         args.filename,

@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 from ..errors import RequestError
 from . import EXIT_DENIED, EXIT_OK, EXIT_UNVERIFIED
-from ._common import add_policy_flags, build_policy, command_parser
+from ._common import add_policy_flags, build_policy, command_parser, signature_sources
 
 HELP = (
     "verify the objects of a kind in a cluster (exit 0: all verified, 1: some denied, 2: usage error, "
@@ -288,24 +288,6 @@ class ReportOutput:
 # --- the command ----------------------------------------------------------------------------------------
 
 
-def live_sources(kubeconfig: str | None, policy: Any, *, in_cluster: bool = False) -> Any:
-    """The policy's signature sources, as ``verify`` builds them: the cluster for a signature ConfigMap, a registry
-    client for resource bundles. Module-level, so that a worker process can be sent it (``observe`` uses it too)."""
-    from ..bundles import Sources
-
-    bundles = configmaps = None
-    if policy.resource_bundle is not None:
-        from ..oci.bundles import OciBundleSource
-
-        bundles = OciBundleSource()
-    if policy.signature_resource_ref is not None:
-        from ..kube.configmaps import KubeConfigMapReader
-        from ..kube.dryrun import dry_runner_for
-
-        configmaps = KubeConfigMapReader(functools.partial(dry_runner_for, kubeconfig, in_cluster=in_cluster))
-    return Sources(bundles=bundles, configmaps=configmaps)
-
-
 def run(args: argparse.Namespace) -> int:
     from ..audit.live import LiveChecker
     from ..audit.reports import MANAGED_BY, same_content
@@ -325,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
         raise RequestError("NAME arguments need one KIND (kubectl neither takes names for several)")
     factory = functools.partial(dry_runner_for, args.kubeconfig)
     # Built first: its worker processes start (and import) while this one imports the kubernetes client.
-    sources = functools.partial(live_sources, args.kubeconfig)
+    sources = functools.partial(signature_sources, args.kubeconfig)
     with LiveChecker(
         policy_data, concurrency=args.concurrency, runner_factory=factory, sources_factory=sources
     ) as checker:
