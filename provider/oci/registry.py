@@ -99,6 +99,7 @@ class RegistryClient:
     credentials: Credentials | None = None
     plain_http: Sequence[str] = ()
     _tokens: LRUCache[str] = field(default_factory=lambda: LRUCache(MAX_TOKENS), repr=False)
+    _tls: ssl.SSLContext | None = field(default=None, repr=False)
 
     def _scheme(self, registry: str) -> str:
         return "http" if is_loopback(registry) or registry in self.plain_http else "https"
@@ -115,9 +116,12 @@ class RegistryClient:
         return target.scheme == "http" and self._scheme(registry) == "http" and is_loopback(target.netloc)
 
     def _context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(cafile=self.ca_file)
-        context.sslsocket_class = DeadlineSSLSocket
-        return context
+        """One TLS context per client: reading the CA bundle is not work for every connection of a fetch."""
+        if self._tls is None:  # two threads may both build one; either serves
+            context = ssl.create_default_context(cafile=self.ca_file)
+            context.sslsocket_class = DeadlineSSLSocket
+            self._tls = context
+        return self._tls
 
     def _connect(self, scheme: str, host: str, port: int, deadline: float) -> socket.socket:
         return connect(host, port, deadline, context=None if scheme == "http" else self._context())
