@@ -82,6 +82,12 @@ Reason = Literal[
     "transient-error",
     "internal-error",
 ]
+
+#: The reasons that let an object through: the "allowed" section of :data:`Reason`.
+ALLOWING_REASONS: frozenset[str] = frozenset(
+    {"verified", "skipped-user", "skipped-object", "out-of-scope", "dry-run-request", "no-signatures",
+     "unverifiable-operation"}
+)  # fmt: skip
 REASONS: tuple[str, ...] = Reason.__args__  # type: ignore[attr-defined]
 
 

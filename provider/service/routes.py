@@ -31,7 +31,7 @@ from prometheus_client import Counter, Histogram
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from ..errors import ProviderError, RequestError, TransientError
-from ..result import AllowedBy, Result
+from ..result import ALLOWING_REASONS, AllowedBy, Result
 from . import metrics
 from .body import CLOSE_CONNECTION, BodyUnreadable, read_body
 from .checks import CHECK_REASONS, Answer, Job
@@ -294,11 +294,6 @@ ROUTE_CODES: dict[str, tuple[int, ...]] = {
     METRICS_PATH: (200, 401, 403, 503),
     UNMATCHED: (404, 405),
 }
-#: Verdicts that let an object through (provider/result.py, ``Reason``: "allowed").
-ALLOWING = frozenset(
-    {"verified", "skipped-user", "skipped-object", "out-of-scope", "dry-run-request", "no-signatures",
-     "unverifiable-operation"}
-)  # fmt: skip
 
 
 def known_decisions() -> list[tuple[str, str, str, str]]:
@@ -311,6 +306,6 @@ def known_decisions() -> list[tuple[str, str, str, str]]:
                     ("common", "policy") if reason in ("skipped-user", "skipped-object") else (None,)
                 )
                 for profile in profiles:
-                    result = Result(reason in ALLOWING, reason == "verified", reason, "", profile=profile)
+                    result = Result(reason in ALLOWING_REASONS, reason == "verified", reason, "", profile=profile)
                     series.append((family.route, check, reason, result.traffic_class))
     return series

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,9 @@ from provider.errors import (
     TransientError,
     VerificationFailure,
 )
-from provider.result import REASONS, Result
+from provider.result import ALLOWING_REASONS, REASONS, Result
+
+REPO_RESULT = Path(provider.__file__).parent / "result.py"
 
 
 def _all_error_classes() -> list[type[ProviderError]]:
@@ -64,3 +67,11 @@ def test_constructors() -> None:
     assert (denied.allowed, denied.verified, denied.diff_count) == (False, False, 0)
     allowed = Result.allow("skipped-user", "yes", "policy")
     assert (allowed.allowed, allowed.verified, allowed.traffic_class) == (True, False, "app-profile")
+
+
+def test_the_allowing_reasons_are_the_allowed_section_of_reason() -> None:
+    """``ALLOWING_REASONS`` restates the Literal's "# allowed" section; a reason added there must join it."""
+    text = (REPO_RESULT).read_text()
+    section = text[text.index("    # allowed\n") : text.index("    # denied")]
+    listed = {line.strip().split('"')[1] for line in section.splitlines() if line.strip().startswith('"')}
+    assert listed == ALLOWING_REASONS and set(REASONS) >= ALLOWING_REASONS
