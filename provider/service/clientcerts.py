@@ -105,6 +105,8 @@ class ClientCertificates:
         self._clock = clock
         self._lock = threading.Lock()
         self._stamp: float | None = None
+        #: ``(stamp,)`` of a file that did not load (None: none failed): read again only once it changes.
+        self._failed: tuple[float | None] | None = None
         self._cas: tuple[x509.Certificate, ...] = ()
         self._paths: LRUCache[_Path] = LRUCache(PATH_CACHE_ENTRIES)
 
@@ -114,13 +116,14 @@ class ClientCertificates:
         except OSError:
             stamp = self._stamp  # mid-rotation: keep what we have, as the TLS context does
         with self._lock:
-            if stamp != self._stamp or not self._cas:
+            if (stamp != self._stamp or not self._cas) and (stamp,) != self._failed:
                 try:
                     with open(self._file, "rb") as handle:
                         self._cas = tuple(x509.load_pem_x509_certificates(handle.read()))
-                    self._stamp = stamp
+                    self._stamp, self._failed = stamp, None
                     self._paths.clear()
                 except (OSError, ValueError) as exc:
+                    self._failed = (stamp,)
                     if not self._cas:
                         log.error(
                             "the client CA file does not load: no client certificate is accepted",

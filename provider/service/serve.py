@@ -146,6 +146,8 @@ class _RotatingContext:
         self._files = (cert, key, client_ca)
         self._lock = threading.Lock()
         self._stamp: tuple[float, ...] = ()
+        #: The stamp of files that did not load: tried again only once they change again.
+        self._failed: tuple[float, ...] | None = None
         self._context: ssl.SSLContext | None = None
         self.get()
 
@@ -158,15 +160,16 @@ class _RotatingContext:
     def get(self) -> ssl.SSLContext:
         stamp = self._stamps()
         with self._lock:
-            if self._context is None or stamp != self._stamp:
+            if self._context is None or stamp not in (self._stamp, self._failed):
                 cert, key, ca = self._files
                 assert cert is not None and key is not None
                 try:
                     self._context = tls_context(cert, key, ca)
-                    self._stamp = stamp
+                    self._stamp, self._failed = stamp, None
                 except ConfigError:
                     if self._context is None:
                         raise
+                    self._failed = stamp  # not read, parsed and logged again on every connection
                     log.error("new certificate files do not load; serving with the previous ones")
             return self._context
 

@@ -7,6 +7,7 @@ moment in a certificate's life, or a path the CA file does or does not complete.
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -155,3 +156,21 @@ def test_a_ca_file_that_stops_loading_keeps_the_last_good_one(tmp_path: Path, ro
 def test_a_missing_ca_file_trusts_nobody(tmp_path: Path, root: Issued) -> None:
     leaf = issue("client", root, ca=False)
     assert ClientCertificates(str(tmp_path / "missing.crt")).check(leaf.der).problem == "certificate-untrusted"
+
+
+def test_a_ca_file_that_does_not_load_is_read_again_only_once_it_changes(
+    tmp_path: Path, root: Issued, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bad file is not read, parsed and logged again on every request; a new one is read at once."""
+    leaf = issue("client", root, ca=False)
+    path = tmp_path / "client-ca.crt"
+    path.write_bytes(b"-----BEGIN CERTIFICATE-----\nhalf written")
+    check = ClientCertificates(str(path), clock=NOW.timestamp)
+    with caplog.at_level(logging.ERROR):
+        for _ in range(5):
+            assert check.check(leaf.der).problem == "certificate-untrusted"
+    assert len([r for r in caplog.records if "does not load" in r.getMessage()]) == 1
+    path.write_bytes(root.pem)
+    later = time.time() + 5
+    os.utime(path, (later, later))
+    assert check.check(leaf.der).problem == ""

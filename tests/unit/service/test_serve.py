@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import logging
 import os
 import socket
 import ssl
@@ -249,3 +250,24 @@ def test_a_metrics_port_that_is_taken_stops_the_server_naming_the_port_and_the_w
         with pytest.raises(ConfigError, match=f"port {port}.*--metrics-port.*--no-metrics-port"):
             metrics_port(config)
     assert metrics_port(load_config({"METRICS_PORT": 0}, {})) is None
+
+
+def test_rotated_files_that_do_not_load_are_tried_again_only_once_they_change(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Not read, parsed and logged on every new connection while the bad files stay."""
+    pki = make_dev_pki(tmp_path / "rotating")
+    rotating = _RotatingContext(str(pki.server_cert), str(pki.server_key), None)
+    first = rotating.get()
+    pki.server_key.write_text("not a key")
+    later = time.time() + 5
+    os.utime(pki.server_key, (later, later))
+    with caplog.at_level(logging.ERROR):
+        assert all(rotating.get() is first for _ in range(5))
+    assert len([r for r in caplog.records if "do not load" in r.getMessage()]) == 1
+    fresh = make_dev_pki(tmp_path / "fresh")
+    os.replace(fresh.server_cert, pki.server_cert)
+    os.replace(fresh.server_key, pki.server_key)
+    os.utime(pki.server_cert, (later + 5, later + 5))
+    os.utime(pki.server_key, (later + 5, later + 5))
+    assert rotating.get() is not first
