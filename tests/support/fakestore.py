@@ -305,6 +305,8 @@ class Store:
         fresh = copy.deepcopy(body)
         if kind.namespaced:
             fresh["metadata"]["namespace"] = namespace
+        else:  # cleared, not refused (k8s.io/apiserver pkg/registry/rest create.go BeforeCreate)
+            fresh["metadata"].pop("namespace", None)
         return 201, self.put(kind, fresh, fresh=True), {}
 
     def update(self, kind: Kind, namespace: str, name: str, body: Any) -> Answer | None:
@@ -328,4 +330,6 @@ class Store:
         updated["metadata"]["name"] = name
         if kind.namespaced:
             updated["metadata"]["namespace"] = namespace
+        else:  # cleared, not refused (k8s.io/apiserver pkg/registry/rest update.go BeforeUpdate)
+            updated["metadata"].pop("namespace", None)
         return 200, self.put(kind, updated, fresh=False), {}

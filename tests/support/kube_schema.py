@@ -269,8 +269,8 @@ def metadata_problems(metadata: Any, *, namespaced: bool = False) -> list[str]:
     namespace = metadata.get("namespace")
     if namespaced and not (isinstance(namespace, str) and len(namespace) <= 63 and DNS1123_LABEL.fullmatch(namespace)):
         errors.append(f"metadata.namespace: {namespace!r} is not a namespace name")
-    if not namespaced and "namespace" in metadata:
-        errors.append("metadata.namespace: the object is cluster-scoped")
+    # A namespace on a cluster-scoped object is not refused: the API server clears it
+    # (k8s.io/apiserver pkg/registry/rest create.go BeforeCreate, update.go BeforeUpdate).
     for field in ("labels", "annotations"):
         entries = metadata.get(field) or {}
         if not isinstance(entries, dict):

@@ -147,7 +147,6 @@ BROKEN: list[tuple[str, Path, str, Any, str]] = [
     ("boolean-as-a-string", APICALL, "spec.background", "false", "expected boolean"),
     ("rule-without-a-name", APICALL, "spec.rules.0.name", _DELETE, "'name' is required"),
     ("name-not-a-dns-name", APICALL, "metadata.name", "Verify_Manifest", "not a DNS-1123 subdomain"),
-    ("namespaced-cluster-policy", APICALL, "metadata.namespace", "demo", "cluster-scoped"),
     (
         "validation-action-not-in-enum",
         CEL,
@@ -168,6 +167,13 @@ def test_the_api_server_would_refuse(case: str, path: Path, field: str, value: A
     set_at(doc, field, value)
     errors = validate_object(doc, CRDS[policy(path)["kind"]])
     assert any(error in e for e in errors), errors
+
+
+def test_a_namespace_on_a_cluster_policy_is_not_refused_the_api_server_clears_it() -> None:
+    """k8s.io/apiserver pkg/registry/rest create.go ``BeforeCreate``: a cluster-scoped object's namespace is cleared."""
+    doc = copy.deepcopy(policy(APICALL))
+    set_at(doc, "metadata.namespace", "demo")
+    assert validate_object(doc, CRDS[doc["kind"]]) == []
 
 
 # --- JMESPath -------------------------------------------------------------------------------------
