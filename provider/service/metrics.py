@@ -198,23 +198,9 @@ class Tally:
         self._counts: dict[tuple[Counter, tuple[str, ...]], float] = {}
         self._observed: dict[tuple[Histogram, tuple[str, ...]], list[float]] = {}
 
-    def count(self, counter: Counter, labels: tuple[str, ...], amount: float = 1.0) -> None:
-        key = (counter, labels)
-        with self._lock:
-            self._counts[key] = self._counts.get(key, 0.0) + amount
-
     def observe(self, histogram: Histogram, labels: tuple[str, ...], value: float) -> None:
-        bounds = self._bounds.get(histogram)
-        if bounds is None:
-            bounds = self._bounds[histogram] = tuple(histogram._upper_bounds)  # +Inf included
-        index = bisect.bisect_left(bounds, value)  # the first bucket whose bound is >= value, as observe() picks
-        key = (histogram, labels)
-        with self._lock:
-            sums = self._observed.get(key)
-            if sums is None:
-                sums = self._observed[key] = [0.0] * (len(bounds) + 1)
-            sums[index] += 1
-            sums[-1] += value
+        """One observation: :meth:`record` with nothing counted."""
+        self.record((), ((histogram, labels, value),))
 
     def record(
         self,

@@ -42,7 +42,7 @@ def test_a_flushed_tally_equals_counting_each_event_directly() -> None:
         if index % 3:
             tally.record([(tally_counter, (route,))], [(tally_histogram, (route,), value)])
         else:
-            tally.count(tally_counter, (route,))
+            tally.record([(tally_counter, (route,))])
             tally.observe(tally_histogram, (route,), value)
     assert counted(direct) != counted(tallied)  # nothing reaches the families before a flush
     tally.flush()
