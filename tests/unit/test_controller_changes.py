@@ -17,6 +17,7 @@ import pytest
 
 from provider import Policy, Review, decide
 from tests.support.keys import make_key, public_key_pem
+from tests.support.live import scaled
 from tests.support.manifests import sign
 
 KEY = make_key("ecdsa-p256", 71)
@@ -35,12 +36,6 @@ DEPLOYMENT = {
     },
 }
 (SIGNED,) = sign(DEPLOYMENT, KEY)
-
-
-def scaled(obj: dict[str, Any], replicas: int = 5) -> dict[str, Any]:
-    changed = copy.deepcopy(obj)
-    changed["spec"]["replicas"] = replicas
-    return changed
 
 
 def live(obj: dict[str, Any]) -> Any:
