@@ -442,6 +442,21 @@ def verify(
     never cached): the ConfigMap can change -- a signature withdrawn, one
     added -- while the object and the policy stay the same.
     """
+    if isinstance(obj, dict):  # not a mapping: _verify says so
+        _bounded(obj, "the object to verify", limits)
+    return _verify_bounded(obj, policy, namespace, dry_runner, now, limits, sources)
+
+
+def _verify_bounded(  # noqa: PLR0917 - verify()'s arguments, passed on
+    obj: Any,
+    policy: Policy,
+    namespace: str | None,
+    dry_runner: DryRunner | None,
+    now: datetime | None,
+    limits: Limits,
+    sources: Sources | None,
+) -> Verification:
+    """:func:`verify` for an object already bounded (:func:`decide` checks it once, before anything else)."""
     if policy.signature_resource_ref is None:
         return _verify(obj, policy, namespace, dry_runner, now, limits, sources)
     try:
@@ -463,7 +478,6 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
 ) -> Verification:
     if not isinstance(obj, dict):
         raise RequestError(f"the object to verify is a {type(obj).__name__}, not a Kubernetes object")
-    _bounded(obj, "the object to verify", limits)
     meta = obj.get("metadata")
     if meta is not None and not isinstance(meta, dict):
         raise MalformedMessage("metadata is not a mapping")
@@ -755,9 +769,7 @@ def decide(
             f"or exempt the requester (skipUsers with objects[].subresource: {ident.subresource})",
         )
     try:
-        facts = verify(
-            obj, policy, namespace=review.namespace, dry_runner=dry_runner, now=now, limits=limits, sources=sources
-        )
+        facts = _verify_bounded(obj, policy, review.namespace, dry_runner, now, limits, sources)
     except ContentMismatch as mismatch:
         tolerated = (
             None
