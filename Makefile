@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install system-packages run test lint bench soak fuzz clean kind-schemas
+.PHONY: install system-packages run test lint bench soak fuzz clean kind-schemas data-sums
 
 install: system-packages $(STAMP)
 
@@ -82,3 +82,7 @@ clean:
 ## kind-schemas: regenerate provider/data/kind_schemas.json from the installed kubernetes client's models
 kind-schemas: install
 	$(PY) tools/make_kind_schemas.py
+
+## data-sums: relist tests/data/SHA256SUMS after deliberately adding or refreshing a conformance file
+data-sums:
+	cd tests/data && find . -type f ! -name SHA256SUMS | LC_ALL=C sort | xargs sha256sum > SHA256SUMS

@@ -38,7 +38,7 @@ from provider.envelope import read_envelope
 from provider.keyless.signer import check_signer, clear_cache
 from provider.keyless.trust import load_trusted_root
 
-UPSTREAM = Path(__file__).resolve().parents[2] / "shared" / "interop" / "k8s-manifest-sigstore"
+UPSTREAM = Path(__file__).resolve().parents[1] / "tests" / "data" / "interop" / "k8s-manifest-sigstore"
 TRUST = UPSTREAM / "trust" / "sigstore-public-good-trusted_root.json"
 
 

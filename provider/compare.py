@@ -6,7 +6,7 @@ differing *leaf* path, ``{"key": "data.key1", "values": {"before": signed,
 the kind's shape (:mod:`provider.kindschema`) together.
 
 What equals what (``docs/policy.md``, "What equals what"); every rule is what
-the API server itself does, recorded in ``shared/dryrun/edge/empties-*.json``:
+the API server itself does, recorded in ``tests/data/dryrun/edge/empties-*.json``:
 
 * ``null`` equals an absent field (the server drops it);
 * an empty list ``[]`` equals an absent field (the server drops it) in the

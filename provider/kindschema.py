@@ -14,7 +14,7 @@ encoder drops an empty map (``labels: {}``, a Service's ``selector: {}``) but
 keeps an empty struct (a peer's ``namespaceSelector: {}`` admits every
 namespace, a PodDisruptionBudget's ``selector: {}`` every pod, an
 ``aggregationRule`` selector ``{}`` every ClusterRole) -- recorded on a real
-kube-apiserver in ``shared/dryrun/edge/empties-*.json``. So ``{}`` may equal
+kube-apiserver in ``tests/data/dryrun/edge/empties-*.json``. So ``{}`` may equal
 an absent field only where the schema says the field is a map; deciding it from
 the value would let anyone add an empty struct that changes what an object does.
 

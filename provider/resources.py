@@ -3,7 +3,7 @@
 Admission requests and audit events name a *resource* (``deployments``) and
 maybe a *subresource* (``scale``); policies name *kinds* (``Deployment``).
 These tables map one to the other for what a v1.36 API server serves
-(``shared/dryrun/discovery``); custom resources are learned from what a log or
+(``tests/data/dryrun/discovery``); custom resources are learned from what a log or
 a request shows.
 """
 
@@ -53,7 +53,7 @@ BUILTIN_KINDS: dict[tuple[str, str], str] = {
     for group, pairs in _BUILTIN.items()
     for pair in pairs.split()
 }
-#: Built-in kinds served with a ``scale`` subresource (``shared/dryrun/discovery``): (group, kind).
+#: Built-in kinds served with a ``scale`` subresource (``tests/data/dryrun/discovery``): (group, kind).
 SCALABLE_KINDS = frozenset(
     {("apps", "Deployment"), ("apps", "ReplicaSet"), ("apps", "StatefulSet"), ("", "ReplicationController")}
 )

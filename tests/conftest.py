@@ -8,7 +8,7 @@ import pytest
 # Registered before any of them is imported.
 pytest.register_assert_rewrite("tests.support")
 
-from tests.support.data import SHARED  # noqa: E402
+from tests.support.data import DATA  # noqa: E402
 from tests.support.fakeapi import FakeApiServer  # noqa: E402
 
 #: How long the ``fake`` fixture's server lives (``fake_api(per=...)``) -> the pytest scope that gives it.
@@ -16,8 +16,10 @@ LIFETIMES = {"test": "function", "module": "module"}
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if not SHARED.is_dir():
-        raise pytest.UsageError(f"conformance data not found at {SHARED}; clone ../shared beside this repository")
+    if not (DATA / "SHA256SUMS").is_file():
+        raise pytest.UsageError(
+            f"conformance data not found at {DATA}: it is part of the repository; check out the whole tree"
+        )
 
 
 def fake_api(node: pytest.Item | pytest.Collector) -> tuple[Callable[[], FakeApiServer], str]:

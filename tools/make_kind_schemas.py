@@ -12,7 +12,7 @@ generated from the Kubernetes OpenAPI document: each model's ``openapi_types``
 names a field's type (``Dict[str, str]`` is a map, ``V1PodSpec`` a struct,
 ``List[V1Container]`` a list of structs) and ``attribute_map`` its JSON name.
 The kinds come from the API server's discovery documents recorded in
-``../shared/dryrun/discovery`` (every group/version a v1.36 API server serves),
+``tests/data/dryrun/discovery`` (every group/version a v1.36 API server serves),
 plus the kinds of subresources (``autoscaling/v1 Scale``, ``Binding``,
 ``policy/v1 Eviction``).
 
@@ -33,7 +33,7 @@ import kubernetes
 from kubernetes import client
 
 REPO = Path(__file__).resolve().parents[1]
-DISCOVERY = REPO.parent / "shared" / "dryrun" / "discovery"
+DISCOVERY = REPO / "tests" / "data" / "dryrun" / "discovery"
 OUTPUT = REPO / "provider" / "data" / "kind_schemas.json"
 
 _DICT = re.compile(r"Dict\[str, (.+)\]\Z")

@@ -22,7 +22,7 @@ and which the service must see (docs/policy.md, "Subresources"): ``status``
 and the others carry the object itself, ``scale`` and ``binding`` carry a
 ``Scale`` and a ``Binding``, which the Gatekeeper constraint must name as
 kinds of their own. Which built-in kind has which subresource is a v1.36 API
-server's discovery (``shared/dryrun/discovery``).
+server's discovery (``tests/data/dryrun/discovery``).
 
 Kyverno substitutes ``{{ ... }}`` variables and ``$(...)`` references in the
 strings of a rule, ``apiCall.data`` included (kyverno/kyverno

@@ -11,7 +11,7 @@
    refetch (at most every :data:`MISS_REFETCH_SECONDS`) so a CRD installed
    since shows up. The client's ``DynamicClient`` is not used: with an empty
    cache it fetches ``/version``, ``/apis`` and, for ``v1``, the ``/apis/<g>/v1``
-   document of *every* group (``shared/dryrun/discovery/_python-client-requests.json``
+   document of *every* group (``tests/data/dryrun/discovery/_python-client-requests.json``
    records 17 requests) where this needs one;
 2. ``POST <collection>?dryRun=All`` -- namespaced kinds in the given namespace
    (or the kubeconfig context's / the pod's own), cluster-scoped kinds

@@ -1,7 +1,7 @@
 """Dry-run end to end: real signatures, the real kubernetes client, recorded API-server answers.
 
 The API server here is ``tests.support.fakeapi.FakeApiServer``: it replays what a real
-kube-apiserver v1.36 answered (``shared/dryrun/``), so "what the cluster makes
+kube-apiserver v1.36 answered (``tests/data/dryrun/``), so "what the cluster makes
 of the signed manifest" is real data, not a guess.
 """
 

@@ -1,4 +1,4 @@
-"""Audit events as the API server writes them, and the real audit log of ``../shared/audit``."""
+"""Audit events as the API server writes them, and the real audit log of ``tests/data/audit``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from tests.support.data import AUDIT
 
 #: A real control plane's audit log while a user installed, changed and removed a few applications
-#: (``../shared/audit/README.md``): 1,137 events.
+#: (``tests/data/audit/README.md``): 1,137 events.
 REAL_LOG = AUDIT / "install-apps.audit.jsonl"
 
 

@@ -1,7 +1,8 @@
 """Where the test data lives, and how to read its YAML.
 
-The conformance data in ``../shared`` (interop fixtures, API-server recordings,
-the audit log) is read in place, never copied.
+The conformance data in ``tests/data`` (interop fixtures, API-server recordings,
+the audit log, the engines' CRDs): byte-identical copies of their sources, each
+folder's README says where they came from, and ``SHA256SUMS`` pins their bytes.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = (REPO / ".." / "shared").resolve()
-INTEROP = SHARED / "interop"
+DATA = REPO / "tests" / "data"
+INTEROP = DATA / "interop"
 UPSTREAM = INTEROP / "k8s-manifest-sigstore"
 KYVERNO = INTEROP / "kyverno"
-DRYRUN = SHARED / "dryrun"
-AUDIT = SHARED / "audit"
+DRYRUN = DATA / "dryrun"
+AUDIT = DATA / "audit"
+CRDS = DATA / "crds"
 
 
 def load_yaml(path: Path) -> list[Any]:

@@ -1,9 +1,9 @@
-"""A fake Kubernetes API server that replays the recordings in ``shared/dryrun/``.
+"""A fake Kubernetes API server that replays the recordings in ``tests/data/dryrun/``.
 
 There is no API server on the machines the tests run on, so dry-run tests talk
 to this one: a standard-library HTTPS server on 127.0.0.1 (ephemeral port,
 its own throw-away CA) that answers with the *real* responses a
-kube-apiserver v1.36 gave (``shared/dryrun/README.md``). The real
+kube-apiserver v1.36 gave (``tests/data/dryrun/README.md``). The real
 ``kubernetes`` client reaches it through a generated kubeconfig
 (:meth:`FakeApiServer.kubeconfig`) with a bearer token, which it checks.
 
@@ -210,7 +210,7 @@ def _template(match: re.Match[str]) -> str:
     return f"{root}/{'namespaces/{ns}/' if match['ns'] else ''}{match['res']}"
 
 
-#: The exchanges each folder of ``shared/dryrun`` holds today (docs/dryrun.md counts the 44 creates):
+#: The exchanges each folder of ``tests/data/dryrun`` holds today (docs/dryrun.md counts the 44 creates):
 #: fewer means the data is missing or cut short, and a test looking for recordings would find less than it thinks.
 RECORDED = {"discovery": 25, "create": 44, "edge": 39}
 

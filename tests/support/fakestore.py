@@ -6,7 +6,7 @@ adds the state a live cluster has, in the shapes the recordings show:
 * a list (``GET <collection>``, in one namespace or all) is a
   ``<Kind>List`` with ``metadata.resourceVersion`` and, when ``limit``
   left objects out, ``metadata.continue`` and ``remainingItemCount`` --
-  the same shape as the recorded GET answers in ``shared/dryrun/edge``;
+  the same shape as the recorded GET answers in ``tests/data/dryrun/edge``;
   items of a built-in list carry no ``apiVersion``/``kind`` (the API server
   writes them once, on the list), a custom resource's do;
 * items come in etcd key order (namespace, then name); a ``continue`` token

@@ -1,4 +1,4 @@
-"""The keyed interop expectations of ../shared/interop as one table, for the library and CLI tests.
+"""The keyed interop expectations of tests/data/interop as one table, for the library and CLI tests.
 
 Each case: the fixture file, the policy (keys by file name, plus config), and the
 expected verdict. Upstream's outcomes map onto our reason codes:

@@ -5,7 +5,7 @@ fields that change what the object does while looking "empty": ``ingress: [{}]``
 ``namespaceSelector: {}``, ``clusterRoleSelectors: [{}]``, a PDB ``selector: {}``, a ``{}``
 container. The comparison used to treat ``{}``, ``[]`` and ``null`` as absent, recursively, so
 each verified. The rule now is the API server's own, recorded on a real kube-apiserver in
-``shared/dryrun/edge/empties-*.json``: ``null`` and ``[]`` vanish, ``{}`` vanishes only where
+``tests/data/dryrun/edge/empties-*.json``: ``null`` and ``[]`` vanish, ``{}`` vanishes only where
 the kind's schema has a map, a list keeps its length.
 """
 

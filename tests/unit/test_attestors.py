@@ -1,6 +1,6 @@
 """Nested signer sets (``attestors``): every set must pass, ``count`` entries each, signers distinct.
 
-Kyverno's shape (``validate.manifests.attestors``, ``../shared/crds/kyverno``)
+Kyverno's shape (``validate.manifests.attestors``, ``tests/data/crds/kyverno``)
 and semantics (``validate_manifest.go``: every set, ``count`` entries,
 default all, a keys entry with several keys is several entries), with one
 deliberate difference: a signer counts once across the whole tree.

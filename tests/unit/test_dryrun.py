@@ -1,6 +1,6 @@
 """provider.dryrun: the dry-run plan and the by-value comparison, on recorded API-server answers.
 
-The recordings in ``shared/dryrun/create/`` are real (request, response)
+The recordings in ``tests/data/dryrun/create/`` are real (request, response)
 pairs, so "the signed manifest" and "what the cluster made of it" here are
 what a real kube-apiserver did; no cluster is contacted in this file.
 """

@@ -1,4 +1,4 @@
-"""Every keyed case of ../shared/interop gives the listed outcome through the library."""
+"""Every keyed case of tests/data/interop gives the listed outcome through the library."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Every shipped Kyverno policy against Kyverno's own CRD schemas, and every expression in it parsed and run.
 
-The CRDs are Kyverno v1.19's (``../shared/crds/kyverno``): ``ClusterPolicy``
+The CRDs are Kyverno v1.19's (``tests/data/crds/kyverno``): ``ClusterPolicy``
 and ``ValidatingPolicy``, applied by the API server with strict field
 validation (``kubectl apply``'s default), so an unknown field is an error,
 not a silently dropped one. ``tests/support/kube_schema.py`` is the validator (it says
@@ -36,7 +36,7 @@ import pytest
 import yaml
 from lark import Tree
 
-from tests.support.data import REPO, SHARED, load_yaml
+from tests.support.data import CRDS, REPO, load_yaml
 from tests.support.kube_schema import keywords_in, validate_object
 from tests.support.kyverno import (
     STANDARD_FUNCTIONS,
@@ -48,7 +48,7 @@ from tests.support.kyverno import (
 )
 
 KYVERNO = REPO / "policies" / "kyverno"
-CRD_DIR = SHARED / "crds" / "kyverno"
+CRD_DIR = CRDS / "kyverno"
 
 
 def crds() -> dict[str, dict[str, Any]]:
@@ -69,7 +69,7 @@ def policy(path: Path) -> dict[str, Any]:
 
 
 def test_the_crds_are_kyvernos() -> None:
-    assert set(CRDS) == {"ClusterPolicy", "ValidatingPolicy"}, "expected Kyverno's CRDs in ../shared/crds/kyverno"
+    assert set(CRDS) == {"ClusterPolicy", "ValidatingPolicy"}, "expected Kyverno's CRDs in tests/data/crds/kyverno"
     assert CRDS["ClusterPolicy"]["spec"]["group"] == "kyverno.io"
     assert CRDS["ValidatingPolicy"]["spec"]["group"] == "policies.kyverno.io"
 

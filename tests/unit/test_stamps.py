@@ -1,7 +1,7 @@
 """Tool-stamped metadata: the argocd, flux and helm profiles take what each tool adds, and nothing else.
 
 A signed Deployment delivered the way each tool delivers it -- the real API
-server's defaulted object (``shared/dryrun``), plus the tool's metadata --
+server's defaulted object (``tests/data/dryrun``), plus the tool's metadata --
 verifies with the tool's profile and fails without it. Each way a looser rule
 (an ignore pattern over the same keys) could be abused is a row of
 ``ATTACKS``: the object is not verified, and the verdict names the key.

@@ -13,9 +13,9 @@ import yaml
 from provider.cli import main
 from provider.cli.convert_policy import convert
 from provider.policy import Policy
-from tests.support.data import SHARED, load_yaml
+from tests.support.data import INTEROP, load_yaml
 
-KYVERNO = sorted((SHARED / "interop" / "kyverno" / "policies").glob("cpol-*.yaml"))
+KYVERNO = sorted((INTEROP / "kyverno" / "policies").glob("cpol-*.yaml"))
 
 
 @pytest.mark.parametrize("path", KYVERNO, ids=lambda p: p.stem)

@@ -2,7 +2,7 @@
 
 The ``sh`` blocks run in document order as one bash script, in a scratch
 directory holding the repository's ``policies/`` and, as ``audit.jsonl``, the
-real audit log (``shared/audit``). After each line the script checks its status:
+real audit log (``tests/data/audit``). After each line the script checks its status:
 ``# exit N`` at the end of the line, else 0. Lines marked ``# needs a cluster`` or
 ``# serves until stopped`` cannot run here: the ``manifest-provider`` part of each is
 parsed by the real parser instead, so its flags at least exist.

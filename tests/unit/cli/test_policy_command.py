@@ -8,7 +8,7 @@ Each engine's output goes through the shipped policies' own checks:
   rules (``tests/support/gatekeeper_framework.py`` ``provider_problems``), and
   the shipped samples through the template's Rego with ``external_data``
   answered by the real verifier;
-* Kyverno: both policies against Kyverno's CRDs (``../shared/crds/kyverno``),
+* Kyverno: both policies against Kyverno's CRDs (``tests/data/crds/kyverno``),
   the body the ClusterPolicy POSTs and the CEL policy's variables evaluated
   (``tests/support/kyverno.py``);
 * both: every subresource through which a matched kind changes reaches the
@@ -35,7 +35,8 @@ from provider.policy import Policy
 from provider.review import Review
 from provider.service.devcerts import make_dev_pki
 from provider.verifier import decide
-from tests.support.data import REPO, SHARED, load_yaml
+from tests.support.data import CRDS as CRD_DATA
+from tests.support.data import REPO, load_yaml
 from tests.support.fakeapi import FakeApiServer, Logged
 from tests.support.gatekeeper_framework import provider_problems
 from tests.support.kube_schema import validate, validate_object
@@ -57,9 +58,7 @@ WEBHOOK_RULES = yaml.safe_load((REPO / "manifests/overlays/gatekeeper/gatekeeper
     "validatingWebhookCustomRules"
 ]
 CRDS = {
-    doc["spec"]["names"]["kind"]: doc
-    for p in sorted((SHARED / "crds" / "kyverno").glob("*.yaml"))
-    for doc in load_yaml(p)
+    doc["spec"]["names"]["kind"]: doc for p in sorted((CRD_DATA / "kyverno").glob("*.yaml")) for doc in load_yaml(p)
 }
 SAMPLE_KEY = load_yaml(SAMPLES / "constraint.yaml")[0]["spec"]["parameters"]["keys"][0]
 

@@ -1,7 +1,7 @@
 """provider.kube.dryrun: the real kubernetes client against the fake API server (recorded answers).
 
 Every test here speaks HTTPS to ``tests.support.fakeapi.FakeApiServer``, which
-replays what a real kube-apiserver v1.36 answered (``shared/dryrun/``).
+replays what a real kube-apiserver v1.36 answered (``tests/data/dryrun/``).
 """
 
 from __future__ import annotations
