@@ -139,12 +139,21 @@ class Config:
     #: Plain HTTP, for local experiments only: warns on every request.
     unsafe_http: bool = False
     log_level: str = "info"
+    # -- certificate health (provider.service.certificates) --
+    #: Days before a certificate of ``cert`` or ``client_ca`` expires that the log warns, at
+    #: start and on every reload. 14: cert-manager renews a 90-day certificate 30 days ahead,
+    #: so a certificate with 14 days left has missed its renewal by two weeks -- late enough
+    #: not to warn in normal operation, early enough to act (a holiday fits in it). Lower it
+    #: for certificates that live less than two weeks. The shipped alert uses the same 14 days.
+    cert_expiry_warning_days: float = 14.0
     # -- objects, given in code only --
     dry_runner: Any = field(default=None, compare=False, repr=False)
     kube_client: Any = field(default=None, compare=False, repr=False)
     token_reviewer: Any = field(default=None, compare=False, repr=False)
     now: datetime | None = field(default=None, compare=False)
     limits: Limits = field(default=DEFAULT_LIMITS, compare=False, repr=False)
+    #: The launcher's rotating TLS context: which certificate this process presents (``/readyz``).
+    serving_certificates: Any = field(default=None, compare=False, repr=False)
 
     @property
     def effective_limits(self) -> Limits:
@@ -164,7 +173,7 @@ class Config:
 
 
 #: Settings that are objects: given in the mapping, never read from the environment.
-_OBJECTS = frozenset({"dry_runner", "kube_client", "token_reviewer", "now", "limits"})
+_OBJECTS = frozenset({"dry_runner", "kube_client", "token_reviewer", "now", "limits", "serving_certificates"})
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 
 
@@ -284,6 +293,8 @@ def _check(config: Config) -> Config:
         raise ConfigError(f"{env_name('cache_entries')}: must be 0 (off) or more")
     if config.cache_ttl_seconds < 0:
         raise ConfigError(f"{env_name('cache_ttl_seconds')}: must be 0 or more")
+    if config.cert_expiry_warning_days < 0:
+        raise ConfigError(f"{env_name('cert_expiry_warning_days')}: must be 0 (no warning) or more")
     for name in ("port", "metrics_port"):
         if not 0 <= getattr(config, name) <= 65535:
             raise ConfigError(f"{env_name(name)}: {getattr(config, name)} is not a TCP port")
