@@ -75,7 +75,7 @@ FLAGS: tuple[tuple[str, str, type, str, str], ...] = (
         "metrics_bind",
         str,
         "ADDR",
-        "address the metrics port listens on (default 0.0.0.0; fd://N for an inherited socket)",
+        "address the metrics port listens on (default: the API's address; fd://N for an inherited socket)",
     ),
 )
 

@@ -114,8 +114,11 @@ class Config:
     #: Plain-HTTP port serving ``GET /metrics`` without credentials (Gatekeeper's and ratify's
     #: metrics port is 8888 too); 0 turns it off. Who may reach it is the NetworkPolicy's choice.
     metrics_port: int = 8888
-    #: Address the metrics port listens on (``fd://N``: an inherited, listening socket).
-    metrics_bind: str = "0.0.0.0"  # noqa: S104 - Prometheus scrapes the pod's address
+    #: Address the metrics port listens on (``fd://N``: an inherited, listening socket). Unset: where
+    #: the API listens (its ``bind``, an inherited API socket's address, 127.0.0.1 beside a unix
+    #: socket), so an API kept on loopback keeps its unauthenticated metrics there too; in a pod
+    #: the API's 0.0.0.0, the pod's address Prometheus scrapes.
+    metrics_bind: str | None = None
     # -- serving (the gunicorn launcher) --
     bind: str = "0.0.0.0"  # noqa: S104 - a pod serves its Service on every interface; TLS and mTLS guard it
     port: int = 8443
@@ -298,9 +301,10 @@ def _check(config: Config) -> Config:
     for name in ("port", "metrics_port"):
         if not 0 <= getattr(config, name) <= 65535:
             raise ConfigError(f"{env_name(name)}: {getattr(config, name)} is not a TCP port")
-    if config.metrics_bind.startswith("fd://") and not config.metrics_bind[len("fd://") :].isdigit():
-        raise ConfigError(f"{env_name('metrics_bind')}: fd://<number>, got {config.metrics_bind[:40]!r}")
-    if (config.metrics_port, config.metrics_bind) == (config.port, config.bind) and not config.bind.startswith("fd://"):
+    metrics_bind = config.metrics_bind or config.bind
+    if metrics_bind.startswith("fd://") and not metrics_bind[len("fd://") :].isdigit():
+        raise ConfigError(f"{env_name('metrics_bind')}: fd://<number>, got {metrics_bind[:40]!r}")
+    if (config.metrics_port, metrics_bind) == (config.port, config.bind) and not config.bind.startswith("fd://"):
         raise ConfigError(
             f"{env_name('metrics_port')} ({config.metrics_port}) is the API's port: give it one of its own, "
             "or 0 for none"

@@ -60,6 +60,7 @@ from ..deadlines import DeadlineSSLSocket
 from ..errors import ConfigError
 from .certificates import CertificateFacts, Inspection, inspect
 from .config import REPEATS, Config, RepeatLimiter, configure_logging, load_config
+from .ports import API_BACKLOG, host_of, listen, why
 
 log = logging.getLogger("provider.serve")
 
@@ -361,19 +362,37 @@ def check_serving(config: Config) -> None:
     inspect(config.cert, config.client_ca, _utcnow(), config.cert_expiry_warning_days).raise_if_fatal()
 
 
+def api_port(config: Config) -> socket.socket | None:
+    """The API's listening socket, bound here (``None`` for ``fd://`` and ``unix:`` binds); :class:`ConfigError`
+    naming the address when it cannot be bound (:mod:`provider.service.ports` says why not gunicorn)."""
+    if config.bind.startswith(("fd://", "unix:")):
+        return None
+    try:
+        return listen(config.bind, config.port, API_BACKLOG)
+    except OSError as exc:
+        raise ConfigError(
+            f"the API port cannot listen on {host_of(config.bind)} port {config.port} ({why(exc)}); "
+            "stop what uses it, or choose another with --port"
+        ) from exc
+
+
 def metrics_port(config: Config) -> socket.socket | None:
-    """The metrics port's listening socket (``None`` when turned off); :class:`ConfigError` when it cannot be bound."""
+    """The metrics port's listening socket (``None`` when turned off); :class:`ConfigError` when it cannot be bound.
+
+    Unless ``metrics_bind`` says otherwise it listens where the API does: a server told to
+    listen on 127.0.0.1 does not open an unauthenticated port on every interface.
+    """
     if config.metrics_port == 0:
         return None
-    from .scrape import listen  # no prometheus_client import here: the caller sets its directory first
-
     try:
-        return listen(config.metrics_bind, config.metrics_port)
+        bind = config.metrics_bind or host_of(config.bind)
+        return listen(bind, config.metrics_port)
     except (OSError, ValueError) as exc:
-        where = config.metrics_bind if config.metrics_bind.startswith("fd://") else f"port {config.metrics_port}"
+        reason = why(exc) if isinstance(exc, OSError) else str(exc)
+        where = bind if bind.startswith("fd://") else f"{bind} port {config.metrics_port}"
         raise ConfigError(
-            f"the metrics port cannot listen on {where} ({exc}); choose another with --metrics-port, "
-            "or turn it off with --no-metrics-port"
+            f"the metrics port cannot listen on {where} ({reason}); stop what uses it, choose another with "
+            "--metrics-port, or turn it off with --no-metrics-port"
         ) from exc
 
 
@@ -392,6 +411,7 @@ def serve(overrides: Mapping[str, Any] | None = None) -> int:
             log.warning("prometheus_client was imported before serving; /metrics will show one worker at a time")
         own_dir = tempfile.mkdtemp(prefix="manifest-provider-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_dir
+    api = None
     listener = None
     scraper = None
     # gunicorn forks its workers inside run(), so a worker that exits unwinds through
@@ -402,9 +422,12 @@ def serve(overrides: Mapping[str, Any] | None = None) -> int:
 
     metrics.PROCESSES.master = master  # process_* add up this process and its children (the workers)
     try:
+        api = api_port(config)
         listener = metrics_port(config)
         tls = serving_context(config)
         options = gunicorn_options(config, tls)
+        if api is not None:
+            options["bind"] = [f"fd://{api.detach()}"]  # gunicorn owns the socket from here
         if listener is not None:
             from .scrape import MetricsServer
 
@@ -417,6 +440,8 @@ def serve(overrides: Mapping[str, Any] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 1
     finally:
         if os.getpid() == master:
+            if api is not None and api.fileno() != -1:  # not handed over: a later step failed
+                api.close()
             if scraper is not None:
                 scraper.stop()
             elif listener is not None:
