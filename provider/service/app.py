@@ -38,6 +38,7 @@ from werkzeug.exceptions import HTTPException
 from . import metrics
 from .auth import REFUSAL_REASONS, Decision
 from .body import CLOSE_CONNECTION
+from .certificates import ROLES
 from .checks import CHECKS
 from .config import configure_logging, load_config
 from .routes import (
@@ -80,7 +81,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         app.register_blueprint(blueprint)
     app.register_error_handler(HTTPException, http_error)
     app.register_error_handler(Exception, internal_error)
-    metrics.CERTIFICATES.files = tuple(f for f in (cfg.cert, cfg.client_ca) if f)
+    metrics.CERTIFICATES.files = tuple((role, f) for role, f in zip(ROLES, (cfg.cert, cfg.client_ca), strict=True) if f)
     metrics.initialise(
         route_codes=ROUTE_CODES,
         decisions=known_decisions(),

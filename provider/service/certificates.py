@@ -182,18 +182,23 @@ def readiness_problem(leaf: CertificateFacts, now: datetime.datetime) -> tuple[s
     return None
 
 
-def expiry_series(paths: Sequence[str]) -> list[tuple[str, str, str, float]]:
-    """``(file, index, subject, not_after as Unix seconds)`` for every certificate of ``paths``, read now.
+#: The ``role`` label of the expiry gauge: which setting a file is.
+ROLES = ("serving", "client-ca")
 
-    For the expiry gauge, read at each scrape: what the files hold, whichever
-    process scrapes. A file that cannot be read has no series (its reload fails
-    and is logged; an alert on a missing series is ``absent()``'s job).
+
+def expiry_series(files: Sequence[tuple[str, str]]) -> list[tuple[str, str, str, str, float]]:
+    """``(file, role, index, subject, not_after as Unix seconds)`` for every certificate of ``files``, read now.
+
+    ``files``: ``(role, path)`` pairs. For the expiry gauge, read at each scrape:
+    what the files hold, whichever process scrapes. A file that cannot be read has
+    no series (its reload fails and is logged; an alert on a missing series is
+    ``absent()``'s job).
     """
     series = []
-    for path in paths:
+    for role, path in files:
         try:
             facts = read_certificates(path)
         except ConfigError:
             continue
-        series += [(f.path, str(f.index), f.subject, f.not_after.timestamp()) for f in facts]
+        series += [(f.path, role, str(f.index), f.subject, f.not_after.timestamp()) for f in facts]
     return series

@@ -24,7 +24,7 @@ Every name starts with ``manifest_provider_``:
 * ``connections_closed_total{reason}`` -- connections closed before they sent a
   complete request (:mod:`provider.service.worker`): ``handshake-failed``,
   ``head-timeout``, ``head-too-large``, ``evicted``;
-* ``certificate_expiry_timestamp_seconds{file, index, subject}`` -- when each
+* ``certificate_expiry_timestamp_seconds{file, role, index, subject}`` -- when each
   certificate of the serving chain and of the client CA bundle expires (Unix
   seconds), read from the files at each scrape (:mod:`provider.service.certificates`);
 * the standard ``process_*`` series for the master and its workers together
@@ -170,10 +170,12 @@ REGISTRY.register(BUILD)
 
 
 class CertificateExpiry(Collector):
-    """``certificate_expiry_timestamp_seconds{file, index, subject}``: each certificate of :attr:`files`, read now.
+    """``certificate_expiry_timestamp_seconds{file, role, index, subject}``: each certificate of :attr:`files`, now.
 
-    ``file`` is the path as configured (two files at most: ``--cert`` and
-    ``--client-ca``), ``index`` the certificate's position in it (0: the served
+    ``file`` is the path as configured (two files at most), ``role`` which one it is
+    (``serving``: ``--cert``; ``client-ca``: ``--client-ca``), so an alert tells the
+    served certificate from a CA without knowing paths; ``index`` the certificate's
+    position in the file (0: the served
     certificate, or the bundle's first CA), ``subject`` its subject (at most 128
     characters) for a person reading an alert. At most 16 certificates a file
     (:data:`provider.service.certificates.MAX_CERTIFICATES_PER_FILE`): the series
@@ -182,15 +184,16 @@ class CertificateExpiry(Collector):
     """
 
     def __init__(self) -> None:
-        self.files: tuple[str, ...] = ()
+        #: ``(role, path)`` pairs.
+        self.files: tuple[tuple[str, str], ...] = ()
 
     def collect(self) -> Iterator[Metric]:
         family = GaugeMetricFamily(
             CERTIFICATE_EXPIRY, "When each certificate of the TLS files expires, in Unix seconds.",
-            labels=["file", "index", "subject"],
+            labels=["file", "role", "index", "subject"],
         )  # fmt: skip
-        for file, index, subject, expires in expiry_series(self.files):
-            family.add_metric([file, index, subject], expires)
+        for file, role, index, subject, expires in expiry_series(self.files):
+            family.add_metric([file, role, index, subject], expires)
         yield family
 
 

@@ -113,7 +113,7 @@ def fingerprint(path: Path) -> str:
     return hashlib.sha256(der).hexdigest()
 
 
-def expiry_gauge(server: Server) -> dict[tuple[str, str, str], float]:
+def expiry_gauge(server: Server) -> dict[tuple[str, str, str, str], float]:
     conn = http.client.HTTPConnection("127.0.0.1", server.metrics_port, timeout=10)
     try:
         conn.request("GET", "/metrics")
@@ -121,7 +121,7 @@ def expiry_gauge(server: Server) -> dict[tuple[str, str, str], float]:
     finally:
         conn.close()
     return {
-        (s.labels["file"], s.labels["index"], s.labels["subject"]): s.value
+        (s.labels["file"], s.labels["role"], s.labels["index"], s.labels["subject"]): s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
         if s.name == EXPIRY
@@ -188,8 +188,8 @@ def test_a_certificate_about_to_expire_is_warned_about_served_ready_and_on_the_g
         assert unverified(server, "/readyz") == (200, {"status": "ready"})
         gauge = expiry_gauge(server)
     assert gauge == {
-        (str(own.pki.server_cert), "0", "CN=localhost"): expires.timestamp(),
-        (str(own.pki.ca_cert), "0", "CN=test CA"): own.ca.not_valid_after_utc.timestamp(),
+        (str(own.pki.server_cert), "serving", "0", "CN=localhost"): expires.timestamp(),
+        (str(own.pki.ca_cert), "client-ca", "0", "CN=test CA"): own.ca.not_valid_after_utc.timestamp(),
     }
 
 
@@ -224,7 +224,8 @@ def test_a_rotation_to_an_expired_certificate_keeps_the_previous_one(own: OwnPki
         assert error["message"] == "new certificate files do not load; serving with the previous ones"
         assert f"{own.pki.server_cert} expired on {stamp(expired_at)}" in error["detail"]
         # The gauge reads the file: the expired date is there for an alert to see.
-        assert expiry_gauge(server)[(str(own.pki.server_cert), "0", "CN=localhost")] == expired_at.timestamp()
+        gauge = expiry_gauge(server)
+        assert gauge[(str(own.pki.server_cert), "serving", "0", "CN=localhost")] == expired_at.timestamp()
 
 
 #: Seconds the short-lived certificate is valid after it is written: one handshake must reach the

@@ -101,13 +101,13 @@ def test_a_ca_bundle_of_more_certificates_than_the_gauge_keeps_is_refused(own: O
 def test_the_expiry_series_name_each_certificate_of_each_file(own: OwnPki, tmp_path: Path) -> None:
     cert, _ = own.issue_server(tmp_path, "server", window(-1, 80))
     bundle = ca_bundle(tmp_path / "bundle.crt", window(-400, -1), window(-10, 3650))
-    series = expiry_series([str(cert), str(bundle), str(tmp_path / "missing.crt")])
-    assert [(f, i, s) for f, i, s, _ in series] == [
-        (str(cert), "0", "CN=localhost"),
-        (str(bundle), "0", "CN=CA 0"),
-        (str(bundle), "1", "CN=CA 1"),
+    series = expiry_series([("serving", str(cert)), ("client-ca", str(bundle)), ("x", str(tmp_path / "gone.crt"))])
+    assert [(f, r, i, s) for f, r, i, s, _ in series] == [
+        (str(cert), "serving", "0", "CN=localhost"),
+        (str(bundle), "client-ca", "0", "CN=CA 0"),
+        (str(bundle), "client-ca", "1", "CN=CA 1"),
     ]
-    assert series[0][3] == pytest.approx((NOW + 80 * DAY).timestamp())
+    assert series[0][4] == pytest.approx((NOW + 80 * DAY).timestamp())
 
 
 def _bump(*paths: Path) -> None:
