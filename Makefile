@@ -33,25 +33,35 @@ $(STAMP): setup.cfg pyproject.toml
 	$(PY) -m pip install --quiet --ignore-requires-python 'opa-golib-python-bindings==0.4.4'
 	touch $@
 
-## run: the service on https://127.0.0.1:8443 (RUN_PORT=N for another) with throw-away dev certificates (mTLS)
+## run: the service on https://127.0.0.1:8443 and its metrics on http://127.0.0.1:8888/metrics, with throw-away dev certificates (mTLS); RUN_PORT=N and METRICS_PORT=N (0: none) choose other ports
 RUN_PORT ?= 8443
-# A port in use fails first, before installing or printing anything (the same bind
-# provider/service/dev.py makes, which then keeps the port for the server).
+METRICS_PORT ?= 8888
+# A port in use fails first, before installing or printing anything (the same binds
+# provider/service/dev.py makes, which then keeps the ports for the server). The
+# advice names only what `make run` takes: RUN_PORT and METRICS_PORT.
 define PORT_FREE
 import socket, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-try:
-    s.bind(("127.0.0.1", $(RUN_PORT)))
-except OSError as e:
-    sys.exit(f"make run: port $(RUN_PORT) on 127.0.0.1 is not free ({e.strerror}); stop what uses it or pick another: make run RUN_PORT={$(RUN_PORT) + 1}")
+for text, name, what in (("$(RUN_PORT)", "RUN_PORT", "the API"), ("$(METRICS_PORT)", "METRICS_PORT", "metrics")):
+    if not text.isdigit() or int(text) > 65535:
+        sys.exit(f"make run: {name}={text} is not a TCP port")
+    port = int(text)
+    if port == 0 and name == "METRICS_PORT":
+        continue
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError as e:
+        sys.exit(f"make run: port {port} ({what}) on 127.0.0.1 is not free ({e.strerror}); stop what uses it or pick another: make run {name}={port + 1}")
+    finally:
+        s.close()
 endef
 export PORT_FREE
 
 run:
 	@$(PYTHON) -c "$$PORT_FREE"
 	@$(MAKE) --no-print-directory $(STAMP)
-	MANIFEST_PROVIDER_PORT=$(RUN_PORT) $(PY) -m provider.service.dev
+	MANIFEST_PROVIDER_PORT=$(RUN_PORT) MANIFEST_PROVIDER_METRICS_PORT=$(METRICS_PORT) $(PY) -m provider.service.dev
 
 ## test: the whole suite (unit, interop, integration, hostile input, short load/fault runs)
 test: install

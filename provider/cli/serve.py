@@ -57,6 +57,13 @@ FLAGS: tuple[tuple[str, str, type, str, str], ...] = (
     ("--max-keys", "max_keys", int, "N", "most keys in one Gatekeeper request (default 128)"),
     ("--log-level", "log_level", str, "LEVEL", "debug, info (default), warning or error"),
     (
+        "--cert-expiry-warning-days",
+        "cert_expiry_warning_days",
+        float,
+        "D",
+        "warn in the log when a certificate of --cert or --client-ca expires within D days (default 14)",
+    ),
+    (
         "--metrics-port",
         "metrics_port",
         int,
@@ -68,7 +75,7 @@ FLAGS: tuple[tuple[str, str, type, str, str], ...] = (
         "metrics_bind",
         str,
         "ADDR",
-        "address the metrics port listens on (default 0.0.0.0; fd://N for an inherited socket)",
+        "address the metrics port listens on (default: the API's address; fd://N for an inherited socket)",
     ),
 )
 

@@ -38,6 +38,7 @@ from werkzeug.exceptions import HTTPException
 from . import metrics
 from .auth import REFUSAL_REASONS, Decision
 from .body import CLOSE_CONNECTION
+from .certificates import ROLES
 from .checks import CHECKS
 from .config import configure_logging, load_config
 from .routes import (
@@ -75,14 +76,16 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         log.warning("no client CA and no token audience configured: every caller is accepted")
     app.before_request(authenticate)
     app.after_request(count)
+    app.teardown_request(finished)
     for blueprint in BLUEPRINTS:
         app.register_blueprint(blueprint)
     app.register_error_handler(HTTPException, http_error)
     app.register_error_handler(Exception, internal_error)
+    metrics.CERTIFICATES.files = tuple((role, f) for role, f in zip(ROLES, (cfg.cert, cfg.client_ca), strict=True) if f)
     metrics.initialise(
         route_codes=ROUTE_CODES,
         decisions=known_decisions(),
-        families=[family.route for family in FAMILIES],
+        families=[family.path for family in FAMILIES],
         checks=CHECKS,
         refusal_reasons=REFUSAL_REASONS,
     )
@@ -104,6 +107,8 @@ def _split_config(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], dic
 def authenticate() -> Response | None:
     """Start the request's clock; refuse a caller who may not call (the probes need no credentials)."""
     g.start = time.monotonic()
+    metrics.IN_FLIGHT.inc()
+    g.in_flight = True
     service = current_service()
     if service.config.unsafe_http:
         log.warning("serving plain HTTP (--unsafe-http): requests and verdicts travel unencrypted")
@@ -144,6 +149,12 @@ def _refuse(decision: Decision) -> Response:
     if decision.reason == "token-review-rate-limited":
         response.headers["Retry-After"] = "1"
     return response
+
+
+def finished(_exc: BaseException | None) -> None:
+    """The request is over, answered or not: it is no longer in flight."""
+    if g.pop("in_flight", False):
+        metrics.IN_FLIGHT.dec()
 
 
 def count(response: Response) -> Response:

@@ -224,6 +224,8 @@ class Answer:
     error: DataError | None
     cached: bool = False
     seconds: float = 0.0
+    #: For an error: the known check the key named (``""``: it named none, or the key was unreadable).
+    check: str = ""
 
 
 @dataclass(frozen=True)
@@ -264,11 +266,13 @@ class Dispatcher:
 
     def _answer(self, job: Job, ctx: CheckContext) -> Answer:
         start = time.perf_counter()
+        check = ""
         try:
             question = job.read()
+            check = question.check if question.check in CHECKS else ""  # a label: never the key's own text
             result = run_check(question.check, question.review, question.policy, ctx)
         except DataError as exc:
-            return Answer(None, exc, seconds=time.perf_counter() - start)
+            return Answer(None, exc, seconds=time.perf_counter() - start, check=check)
         verdict = Verdict.of(question.check, result, question.review)
         if job.cache_key is not None and not result.used_cluster:
             self.cache.put(job.cache_key, verdict)

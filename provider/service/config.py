@@ -114,8 +114,11 @@ class Config:
     #: Plain-HTTP port serving ``GET /metrics`` without credentials (Gatekeeper's and ratify's
     #: metrics port is 8888 too); 0 turns it off. Who may reach it is the NetworkPolicy's choice.
     metrics_port: int = 8888
-    #: Address the metrics port listens on (``fd://N``: an inherited, listening socket).
-    metrics_bind: str = "0.0.0.0"  # noqa: S104 - Prometheus scrapes the pod's address
+    #: Address the metrics port listens on (``fd://N``: an inherited, listening socket). Unset: where
+    #: the API listens (its ``bind``, an inherited API socket's address, 127.0.0.1 beside a unix
+    #: socket), so an API kept on loopback keeps its unauthenticated metrics there too; in a pod
+    #: the API's 0.0.0.0, the pod's address Prometheus scrapes.
+    metrics_bind: str | None = None
     # -- serving (the gunicorn launcher) --
     bind: str = "0.0.0.0"  # noqa: S104 - a pod serves its Service on every interface; TLS and mTLS guard it
     port: int = 8443
@@ -139,12 +142,21 @@ class Config:
     #: Plain HTTP, for local experiments only: warns on every request.
     unsafe_http: bool = False
     log_level: str = "info"
+    # -- certificate health (provider.service.certificates) --
+    #: Days before a certificate of ``cert`` or ``client_ca`` expires that the log warns, at
+    #: start and on every reload. 14: cert-manager renews a 90-day certificate 30 days ahead,
+    #: so a certificate with 14 days left has missed its renewal by two weeks -- late enough
+    #: not to warn in normal operation, early enough to act (a holiday fits in it). Lower it
+    #: for certificates that live less than two weeks. The shipped alert uses the same 14 days.
+    cert_expiry_warning_days: float = 14.0
     # -- objects, given in code only --
     dry_runner: Any = field(default=None, compare=False, repr=False)
     kube_client: Any = field(default=None, compare=False, repr=False)
     token_reviewer: Any = field(default=None, compare=False, repr=False)
     now: datetime | None = field(default=None, compare=False)
     limits: Limits = field(default=DEFAULT_LIMITS, compare=False, repr=False)
+    #: The launcher's rotating TLS context: which certificate this process presents (``/readyz``).
+    serving_certificates: Any = field(default=None, compare=False, repr=False)
 
     @property
     def effective_limits(self) -> Limits:
@@ -164,7 +176,7 @@ class Config:
 
 
 #: Settings that are objects: given in the mapping, never read from the environment.
-_OBJECTS = frozenset({"dry_runner", "kube_client", "token_reviewer", "now", "limits"})
+_OBJECTS = frozenset({"dry_runner", "kube_client", "token_reviewer", "now", "limits", "serving_certificates"})
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 
 
@@ -284,12 +296,15 @@ def _check(config: Config) -> Config:
         raise ConfigError(f"{env_name('cache_entries')}: must be 0 (off) or more")
     if config.cache_ttl_seconds < 0:
         raise ConfigError(f"{env_name('cache_ttl_seconds')}: must be 0 or more")
+    if config.cert_expiry_warning_days < 0:
+        raise ConfigError(f"{env_name('cert_expiry_warning_days')}: must be 0 (no warning) or more")
     for name in ("port", "metrics_port"):
         if not 0 <= getattr(config, name) <= 65535:
             raise ConfigError(f"{env_name(name)}: {getattr(config, name)} is not a TCP port")
-    if config.metrics_bind.startswith("fd://") and not config.metrics_bind[len("fd://") :].isdigit():
-        raise ConfigError(f"{env_name('metrics_bind')}: fd://<number>, got {config.metrics_bind[:40]!r}")
-    if (config.metrics_port, config.metrics_bind) == (config.port, config.bind) and not config.bind.startswith("fd://"):
+    metrics_bind = config.metrics_bind or config.bind
+    if metrics_bind.startswith("fd://") and not metrics_bind[len("fd://") :].isdigit():
+        raise ConfigError(f"{env_name('metrics_bind')}: fd://<number>, got {metrics_bind[:40]!r}")
+    if (config.metrics_port, metrics_bind) == (config.port, config.bind) and not config.bind.startswith("fd://"):
         raise ConfigError(
             f"{env_name('metrics_port')} ({config.metrics_port}) is the API's port: give it one of its own, "
             "or 0 for none"

@@ -4,9 +4,14 @@ Every name starts with ``manifest_provider_``:
 
 * ``build_info{version, python, gunicorn}`` -- always 1; the running release;
 * ``requests_total{route, code}`` -- HTTP requests answered;
-* ``decisions_total{route, check, reason, class}`` -- verdicts, by stable
-  reason code and by the paper's six traffic classes
-  (:attr:`provider.result.Result.traffic_class`);
+* ``requests_in_flight`` -- requests being answered now, every worker together;
+* ``decisions_total{route, check, reason, class}`` -- every answer about an
+  object, allow or deny, by stable reason code and by the paper's six traffic
+  classes (:attr:`provider.result.Result.traffic_class`): verdicts, per-key
+  errors (Gatekeeper's template and the Kyverno route deny on them) with
+  ``check="none"`` when the key did not get as far as naming a known check, and
+  on the Kyverno route the whole-request failures too, each of which is that
+  object's denial;
 * ``key_errors_total{route, reason}`` -- keys answered with a per-key error;
 * ``system_errors_total{route, reason}`` -- requests failed as a whole
   (deadline, cluster unavailable, a malformed ProviderRequest, a bug);
@@ -18,7 +23,19 @@ Every name starts with ``manifest_provider_``:
   (:data:`provider.service.auth.REFUSAL_REASONS`);
 * ``connections_closed_total{reason}`` -- connections closed before they sent a
   complete request (:mod:`provider.service.worker`): ``handshake-failed``,
-  ``head-timeout``, ``head-too-large``, ``evicted``.
+  ``head-timeout``, ``head-too-large``, ``evicted``;
+* ``certificate_expiry_timestamp_seconds{file, role, index, subject}`` -- when each
+  certificate of the serving chain and of the client CA bundle expires (Unix
+  seconds), read from the files at each scrape (:mod:`provider.service.certificates`);
+* the standard ``process_*`` series for the master and its workers together
+  (:mod:`provider.service.processes`).
+
+**``route`` is the matched path on every series** (``/v1/gatekeeper/verify``,
+``/v1/kyverno/verify``, ``/healthz``, ...; ``unmatched`` when no route matched):
+the meaning OpenTelemetry's ``http.route`` gives it, so a ratio of decisions to
+requests joins on it. The series about verdicts and errors (``decisions_total``,
+``key_errors_total``, ``system_errors_total``) used to carry the engine's name
+there (``gatekeeper``, ``kyverno``); docs/operations.md has the upgrade note.
 
 **Every series from the start.** A labelled series exists only once its label set
 has been used, so a rate over a reason that has not happened yet would be empty,
@@ -56,12 +73,22 @@ from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as distribution_version
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client import multiprocess as _multiprocess
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ..version import __version__
+from .certificates import expiry_series
+from .processes import ServerProcesses
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -95,7 +122,12 @@ AUTH_REFUSALS = Counter("manifest_provider_auth_refusals_total", "Callers refuse
 CONNECTIONS_CLOSED = Counter(
     "manifest_provider_connections_closed_total", "Connections closed before a complete request, by reason.", ["reason"]
 )
+#: Requests being answered, summed over the live workers (a dead worker's count goes with it).
+IN_FLIGHT = Gauge("manifest_provider_requests_in_flight", "Requests being answered now.", multiprocess_mode="livesum")
 BUILD_INFO = "manifest_provider_build_info"
+CERTIFICATE_EXPIRY = "manifest_provider_certificate_expiry_timestamp_seconds"
+#: ``decisions_total{check}`` of an answer that names no known check (an unreadable key, a whole request).
+NO_CHECK = "none"
 
 #: Why a connection is closed before it sent a complete request (provider.service.worker).
 CLOSE_REASONS = ("handshake-failed", "head-timeout", "head-too-large", "evicted")
@@ -135,6 +167,41 @@ class BuildInfo(Collector):
 
 BUILD = BuildInfo()
 REGISTRY.register(BUILD)
+
+
+class CertificateExpiry(Collector):
+    """``certificate_expiry_timestamp_seconds{file, role, index, subject}``: each certificate of :attr:`files`, now.
+
+    ``file`` is the path as configured (two files at most), ``role`` which one it is
+    (``serving``: ``--cert``; ``client-ca``: ``--client-ca``), so an alert tells the
+    served certificate from a CA without knowing paths; ``index`` the certificate's
+    position in the file (0: the served
+    certificate, or the bundle's first CA), ``subject`` its subject (at most 128
+    characters) for a person reading an alert. At most 16 certificates a file
+    (:data:`provider.service.certificates.MAX_CERTIFICATES_PER_FILE`): the series
+    stay few. Read at collection, in whichever process answers the scrape, so the
+    master's metrics port follows a rotation as the workers do.
+    """
+
+    def __init__(self) -> None:
+        #: ``(role, path)`` pairs.
+        self.files: tuple[tuple[str, str], ...] = ()
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            CERTIFICATE_EXPIRY, "When each certificate of the TLS files expires, in Unix seconds.",
+            labels=["file", "role", "index", "subject"],
+        )  # fmt: skip
+        for file, role, index, subject, expires in expiry_series(self.files):
+            family.add_metric([file, role, index, subject], expires)
+        yield family
+
+
+CERTIFICATES = CertificateExpiry()
+REGISTRY.register(CERTIFICATES)
+#: The master and its workers' ``process_*``; only in a multiprocess scrape (otherwise the default
+#: registry's own ProcessCollector reports this process).
+PROCESSES = ServerProcesses()
 
 
 # --- every known series from the start ----------------------------------------------
@@ -254,7 +321,8 @@ def registry() -> CollectorRegistry:
     if os.environ.get(MULTIPROC_ENV):
         collected = CollectorRegistry()
         _multiprocess.MultiProcessCollector(collected)  # type: ignore[no-untyped-call]
-        collected.register(BUILD)
+        for collector in (BUILD, CERTIFICATES, PROCESSES):
+            collected.register(collector)
         return collected
     return REGISTRY
 

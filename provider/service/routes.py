@@ -24,16 +24,18 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, cast
 
 from flask import Blueprint, Response, g, request
 from prometheus_client import Counter, Histogram
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from ..errors import ProviderError, RequestError, TransientError
-from ..result import ALLOWING_REASONS, AllowedBy, Result
+from ..result import ALLOWING_REASONS, AllowedBy, Reason, Result
 from . import metrics
 from .body import CLOSE_CONNECTION, BodyUnreadable, read_body
+from .certificates import readiness_problem
 from .checks import CHECK_REASONS, Answer, Job
 from .state import Service, current_service
 from .wire import gatekeeper, kyverno
@@ -67,14 +69,19 @@ def _deadline(service: Service) -> float:
 # --- counting and logging ---------------------------------------------------------
 
 
-def _account(route: str, answers: Sequence[Answer]) -> None:
+def _account(family: RouteFamily, answers: Sequence[Answer]) -> None:
     """Count the answers of one request and log each: decision, reason, object identity, latency; nothing else.
+
+    Every answer is a decision (``decisions_total``): a verdict by its reason, a
+    per-key error too -- both routes deny on one -- with the check it named, or
+    ``none``. Per-key errors are also counted on their own (``key_errors_total``).
 
     The counts of a whole request go to :data:`provider.service.metrics.TALLY` under
     one lock, however many keys it holds. Each key still gets its own log line
     (``decision`` or ``key error``, as operators' queries and the log tests expect),
     built from a small dict: no object content, no key text.
     """
+    route, path = family.route, family.path
     counts: list[tuple[Counter, tuple[str, ...]]] = []
     observations: list[tuple[Histogram, tuple[str, ...], float]] = []
     logged = log.isEnabledFor(logging.INFO)
@@ -83,7 +90,7 @@ def _account(route: str, answers: Sequence[Answer]) -> None:
         counts.append((metrics.CACHE_LOOKUPS, (_HIT if answer.cached else _MISS,)))
         if answer.verdict is not None:
             verdict, result = answer.verdict, answer.verdict.result
-            counts.append((metrics.DECISIONS, (route, verdict.check, result.reason, result.traffic_class)))
+            counts.append((metrics.DECISIONS, (path, verdict.check, result.reason, result.traffic_class)))
             if not answer.cached:
                 observations.append((metrics.VERIFICATION_SECONDS, (verdict.check,), answer.seconds))
             if logged:
@@ -103,7 +110,9 @@ def _account(route: str, answers: Sequence[Answer]) -> None:
                     },
                 )
         elif answer.error is not None:
-            counts.append((metrics.KEY_ERRORS, (route, answer.error.reason)))
+            reason = answer.error.reason
+            counts.append((metrics.KEY_ERRORS, (path, reason)))
+            counts.append((metrics.DECISIONS, (path, answer.check or metrics.NO_CHECK, reason, _denial_class(reason))))
             if logged:
                 log.info(
                     "key error",
@@ -118,10 +127,23 @@ def _account(route: str, answers: Sequence[Answer]) -> None:
     metrics.TALLY.record(counts, observations)
 
 
-def _unreadable(route: str, error: BodyUnreadable) -> None:
+def _denial_class(reason: str) -> str:
+    """The traffic class of a denial that is not a verdict (a key error, a failed request)."""
+    return Result(False, False, cast(Reason, reason), "").traffic_class
+
+
+def _failed(family: RouteFamily, reason: str) -> None:
+    """Count a request that failed as a whole; on a route whose every answer is a verdict, also that denial."""
+    metrics.SYSTEM_ERRORS.labels(family.path, reason).inc()
+    if family.every_answer_is_a_verdict:
+        metrics.DECISIONS.labels(family.path, metrics.NO_CHECK, reason, _denial_class(reason)).inc()
+
+
+def _unreadable(family: RouteFamily, error: BodyUnreadable) -> None:
     """Count and log a body that could not be read; the message names the cause's type, never the bytes."""
     request.environ[CLOSE_CONNECTION] = True
-    metrics.SYSTEM_ERRORS.labels(route, error.reason).inc()
+    route = family.route
+    _failed(family, error.reason)
     log.warning(
         "request body unreadable",
         extra={
@@ -134,8 +156,9 @@ def _unreadable(route: str, error: BodyUnreadable) -> None:
     )
 
 
-def _system_error(route: str, error: ProviderError) -> None:
-    metrics.SYSTEM_ERRORS.labels(route, error.reason).inc()
+def _system_error(family: RouteFamily, error: ProviderError) -> None:
+    route = family.route
+    _failed(family, error.reason)
     log.warning(
         "request failed",
         extra={
@@ -166,8 +189,10 @@ def internal_error(exc: Exception) -> Response:
 class RouteFamily:
     """What differs between the verify routes when the answer is not a verdict."""
 
-    #: The ``route`` label of metrics and log lines.
+    #: The ``route`` field of log lines.
     route: str
+    #: The path: the ``route`` label of every metric.
+    path: str
     #: The answer for ``(reason, message)``.
     answer: Callable[[str, str], Any]
     #: A Kyverno body asks about one object, so an unusable one is that object's answer
@@ -175,6 +200,9 @@ class RouteFamily:
     request_error_is_a_key_error: bool
     #: What a bug says (``docs/api.md`` quotes Gatekeeper's).
     internal_message: str
+    #: Whether every answer, failures included, is a verdict about the object (Kyverno: a denial
+    #: with the reason) rather than a whole-request error (Gatekeeper's ``systemError``).
+    every_answer_is_a_verdict: bool = False
 
 
 def _ladder(family: RouteFamily, exc: Exception) -> Response:
@@ -187,19 +215,21 @@ def _ladder(family: RouteFamily, exc: Exception) -> Response:
     if isinstance(exc, RequestEntityTooLarge):
         limit = current_service().config.max_body_bytes
         status, reason, message = 413, "request-invalid", f"request body larger than {limit} bytes"
+        if family.every_answer_is_a_verdict:  # counted as a request by its status, and here as this denial
+            metrics.DECISIONS.labels(family.path, metrics.NO_CHECK, reason, _denial_class(reason)).inc()
     elif isinstance(exc, BodyUnreadable):
         # A whole-request error with its own status: the template reports it, Gatekeeper caches nothing.
-        _unreadable(family.route, exc)
+        _unreadable(family, exc)
         status, reason, message = 400, exc.reason, exc.message
     elif isinstance(exc, RequestError) and family.request_error_is_a_key_error:
-        _account(family.route, [Answer(None, exc)])
+        _account(family, [Answer(None, exc)])
         reason, message = exc.reason, exc.message
     elif isinstance(exc, (RequestError, TransientError)):
-        _system_error(family.route, exc)
+        _system_error(family, exc)
         reason, message = exc.reason, exc.message
     else:  # fail closed, without a traceback in the answer
         log.error("internal error", exc_info=exc)
-        metrics.SYSTEM_ERRORS.labels(family.route, "internal-error").inc()
+        _failed(family, "internal-error")
         reason, message = "internal-error", family.internal_message
     return json_response(family.answer(reason, message), status)
 
@@ -214,6 +244,7 @@ def _blueprint(name: str, family: RouteFamily) -> Blueprint:
 
 GATEKEEPER = RouteFamily(
     route="gatekeeper",
+    path=GATEKEEPER_PATH,
     answer=lambda reason, message: gatekeeper.response([], f"{reason}: {message}"),
     request_error_is_a_key_error=False,
     internal_message="see the service's log",
@@ -228,7 +259,7 @@ def gatekeeper_verify() -> Response:
     metrics.TALLY.observe(metrics.KEYS_PER_REQUEST, (), len(keys))
     jobs = [Job(gatekeeper.cache_key(key), functools.partial(gatekeeper.read_key, key, service.limits)) for key in keys]
     answers = service.dispatcher.run(jobs, service.context(), _deadline(service))
-    _account(GATEKEEPER.route, answers)
+    _account(GATEKEEPER, answers)
     return json_text_response(gatekeeper.encode_response(keys, answers))
 
 
@@ -236,9 +267,11 @@ def gatekeeper_verify() -> Response:
 
 KYVERNO = RouteFamily(
     route="kyverno",
+    path=KYVERNO_PATH,
     answer=kyverno.denial,
     request_error_is_a_key_error=True,
     internal_message="internal error; see the service's log",
+    every_answer_is_a_verdict=True,
 )
 kyverno_routes = _blueprint("kyverno", KYVERNO)
 
@@ -248,7 +281,7 @@ def kyverno_verify() -> Response:
     service = current_service()
     question, cache_key = kyverno.read_body(read_body(service.config.max_body_bytes), service.limits)
     (answer,) = service.dispatcher.run([Job(cache_key, lambda: question)], service.context(), _deadline(service))
-    _account(KYVERNO.route, [answer])
+    _account(KYVERNO, [answer])
     if answer.verdict is None:
         assert answer.error is not None
         return json_response(kyverno.denial(answer.error.reason, answer.error.message))
@@ -268,6 +301,16 @@ def healthz() -> Response:
 
 @probe_routes.get("/readyz")
 def readyz() -> Response:
+    """Ready unless the certificate this process presents is outside its validity period (every caller refuses it)."""
+    service = current_service()
+    tls = service.config.serving_certificates
+    if tls is not None:
+        served = tls.served()
+        problem = readiness_problem(served, service.config.now or datetime.now(UTC)) if served else None
+        if problem is not None:
+            reason, message = problem
+            log.warning("not ready", extra={"reason": reason, "detail": message})
+            return json_response({"status": "not ready", "reason": reason}, 503)
     return json_response({"status": "ready"})
 
 
@@ -290,14 +333,18 @@ ROUTE_CODES: dict[str, tuple[int, ...]] = {
     GATEKEEPER_PATH: (200, 400, 401, 403, 413, 503),
     KYVERNO_PATH: (200, 400, 401, 403, 413, 503),
     "/healthz": (200,),
-    "/readyz": (200,),
+    "/readyz": (200, 503),
     METRICS_PATH: (200, 401, 403, 503),
     UNMATCHED: (404, 405),
 }
 
 
 def known_decisions() -> list[tuple[str, str, str, str]]:
-    """Every ``(route, check, reason, class)`` of ``decisions_total`` a check is known to answer with."""
+    """Every ``(route, check, reason, class)`` of ``decisions_total`` an answer is known to have.
+
+    Each check's verdicts; per-key errors under each check and under ``none``; on a
+    route whose every answer is a verdict, its whole-request failures under ``none``.
+    """
     series: list[tuple[str, str, str, str]] = []
     for family in FAMILIES:
         for check, reasons in CHECK_REASONS.items():
@@ -307,5 +354,11 @@ def known_decisions() -> list[tuple[str, str, str, str]]:
                 )
                 for profile in profiles:
                     result = Result(reason in ALLOWING_REASONS, reason == "verified", reason, "", profile=profile)
-                    series.append((family.route, check, reason, result.traffic_class))
-    return series
+                    series.append((family.path, check, reason, result.traffic_class))
+        for named in (*CHECK_REASONS, metrics.NO_CHECK):
+            for error in metrics.KEY_ERROR_REASONS:
+                series.append((family.path, named, error, _denial_class(error)))
+        if family.every_answer_is_a_verdict:
+            for failure in metrics.SYSTEM_ERROR_REASONS:
+                series.append((family.path, metrics.NO_CHECK, failure, _denial_class(failure)))
+    return sorted(set(series))

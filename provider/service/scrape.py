@@ -28,7 +28,6 @@ it runs, and a lock held at a fork stays held in the child.
 
 from __future__ import annotations
 
-import contextlib
 import http.server
 import socket
 import threading
@@ -38,6 +37,9 @@ from typing import Any
 
 from ..deadlines import DeadlineSocket
 from . import metrics
+from .ports import listen
+
+__all__ = ["EXCHANGE_SECONDS", "MAX_CONNECTIONS", "PATH", "MetricsServer", "listen"]
 
 #: The path Prometheus scrapes by default.
 PATH = "/metrics"
@@ -118,26 +120,3 @@ class MetricsServer(http.server.ThreadingHTTPServer):
             self.shutdown()
             self._thread.join(timeout=5)
         self.server_close()
-
-
-def listen(bind: str, port: int) -> socket.socket:
-    """The metrics port's listening socket: ``host`` and ``port``, or an inherited ``fd://N``.
-
-    Raises :class:`OSError` when the address cannot be bound (the port is taken).
-    """
-    if bind.startswith("fd://"):
-        listener = socket.socket(fileno=int(bind[len("fd://") :]))
-        listener.setblocking(True)
-        return listener
-    host = bind.strip("[]")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((host, port))
-        listener.listen(16)
-    except OSError:
-        with contextlib.suppress(OSError):
-            listener.close()
-        raise
-    return listener

@@ -41,6 +41,7 @@ Why these choices:
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 import shutil
@@ -57,7 +58,9 @@ from gunicorn.app.base import BaseApplication
 
 from ..deadlines import DeadlineSSLSocket
 from ..errors import ConfigError
+from .certificates import CertificateFacts, Inspection, inspect
 from .config import REPEATS, Config, RepeatLimiter, configure_logging, load_config
+from .ports import API_BACKLOG, host_of, listen, why
 
 log = logging.getLogger("provider.serve")
 
@@ -69,6 +72,10 @@ WORKER_TIMEOUT = 30
 GRACEFUL_TIMEOUT = 10
 #: TLS 1.3 session tickets issued per full handshake (OpenSSL's default is 2); see the module docstring.
 SESSION_TICKETS = 0
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
 
 
 def tls_context(cert: str, key: str, client_ca: str | None = None) -> ssl.SSLContext:
@@ -140,15 +147,31 @@ class _RotatingContext:
     arrives while a rotation has left unusable files keeps serving the certificate
     it started with instead of failing that handshake. Raises :class:`ConfigError`
     when the files do not load at start.
+
+    Each load also judges the certificates' dates (:func:`provider.service.certificates.inspect`):
+    an expired serving certificate or client CA is refused like a file that does not
+    load -- at start the server does not start, at a reload the previous files stay --
+    and what comes close to expiring is logged. :meth:`served` is the certificate this
+    process presents, for ``/readyz``.
     """
 
-    def __init__(self, cert: str, key: str, client_ca: str | None) -> None:
+    def __init__(
+        self,
+        cert: str,
+        key: str,
+        client_ca: str | None,
+        margin_days: float = Config.cert_expiry_warning_days,
+        clock: Callable[[], datetime.datetime] = _utcnow,
+    ) -> None:
         self._files = (cert, key, client_ca)
+        self._margin_days = margin_days
+        self._clock = clock
         self._lock = threading.Lock()
         self._stamp: tuple[float, ...] = ()
         #: The stamp of files that did not load: tried again only once they change again.
         self._failed: tuple[float, ...] | None = None
         self._context: ssl.SSLContext | None = None
+        self._served: CertificateFacts | None = None
         self.get()
 
     def _stamps(self) -> tuple[float, ...]:
@@ -157,21 +180,39 @@ class _RotatingContext:
         except OSError:
             return self._stamp  # a file mid-rotation: keep the context we have
 
+    def _load(self) -> tuple[ssl.SSLContext, Inspection]:
+        cert, key, ca = self._files
+        assert cert is not None and key is not None
+        context = tls_context(cert, key, ca)
+        inspection = inspect(cert, ca, self._clock(), self._margin_days)
+        inspection.raise_if_fatal()
+        return context, inspection
+
     def get(self) -> ssl.SSLContext:
         stamp = self._stamps()
         with self._lock:
             if self._context is None or stamp not in (self._stamp, self._failed):
-                cert, key, ca = self._files
-                assert cert is not None and key is not None
                 try:
-                    self._context = tls_context(cert, key, ca)
-                    self._stamp, self._failed = stamp, None
-                except ConfigError:
+                    context, inspection = self._load()
+                except ConfigError as exc:
                     if self._context is None:
                         raise
                     self._failed = stamp  # not read, parsed and logged again on every connection
-                    log.error("new certificate files do not load; serving with the previous ones")
+                    log.error(
+                        "new certificate files do not load; serving with the previous ones",
+                        extra={"detail": exc.message},
+                    )
+                else:
+                    self._context, self._served = context, inspection.leaf
+                    self._stamp, self._failed = stamp, None
+                    for warning in inspection.warnings:
+                        log.warning(warning)
             return self._context
+
+    def served(self) -> CertificateFacts | None:
+        """The certificate this process presents (its dates and file), as of its last (re)load."""
+        self.get()
+        return self._served
 
     def hook(self, _conf: Any, _default_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
         """gunicorn's ``ssl_context`` server hook."""
@@ -242,7 +283,15 @@ def _child_exit(_server: Any, worker: Any) -> None:
     metrics.worker_exited(worker.pid)
 
 
-def gunicorn_options(config: Config) -> dict[str, Any]:
+def serving_context(config: Config) -> _RotatingContext | None:
+    """The rotating TLS context for ``config`` (``None`` for plain HTTP); :class:`ConfigError` when unusable."""
+    if config.unsafe_http:
+        return None
+    assert config.cert is not None and config.key is not None
+    return _RotatingContext(config.cert, config.key, config.client_ca, config.cert_expiry_warning_days)
+
+
+def gunicorn_options(config: Config, tls: _RotatingContext | None = None) -> dict[str, Any]:
     from .worker import worker_class  # gunicorn's worker module; imported for serving only
 
     options: dict[str, Any] = {
@@ -271,7 +320,7 @@ def gunicorn_options(config: Config) -> dict[str, Any]:
         options.update(
             certfile=config.cert,
             keyfile=config.key,
-            ssl_context=_RotatingContext(config.cert, config.key, config.client_ca).hook,
+            ssl_context=(tls or serving_context(config)).hook,  # type: ignore[union-attr]
         )
         if config.client_ca:
             options.update(ca_certs=config.client_ca, cert_reqs=ssl.CERT_OPTIONAL)
@@ -309,21 +358,41 @@ def check_serving(config: Config) -> None:
             "--unsafe-http serves plain HTTP for local experiments"
         )
     tls_context(config.cert, config.key, config.client_ca)
+    # Warnings are logged once, by the rotating context; here only what stops the server.
+    inspect(config.cert, config.client_ca, _utcnow(), config.cert_expiry_warning_days).raise_if_fatal()
+
+
+def api_port(config: Config) -> socket.socket | None:
+    """The API's listening socket, bound here (``None`` for ``fd://`` and ``unix:`` binds); :class:`ConfigError`
+    naming the address when it cannot be bound (:mod:`provider.service.ports` says why not gunicorn)."""
+    if config.bind.startswith(("fd://", "unix:")):
+        return None
+    try:
+        return listen(config.bind, config.port, API_BACKLOG)
+    except OSError as exc:
+        raise ConfigError(
+            f"the API port cannot listen on {host_of(config.bind)} port {config.port} ({why(exc)}); "
+            "stop what uses it, or choose another with --port"
+        ) from exc
 
 
 def metrics_port(config: Config) -> socket.socket | None:
-    """The metrics port's listening socket (``None`` when turned off); :class:`ConfigError` when it cannot be bound."""
+    """The metrics port's listening socket (``None`` when turned off); :class:`ConfigError` when it cannot be bound.
+
+    Unless ``metrics_bind`` says otherwise it listens where the API does: a server told to
+    listen on 127.0.0.1 does not open an unauthenticated port on every interface.
+    """
     if config.metrics_port == 0:
         return None
-    from .scrape import listen  # no prometheus_client import here: the caller sets its directory first
-
     try:
-        return listen(config.metrics_bind, config.metrics_port)
+        bind = config.metrics_bind or host_of(config.bind)
+        return listen(bind, config.metrics_port)
     except (OSError, ValueError) as exc:
-        where = config.metrics_bind if config.metrics_bind.startswith("fd://") else f"port {config.metrics_port}"
+        reason = why(exc) if isinstance(exc, OSError) else str(exc)
+        where = bind if bind.startswith("fd://") else f"{bind} port {config.metrics_port}"
         raise ConfigError(
-            f"the metrics port cannot listen on {where} ({exc}); choose another with --metrics-port, "
-            "or turn it off with --no-metrics-port"
+            f"the metrics port cannot listen on {where} ({reason}); stop what uses it, choose another with "
+            "--metrics-port, or turn it off with --no-metrics-port"
         ) from exc
 
 
@@ -342,26 +411,37 @@ def serve(overrides: Mapping[str, Any] | None = None) -> int:
             log.warning("prometheus_client was imported before serving; /metrics will show one worker at a time")
         own_dir = tempfile.mkdtemp(prefix="manifest-provider-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = own_dir
+    api = None
     listener = None
     scraper = None
     # gunicorn forks its workers inside run(), so a worker that exits unwinds through
     # this function too: what the finally block tears down is the master's alone (in a
     # worker the metrics thread does not exist, and the metrics directory is still in use).
     master = os.getpid()
+    from . import metrics  # after PROMETHEUS_MULTIPROC_DIR is set
+
+    metrics.PROCESSES.master = master  # process_* add up this process and its children (the workers)
     try:
+        api = api_port(config)
         listener = metrics_port(config)
-        options = gunicorn_options(config)
+        tls = serving_context(config)
+        options = gunicorn_options(config, tls)
+        if api is not None:
+            options["bind"] = [f"fd://{api.detach()}"]  # gunicorn owns the socket from here
         if listener is not None:
             from .scrape import MetricsServer
 
             scraper = MetricsServer(listener)
             scraper.start()
             options["post_fork"] = lambda _server, _worker: listener.close()  # the master's alone
-        ProviderApplication(options, overrides).run()
+        # /readyz asks the context which certificate this process presents.
+        ProviderApplication(options, {**overrides, "SERVING_CERTIFICATES": tls}).run()
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     finally:
         if os.getpid() == master:
+            if api is not None and api.fileno() != -1:  # not handed over: a later step failed
+                api.close()
             if scraper is not None:
                 scraper.stop()
             elif listener is not None:

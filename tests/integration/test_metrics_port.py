@@ -68,11 +68,11 @@ def test_the_first_scrape_without_credentials_shows_build_info_and_every_series_
         sample("manifest_provider_requests_total", route=GATEKEEPER, code="200"),
         sample("manifest_provider_requests_total", route="/v1/kyverno/verify", code="413"),
         sample("manifest_provider_decisions_total",
-               route="gatekeeper", check="manifest", reason="content-mismatch", **{"class": "invalid-signature"}),
+               route=GATEKEEPER, check="manifest", reason="content-mismatch", **{"class": "invalid-signature"}),
         sample("manifest_provider_decisions_total",
-               route="kyverno", check="manifest", reason="verified", **{"class": "valid-signature"}),
-        sample("manifest_provider_key_errors_total", route="gatekeeper", reason="request-invalid"),
-        sample("manifest_provider_system_errors_total", route="gatekeeper", reason="deadline-exceeded"),
+               route="/v1/kyverno/verify", check="manifest", reason="verified", **{"class": "valid-signature"}),
+        sample("manifest_provider_key_errors_total", route=GATEKEEPER, reason="request-invalid"),
+        sample("manifest_provider_system_errors_total", route=GATEKEEPER, reason="deadline-exceeded"),
         sample("manifest_provider_cache_lookups_total", result="miss"),
         sample("manifest_provider_connections_closed_total", reason="handshake-failed"),
         sample("manifest_provider_verification_duration_seconds_count", check="manifest"),
@@ -97,7 +97,7 @@ def test_a_verification_shows_on_the_plain_port_within_seconds(server: Server) -
     keys = [json.dumps({"review": review, "policy": {"keys": [public_key_pem(key)]}})]
     verified = sample(
         "manifest_provider_decisions_total",
-        route="gatekeeper", check="manifest", reason="verified", **{"class": "valid-signature"},
+        route=GATEKEEPER, check="manifest", reason="verified", **{"class": "valid-signature"},
     )  # fmt: skip
     before = samples(scrape(server)[2])[verified]
     body = json.dumps({"apiVersion": "externaldata.gatekeeper.sh/v1beta1", "kind": "ProviderRequest",
@@ -195,7 +195,7 @@ def test_a_worker_that_exits_leaves_the_masters_metrics_port_and_directory_alone
             time.sleep(0.1)
         verified = sample(
             "manifest_provider_decisions_total",
-            route="gatekeeper", check="manifest", reason="verified", **{"class": "valid-signature"},
+            route=GATEKEEPER, check="manifest", reason="verified", **{"class": "valid-signature"},
         )  # fmt: skip
         before = samples(scrape(server)[2]).get(verified, 0.0)
         _verify_once(server)

@@ -379,7 +379,7 @@ def test_metrics_count_decisions_by_reason_and_class_and_cache_hits(provider_ser
 
     decided = delta(
         "manifest_provider_decisions_total",
-        route="gatekeeper",
+        route=GATEKEEPER,
         check="manifest",
         reason="verified",
         **{"class": "valid-signature"},

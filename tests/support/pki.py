@@ -21,13 +21,17 @@ from provider.service.devcerts import DevPki
 
 
 def certificate(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Certificate | None, issuer_key: ec.EllipticCurvePrivateKey, *,
-                usage: x509.ObjectIdentifier | None = None, expired: bool = False) -> x509.Certificate:  # fmt: skip
+                usage: x509.ObjectIdentifier | None = None, expired: bool = False,
+                valid: tuple[datetime.datetime, datetime.datetime] | None = None) -> x509.Certificate:  # fmt: skip
+    """A certificate for ``subject``; ``valid`` (not before, not after) overrides the default day around now."""
     now = datetime.datetime.now(datetime.UTC)
     start, end = (
         (now - datetime.timedelta(days=10), now - datetime.timedelta(days=1))
         if expired
         else (now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=1))
     )
+    if valid is not None:
+        start, end = valid
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
     builder = (
         x509.CertificateBuilder().subject_name(name).issuer_name(issuer.subject if issuer else name).public_key(key.public_key())
@@ -83,6 +87,14 @@ class OwnPki:
             client_key,
         )
         return cls(ca, ca_key, DevPki(directory, ca_path, *server, *client))
+
+    def issue_server(
+        self, directory: Path, stem: str, valid: tuple[datetime.datetime, datetime.datetime]
+    ) -> tuple[Path, Path]:
+        """A server certificate for 127.0.0.1 from this CA, valid from ``valid[0]`` to ``valid[1]``."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = certificate("localhost", key, self.ca, self.ca_key, usage=ExtendedKeyUsageOID.SERVER_AUTH, valid=valid)
+        return write_pair(directory, stem, cert, key)
 
     def issue_client(self, directory: Path, *, usage: x509.ObjectIdentifier, expired: bool) -> tuple[Path, Path]:
         key = ec.generate_private_key(ec.SECP256R1())

@@ -164,9 +164,16 @@ def _child_env(env: Mapping[str, str] | None) -> dict[str, str]:
     return child
 
 
-def _wait_ready(server: Server, process: subprocess.Popen[bytes]) -> None:
+def _wait_ready(server: Server, process: subprocess.Popen[bytes], until: str = "ready") -> None:
+    """Until ``/readyz`` answers 200 -- or with ``until="listening"``, until ``/healthz`` does, as a kubelet asks it:
+    without verifying the server's certificate (for a server that is up but not ready)."""
     deadline = time.monotonic() + START_TIMEOUT
-    context = server.ssl_context(client_cert=True)
+    if until == "listening":
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    else:
+        context = server.ssl_context(client_cert=True)
+    path = "/healthz" if until == "listening" else "/readyz"
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(
@@ -174,7 +181,7 @@ def _wait_ready(server: Server, process: subprocess.Popen[bytes]) -> None:
             )
         try:
             conn = http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=2)
-            conn.request("GET", "/readyz")
+            conn.request("GET", path)
             if conn.getresponse().status == 200:
                 conn.close()
                 return
@@ -203,8 +210,12 @@ def running_server(
     require_client_cert: bool = True,
     args: Sequence[str] = (),
     metrics: bool = True,
+    until: str = "ready",
 ) -> Iterator[Server]:
-    """The real server on an ephemeral loopback port, ready when the block starts, stopped when it ends."""
+    """The real server on an ephemeral loopback port, ready when the block starts, stopped when it ends.
+
+    ``until="listening"``: the block starts once ``/healthz`` answers, ready or not.
+    """
     tmp = Path(tempfile.mkdtemp(prefix="manifest-provider-server-"))
     process: subprocess.Popen[bytes] | None = None
     try:
@@ -246,7 +257,7 @@ def running_server(
         server = Server(
             f"https://127.0.0.1:{port}", port, pki, process.pid, log_path, require_client_cert, metrics_port
         )
-        _wait_ready(server, process)
+        _wait_ready(server, process, until)
         try:
             yield server
         finally:

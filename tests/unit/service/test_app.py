@@ -219,7 +219,7 @@ def test_probes_and_metrics(client: FlaskClient) -> None:
     assert metrics.status_code == 200 and metrics.content_type.startswith("text/plain")
     text = metrics.data.decode()
     assert (
-        'manifest_provider_decisions_total{check="manifest",class="valid-signature",reason="verified",route="gatekeeper"}'
+        'manifest_provider_decisions_total{check="manifest",class="valid-signature",reason="verified",route="/v1/gatekeeper/verify"}'
         in text
     )
     assert "manifest_provider_request_duration_seconds_bucket" in text
@@ -258,7 +258,7 @@ def test_the_decision_counter_carries_each_of_the_six_traffic_classes(client: Fl
         found: Counter[tuple[str, str]] = Counter()
         for family in text_string_to_metric_families(client.get("/metrics").data.decode()):
             for s in family.samples:
-                if s.name == "manifest_provider_decisions_total" and s.labels.get("route") == "kyverno":
+                if s.name == "manifest_provider_decisions_total" and s.labels.get("route") == KYVERNO_PATH:
                     found[(s.labels["class"], s.labels["reason"])] += int(s.value)  # summed over the checks
         return found
 

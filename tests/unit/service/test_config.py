@@ -128,12 +128,12 @@ def test_json_formatter_writes_one_object_with_extra_fields_and_no_traceback() -
 @pytest.mark.parametrize(
     ("overrides", "environ", "expected"),
     [
-        ({}, {}, (8888, "0.0.0.0")),
-        ({}, {"MANIFEST_PROVIDER_METRICS_PORT": "9090"}, (9090, "0.0.0.0")),
-        ({}, {"MANIFEST_PROVIDER_METRICS_PORT": "0"}, (0, "0.0.0.0")),
-        ({"METRICS_PORT": 0}, {"MANIFEST_PROVIDER_METRICS_PORT": "9090"}, (0, "0.0.0.0")),
+        ({}, {}, (8888, None)),
+        ({}, {"MANIFEST_PROVIDER_METRICS_PORT": "9090"}, (9090, None)),
+        ({}, {"MANIFEST_PROVIDER_METRICS_PORT": "0"}, (0, None)),
+        ({"METRICS_PORT": 0}, {"MANIFEST_PROVIDER_METRICS_PORT": "9090"}, (0, None)),
         ({"METRICS_BIND": "fd://7"}, {}, (8888, "fd://7")),
-        ({"METRICS_PORT": 8443, "BIND": "fd://3"}, {}, (8443, "0.0.0.0")),  # the API's socket is inherited
+        ({"METRICS_PORT": 8443, "BIND": "fd://3"}, {}, (8443, None)),  # the API's socket is inherited
     ],
     ids=["default-8888", "from-the-environment", "off", "flag-wins", "inherited-socket", "api-port-inherited"],
 )

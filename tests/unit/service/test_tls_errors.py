@@ -88,7 +88,8 @@ def test_make_run_on_a_busy_port_says_so_before_anything_else(busy_port: int, tm
     )  # fmt: skip
     assert proc.returncode != 0
     first = (proc.stdout + proc.stderr).strip().splitlines()[0]
-    assert first.startswith(f"make run: port {busy_port} on 127.0.0.1 is not free"), proc.stdout + proc.stderr
+    assert first.startswith(f"make run: port {busy_port} (the API) on 127.0.0.1 is not free"), proc.stdout + proc.stderr
+    assert first.endswith(f"make run RUN_PORT={busy_port + 1}")
     assert "curl" not in proc.stdout + proc.stderr
     assert not (tmp_path / "dev").exists()  # nothing written either
 
@@ -100,7 +101,7 @@ def test_the_dev_server_takes_the_port_before_writing_or_printing(busy_port: int
         capture_output=True, text=True, timeout=60, check=False,
         env={**os.environ, "MANIFEST_PROVIDER_PORT": str(busy_port), "MANIFEST_PROVIDER_DEV_DIR": str(tmp_path / "dev")},
     )  # fmt: skip
-    assert proc.returncode == 1
+    assert proc.returncode == 2
     assert proc.stdout == ""
-    assert f"port {busy_port} on 127.0.0.1 is not free" in proc.stderr
+    assert f"port {busy_port} (the API) on 127.0.0.1 is not free" in proc.stderr
     assert not (tmp_path / "dev").exists()
