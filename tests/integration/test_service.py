@@ -431,7 +431,7 @@ def test_unsafe_http_serves_plain_http_and_warns_on_every_request(tmp_path: Any)
     log_path = tmp_path / "server.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [*command(), "serve", "--unsafe-http", "--bind", f"fd://{listener.fileno()}", "--workers", "1"],
+            [*command(), "serve", "--unsafe-http", "--bind", f"fd://{listener.fileno()}", "--workers", "1", "--no-metrics-port"],
             stdout=log, stderr=subprocess.STDOUT, pass_fds=(listener.fileno(),),
         )  # fmt: skip
     listener.close()
