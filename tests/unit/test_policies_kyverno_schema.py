@@ -48,7 +48,7 @@ from tests.support.kyverno import (
 )
 
 KYVERNO = REPO / "policies" / "kyverno"
-CRD_DIR = CRDS / "kyverno"
+CRD_DIR = CRDS / "kyverno" / "v1.19"
 
 
 def crds() -> dict[str, dict[str, Any]]:

@@ -58,7 +58,9 @@ WEBHOOK_RULES = yaml.safe_load((REPO / "manifests/overlays/gatekeeper/gatekeeper
     "validatingWebhookCustomRules"
 ]
 CRDS = {
-    doc["spec"]["names"]["kind"]: doc for p in sorted((CRD_DATA / "kyverno").glob("*.yaml")) for doc in load_yaml(p)
+    doc["spec"]["names"]["kind"]: doc
+    for p in sorted((CRD_DATA / "kyverno" / "v1.19").glob("*.yaml"))
+    for doc in load_yaml(p)
 }
 SAMPLE_KEY = load_yaml(SAMPLES / "constraint.yaml")[0]["spec"]["parameters"]["keys"][0]
 
