@@ -28,6 +28,7 @@ import celpy
 import jmespath
 from celpy import celtypes
 from celpy.adapter import CELJSONEncoder, json_to_cel
+from celpy.evaluation import CELEvalError
 
 from tests.support.data import REPO, load_yaml
 
@@ -163,35 +164,92 @@ def background_scan_request(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 # --- the CEL policy, evaluated -------------------------------------------------------------
+#
+# Kyverno's CEL http library, as the policy meets it at run time (each rule with its source):
+#
+# * ``http`` is an ``http.Context``: ``http.Post(url, body, headers)`` POSTs the body as JSON with those
+#   headers and nothing else -- no credential (1.17: kyverno pkg/cel/libs/http/http.go; 1.18, 1.19:
+#   kyverno/sdk cel/libs/http/http.go; the scoped-token client of pkg/engine/apicall/httpclient.go is
+#   not wired into it), trusting the system roots of Kyverno's container.
+# * 1.17 turns a non-2xx answer into an error; from 1.18 the answer is returned with ``statusCode``
+#   added (a JSON object gets the key, anything else becomes ``{"body": ..., "statusCode": ...}``).
+# * ``http.Client(caBundle)`` returns a value that is not an ``http.Context`` at run time, so any call
+#   on it is "no such overload" (tests/support/kyverno_cel.py, CLIENT_RUNTIME_TYPE, says why).
+# * A failed call is an evaluation error; the policy's ``failurePolicy`` decides what that means.
 
-Post = Callable[[str, str, Any, dict[str, str]], Any]
+#: The service: (url, body, headers) -> the JSON of a 2xx answer; raises CallFailed or HttpStatus.
+Post = Callable[[str, Any, dict[str, str]], Any]
+
+
+class HttpStatus(Exception):
+    """A non-2xx answer, with its JSON body."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status, self.body = status, body
 
 
 def to_python(value: Any) -> Any:
     return json.loads(json.dumps(value, cls=CELJSONEncoder))
 
 
-def cel_variables(doc: dict[str, Any], request: dict[str, Any], post: Post) -> dict[str, Any]:
-    """Evaluate ``spec.variables`` in order, ``http.Client(ca).Post(url, body, headers)`` calling ``post(ca, ...)``."""
+_HTTP_TYPE = celtypes.StringType("__kyverno_http_type__")
+
+
+def _with_status(answer: Any, status: int, version: str) -> Any:
+    if version == "1.17":
+        if not 200 <= status < 300:
+            return CELEvalError(f"request failed: HTTP {status}")
+        return answer
+    if isinstance(answer, dict):
+        return {**answer, "statusCode": status}
+    return {"body": answer, "statusCode": status}
+
+
+def cel_variables(doc: dict[str, Any], request: dict[str, Any], post: Post, version: str = "1.19") -> dict[str, Any]:
+    """Evaluate ``spec.variables`` in order as Kyverno ``version`` would, ``http.Post`` calling ``post``.
+
+    A variable whose evaluation fails raises ``CELEvalError`` (Kyverno: an evaluation error).
+    """
+    from tests.support.kyverno_cel import CLIENT_RUNTIME_TYPE, CONTEXT_TYPE
+
+    if version not in VERSIONS:
+        raise NotModelled(f"Kyverno {version}")
     env = celpy.Environment()
 
-    def client(_http: Any, ca: Any) -> Any:
-        return celtypes.MapType({celtypes.StringType("caBundle"): ca})
+    def handle_type(handle: Any) -> str:
+        return str(handle.get(_HTTP_TYPE, "")) if isinstance(handle, celtypes.MapType) else type(handle).__name__
 
-    def do_post(handle: Any, url: Any, body: Any, headers: Any) -> Any:
-        answer = post(str(handle[celtypes.StringType("caBundle")]), str(url), to_python(body), to_python(headers))
-        return json_to_cel(answer)
+    def client(handle: Any, ca: Any) -> Any:
+        if handle_type(handle) != CONTEXT_TYPE:
+            return CELEvalError(f"no such overload: Client({handle_type(handle)}, string)")
+        return celtypes.MapType({_HTTP_TYPE: celtypes.StringType(CLIENT_RUNTIME_TYPE[version])})
 
+    def do_post(handle: Any, url: Any, body: Any, headers: Any = None) -> Any:
+        if handle_type(handle) != CONTEXT_TYPE:
+            return CELEvalError(f"no such overload: Post({handle_type(handle)}, string, map, map)")
+        try:
+            answer, status = post(str(url), to_python(body), to_python(headers or {})), 200
+        except CallFailed as exc:
+            return CELEvalError(f"request failed: {exc}")
+        except HttpStatus as exc:
+            answer, status = exc.body, exc.status
+        result = _with_status(answer, status, version)
+        return result if isinstance(result, CELEvalError) else json_to_cel(result)
+
+    functions: dict[str, Any] = {"Client": client, "Post": do_post}
+    if version != "1.17":
+        functions |= {"client": client, "post": do_post}
     activation: dict[str, Any] = {
-        "object": json_to_cel(request["object"]),
-        "oldObject": json_to_cel(request["oldObject"]),
+        "object": json_to_cel(request.get("object")),
+        "oldObject": json_to_cel(request.get("oldObject")),
         "request": json_to_cel(request),
-        "http": celtypes.MapType({}),
+        "http": celtypes.MapType({_HTTP_TYPE: celtypes.StringType(CONTEXT_TYPE)}),
     }
     variables: dict[Any, Any] = {}
     for variable in doc["spec"]["variables"]:
         activation["variables"] = celtypes.MapType(variables)
-        program = env.program(env.compile(variable["expression"]), functions={"Client": client, "Post": do_post})
+        program = env.program(env.compile(variable["expression"]), functions=functions)
         variables[celtypes.StringType(variable["name"])] = program.evaluate(activation)
     return {str(k): v for k, v in variables.items()}
 
@@ -206,9 +264,23 @@ def cel_validate(doc: dict[str, Any], variables: dict[str, Any]) -> tuple[bool, 
     return bool(passed), str(message)
 
 
+def cel_admit(doc: dict[str, Any], request: dict[str, Any], post: Post, version: str = "1.19") -> tuple[bool, str]:
+    """(admitted, why) for a ValidatingPolicy: a failed validation blocks with ``Deny`` in ``validationActions``;
+    an evaluation error blocks under ``failurePolicy: Fail`` (pkg/cel/policies/vpol/engine, the admission
+    handler). A ValidatingPolicy has no ``allowExistingViolations``: an UPDATE is judged on ``object``."""
+    spec = doc["spec"]
+    try:
+        passed, message = cel_validate(doc, cel_variables(doc, request, post, version))
+    except CELEvalError as exc:
+        return spec.get("failurePolicy", "Fail") != "Fail", f"evaluation error: {exc.args[0] if exc.args else exc}"
+    if passed:
+        return True, ""
+    return "Deny" not in spec["validationActions"], message
+
+
 def cel_verdict(doc: dict[str, Any], answer: dict[str, Any]) -> tuple[bool, str]:
     obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "demo"}}
-    variables = cel_variables(doc, admission_request(obj), lambda ca, url, body, headers: answer)
+    variables = cel_variables(doc, admission_request(obj), lambda url, body, headers: answer)
     return cel_validate(doc, variables)
 
 
