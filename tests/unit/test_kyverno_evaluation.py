@@ -17,9 +17,13 @@ from typing import Any
 import pytest
 
 from provider.cli._generate import Request, build
+from provider.cli.convert_policy import convert
 from provider.policy import Policy
 from provider.review import Review
 from provider.verifier import decide
+from tests.support.data import CRDS, load_yaml
+from tests.support.data import KYVERNO as KYVERNO_INTEROP
+from tests.support.kube_schema import validate_object
 from tests.support.kyverno import (
     APICALL,
     BACKGROUND,
@@ -261,3 +265,37 @@ def test_the_model_refuses_what_it_does_not_reproduce(change: Any) -> None:
         admit(doc, resource_request(old), service(), "1.19")
     with pytest.raises(NotModelled):
         admit(generated(), resource_request(old), service(), "1.20")
+
+
+# --- a policy converted from Kyverno's own validate.manifests rule ------------------------------------
+
+UPSTREAM = sorted((KYVERNO_INTEROP / "policies").glob("cpol-*.yaml"))
+#: Whether Kyverno's own rule admits the ConfigMap its test signed with key1 alone (tests/data/interop/kyverno
+#: README: ANY = count 1 passes; ALL = MustAll is an error, which blocks under failurePolicy Fail).
+UPSTREAM_ADMITS_SIGNED = {"cpol-count1-two-keys": True, "cpol-mustall-two-keys": False}
+
+
+@pytest.mark.parametrize("version", ALL)
+@pytest.mark.parametrize("path", UPSTREAM, ids=lambda p: p.stem)
+def test_a_converted_manifests_rule_works_on_every_release(version: str, path: Any) -> None:
+    """``convert-policy`` of an upstream ``validate.manifests`` ClusterPolicy, then ``policy kyverno --enforce``:
+    valid against the release's CRD; it decides Kyverno's own test's signed ConfigMap as Kyverno's rule does, and
+    denies the tampered one -- as a CREATE and as an UPDATE of the signed one."""
+    assert len(UPSTREAM) == len(UPSTREAM_ADMITS_SIGNED)
+    (upstream,) = load_yaml(path)
+    converted, _lost = convert(upstream)
+    (doc,) = build(Request(engine="kyverno", policy=converted, enforce=True, namespaces=()))
+    crds = {
+        crd["spec"]["names"]["kind"]: crd
+        for f in sorted((CRDS / "kyverno" / f"v{version}").glob("*.yaml"))
+        for crd in load_yaml(f)
+    }
+    assert validate_object(doc, crds["ClusterPolicy"]) == []
+    signed_request, tampered_request = (
+        json.loads((KYVERNO_INTEROP / "manifests" / f"cm-{n}-admissionrequest.json").read_text())
+        for n in ("signed", "tampered")
+    )
+    assert admit(doc, signed_request, service(), version).allowed is UPSTREAM_ADMITS_SIGNED[path.stem]
+    assert not admit(doc, tampered_request, service(), version).allowed
+    update = tampered_request | {"operation": "UPDATE", "oldObject": signed_request["object"]}
+    assert not admit(doc, update, service(), version).allowed
