@@ -2,10 +2,13 @@
 # Print the CA that signed manifest-provider's serving certificate, or put it
 # where the policy engines read it.
 #
-#   ca-bundle.sh [--namespace NS] [--pem | --base64 | --cel]
+#   ca-bundle.sh [--namespace NS] [--pem | --base64]
 #   ca-bundle.sh [--namespace NS] --provider         # print the Gatekeeper Provider, caBundle filled
 #   ca-bundle.sh [--namespace NS] --apply-provider   # ... and kubectl apply it (create, or update on CA renewal)
-#   ca-bundle.sh [--namespace NS] --patch-kyverno    # both Kyverno policies
+#   ca-bundle.sh [--namespace NS] --patch-kyverno    # the Kyverno ClusterPolicy's apiCall caBundle
+#   ca-bundle.sh [--namespace NS] --kyverno-trust [--kyverno-namespace NS]
+#                                  # ConfigMap manifest-provider-ca (ca.crt) in Kyverno's namespace, for
+#                                  # Kyverno's trust store (the CEL ValidatingPolicy; docs/quickstart-kyverno.md)
 #
 # The CA is ca.crt of Secret manifest-provider-tls, written by cert-manager
 # (manifests/base/certificate.yaml): wait for the Certificate to be Ready first.
@@ -14,16 +17,18 @@
 set -eu
 
 namespace=manifest-provider
+kyverno_namespace=kyverno
 mode=pem
 provider_file=$(dirname "$0")/../overlays/gatekeeper/provider.yaml
 while [ $# -gt 0 ]; do
   case "$1" in
     --namespace|-n) namespace=$2; shift 2 ;;
     --provider-file) provider_file=$2; shift 2 ;;
-    --pem|--base64|--cel|--provider|--apply-provider|--patch-kyverno) mode=${1#--}; shift ;;
+    --kyverno-namespace) kyverno_namespace=$2; shift 2 ;;
+    --pem|--base64|--provider|--apply-provider|--patch-kyverno|--kyverno-trust) mode=${1#--}; shift ;;
     # The Provider used to be shipped with a placeholder and patched; it is now created here.
     --patch-provider) mode=apply-provider; shift ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "ca-bundle.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -38,10 +43,8 @@ case "$pem" in
   "-----BEGIN CERTIFICATE-----"*) ;;
   *) echo "ca-bundle.sh: ca.crt of Secret $namespace/manifest-provider-tls is not a PEM certificate" >&2; exit 1 ;;
 esac
-# The PEM on one line with \n escapes: a CEL string literal, or a JSON string.
+# The PEM on one line with \n escapes: a JSON string.
 escaped=$(printf '%s\n' "$pem" | sed -e ':a' -e 'N' -e '$!ba' -e 's/\n/\\n/g')
-# The same inside a JSON string: the backslashes themselves escaped.
-escaped_json=$(printf '%s\n' "$pem" | sed -e ':a' -e 'N' -e '$!ba' -e 's/\n/\\\\n/g')
 
 # The Provider file with caBundle as the first field of spec. Gatekeeper wants the
 # base64 of the PEM (StdEncoding, one line): ca.crt as the Secret stores it.
@@ -53,20 +56,25 @@ provider() {
   awk -v bundle="$b64" '{ print } /^spec:[[:space:]]*$/ { print "  caBundle: " bundle }' "$provider_file"
 }
 
+# The CA as a ConfigMap in Kyverno's namespace: mounted into Kyverno's admission controller and
+# named in SSL_CERT_DIR, Go's TLS stack trusts it beside the system roots.
+trust_configmap() {
+  printf 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: manifest-provider-ca\n  namespace: %s\n' "$kyverno_namespace"
+  printf '  labels:\n    app.kubernetes.io/name: manifest-provider\ndata:\n  ca.crt: |\n'
+  printf '%s\n' "$pem" | sed 's/^/    /'
+}
+
 case "$mode" in
   pem) printf '%s\n' "$pem" ;;
   base64) printf '%s\n' "$b64" ;;
-  cel) printf "'%s\\\\n'\n" "$escaped" ;;
   provider) provider ;;
   apply-provider)
     manifest=$(provider)
     printf '%s\n' "$manifest" | kubectl apply -f - ;;
   patch-kyverno)
     kubectl patch clusterpolicy verify-manifest-signature --type json \
-      -p "[{\"op\":\"replace\",\"path\":\"/spec/rules/0/context/0/apiCall/service/caBundle\",\"value\":\"$escaped\"}]"
-    if kubectl get validatingpolicies.policies.kyverno.io verify-manifest-signature-cel >/dev/null 2>&1; then
-      # variables[1] is serviceCA; its expression is a CEL string literal.
-      kubectl patch validatingpolicies.policies.kyverno.io verify-manifest-signature-cel --type json \
-        -p "[{\"op\":\"replace\",\"path\":\"/spec/variables/1/expression\",\"value\":\"'$escaped_json\\\\n'\"}]"
-    fi ;;
+      -p "[{\"op\":\"replace\",\"path\":\"/spec/rules/0/context/0/apiCall/service/caBundle\",\"value\":\"$escaped\"}]" ;;
+  kyverno-trust)
+    manifest=$(trust_configmap)
+    printf '%s\n' "$manifest" | kubectl apply -f - ;;
 esac

@@ -11,7 +11,10 @@ these fields are replaced; their Rego, rules and CEL stay as shipped:
   ``apiCall.data`` entry ``policy``; the ValidatingPolicy's ``policy``
   variable, as a CEL literal;
 * the service CA: the Provider's ``spec.caBundle`` (base64 of the PEM); the
-  ``apiCall.service.caBundle``; the ``serviceCA`` variable;
+  ``apiCall.service.caBundle``. The ValidatingPolicy takes none: Kyverno's CEL
+  ``http.Client(caBundle)`` returns a value no call accepts at run time
+  (Kyverno 1.17 to 1.19), so it calls ``http.Post`` and the service CA goes
+  into Kyverno's trust store instead (docs/quickstart-kyverno.md);
 * kinds and namespaces: ``spec.match``; ``match...resources``;
   ``matchConstraints.resourceRules`` and ``namespaceSelector``;
 * enforcement: ``enforcementAction: deny``; ``failureAction: Enforce``;
@@ -99,6 +102,12 @@ OTHER_SUBRESOURCES: dict[tuple[str, str], tuple[str, ...]] = {
 #: Subresources whose request carries another kind's object: the Gatekeeper constraint must name it.
 OBJECT_KINDS = {"scale": ("autoscaling", "Scale"), "binding": ("", "Binding")}
 NAMESPACE_LABEL = "kubernetes.io/metadata.name"
+#: Why the ValidatingPolicy carries no CA (Kyverno's CEL ``http.Client(ca)``: see the module docstring).
+CEL_TAKES_NO_CA = (
+    "kyverno-cel takes no CA: Kyverno's CEL http.Client(ca) cannot call (Kyverno 1.17 to 1.19), so the policy "
+    "calls http.Post and Kyverno's admission controller must trust the service CA itself "
+    "(manifests/scripts/ca-bundle.sh --kyverno-trust, docs/quickstart-kyverno.md)"
+)
 _KYVERNO_SUBSTITUTION = re.compile(r"\{\{|\$\(")
 
 
@@ -247,7 +256,8 @@ class Request:
     kinds: tuple[KindRef, ...] | None = None
     #: None: the shipped namespaces; (): every namespace.
     namespaces: tuple[str, ...] | None = None
-    #: The service CA (PEM); None: no Provider (Gatekeeper), the shipped placeholder (Kyverno).
+    #: The service CA (PEM); None: no Provider (Gatekeeper), the shipped placeholder (ClusterPolicy), always
+    #: None for the ValidatingPolicy (:data:`CEL_TAKES_NO_CA`).
     ca_pem: str | None = None
 
 
@@ -393,12 +403,12 @@ def _kyverno_cel(request: Request, root: Path) -> dict[str, Any]:
     spec = doc["spec"]
     if request.enforce:
         spec["validationActions"] = ["Deny"]
-    variables = {v["name"]: v for v in spec["variables"]}
-    if "policy" not in variables or "serviceCA" not in variables:
-        raise ConfigError(f"{SHIPPED['kyverno-cel']}: expected the variables policy and serviceCA")
-    variables["policy"]["expression"] = cel_literal(request.policy)
     if request.ca_pem is not None:
-        variables["serviceCA"]["expression"] = _cel_string(request.ca_pem)
+        raise ConfigError(CEL_TAKES_NO_CA)
+    variables = {v["name"]: v for v in spec["variables"]}
+    if "policy" not in variables:
+        raise ConfigError(f"{SHIPPED['kyverno-cel']}: expected the variable policy")
+    variables["policy"]["expression"] = cel_literal(request.policy)
     constraints = spec["matchConstraints"]
     if request.kinds is not None:
         operations = constraints["resourceRules"][0].get("operations", ["CREATE", "UPDATE"])

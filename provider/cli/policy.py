@@ -10,8 +10,10 @@ The service CA comes from ``--ca-file`` or, as ``manifests/scripts/ca-bundle.sh`
 reads it, from ``ca.crt`` of Secret ``manifest-provider-tls``
 (``--ca-from-cluster``). ``--without-ca`` leaves it out: no Provider for
 Gatekeeper (apply it with ``ca-bundle.sh --apply-provider``), the shipped
-placeholder for Kyverno (every call fails, so everything in scope is denied,
-until ``ca-bundle.sh --patch-kyverno``).
+placeholder for the ClusterPolicy (every call fails, so everything in scope is
+denied, until ``ca-bundle.sh --patch-kyverno``). The ValidatingPolicy
+(``kyverno-cel``) takes no CA: Kyverno's CEL ``http.Client(ca)`` cannot call, so
+Kyverno itself must trust the service CA (``ca-bundle.sh --kyverno-trust``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ HELP = "print a ready Gatekeeper Constraint and Provider, Kyverno ClusterPolicy 
 EXAMPLES = (
     "manifest-provider policy gatekeeper -k team.pub --ca-from-cluster --enforce | kubectl apply -f -",
     "manifest-provider policy kyverno -k team.pub,ops.pub --threshold 2 --ca-file ca.crt --match-namespace prod",
-    "manifest-provider policy kyverno-cel -c policy.yaml --match-kind Deployment,ConfigMap --ca-file ca.crt",
+    "manifest-provider policy kyverno-cel -c policy.yaml --match-kind Deployment,ConfigMap",
 )
 #: Where each engine's service runs (manifests/overlays/<engine>), for --ca-from-cluster.
 SERVICE_NAMESPACES = {
@@ -73,7 +75,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="store_true",
         help="refuse what fails (Gatekeeper deny, Kyverno Enforce/Deny); default: audit, as shipped",
     )
-    ca = p.add_argument_group("the service's CA (one is required)").add_mutually_exclusive_group(required=True)
+    ca = p.add_argument_group(
+        "the service's CA (one is required for gatekeeper and kyverno; kyverno-cel takes none)"
+    ).add_mutually_exclusive_group()
     ca.add_argument("--ca-file", metavar="FILE", help="the CA certificate that signed the service's (PEM)")
     ca.add_argument(
         "--ca-from-cluster",
@@ -105,7 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _ca(args: argparse.Namespace) -> str | None:
     from ._generate import certificate_bundle
 
-    if args.without_ca:
+    if args.without_ca or args.engine == "kyverno-cel":
         return None
     if args.ca_file:
         return certificate_bundle(read_text(args.ca_file), args.ca_file)
@@ -119,6 +123,7 @@ def _ca(args: argparse.Namespace) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from ..policy import Policy
     from ._generate import (
+        CEL_TAKES_NO_CA,
         DEFAULT_POLICIES_DIR,
         GATEKEEPER_VALUES,
         SHIPPED,
@@ -135,6 +140,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("name who may sign: -k KEY, --signer or -c POLICY.yaml")
     if args.ca_namespace and not args.ca_from_cluster:
         raise ConfigError("--ca-namespace goes with --ca-from-cluster")
+    chose_ca = bool(args.ca_file or args.ca_from_cluster or args.without_ca)
+    if args.engine == "kyverno-cel" and chose_ca:
+        raise ConfigError(CEL_TAKES_NO_CA)
+    if args.engine != "kyverno-cel" and not chose_ca:
+        raise ConfigError(f"policy {args.engine}: give the service's CA: --ca-file, --ca-from-cluster or --without-ca")
     policy = build_policy(args)
     Policy.from_dict(policy)  # refuse here what the service would refuse for every object
     request = Request(
@@ -163,7 +173,13 @@ def run(args: argparse.Namespace) -> int:
                 "through them go unchecked",
                 file=sys.stderr,
             )
-    if request.ca_pem is None:
+    if args.engine == "kyverno-cel":
+        print(
+            "manifest-provider policy: Kyverno's admission controller must trust the service CA "
+            "(manifests/scripts/ca-bundle.sh --kyverno-trust, docs/quickstart-kyverno.md)",
+            file=sys.stderr,
+        )
+    elif request.ca_pem is None:
         what = "no Provider" if args.engine == "gatekeeper" else "the placeholder CA: every call fails until patched"
         print(f"manifest-provider policy: {what} (manifests/scripts/ca-bundle.sh)", file=sys.stderr)
     return EXIT_OK

@@ -11,7 +11,7 @@
   kept-alive connection outlives the certificate.
 * **Bearer tokens** (``MANIFEST_PROVIDER_TOKEN_AUDIENCE``), checked by a
   Kubernetes TokenReview for that audience (:mod:`provider.kube.tokenreview`; Kyverno
-  >= 1.18 sends a token for ``kyverno-svc.kyverno.io``) by the request's
+  >= 1.17.2 sends a token for ``kyverno-svc.kyverno.io``) by the request's
   review deadline. Accepted tokens are remembered -- by their SHA-256, never
   the token -- until their own ``exp`` or ``token_cache_seconds``; refused ones
   in a separate, small cache for :data:`REFUSED_TTL` seconds, so junk never

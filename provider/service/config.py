@@ -95,7 +95,7 @@ class Config:
     #: (Gatekeeper's CA: ``ca.crt`` of Secret ``gatekeeper-webhook-server-cert``).
     client_ca: str | None = None
     #: When set, a bearer token whose TokenReview succeeds for this audience also
-    #: authenticates (Kyverno >= 1.18 sends one for ``kyverno-svc.kyverno.io``).
+    #: authenticates (Kyverno >= 1.17.2 sends one for ``kyverno-svc.kyverno.io``).
     token_audience: str | None = None
     #: Upper bound on how long an accepted token is trusted without asking again
     #: (never longer than the token's own ``exp``).

@@ -23,7 +23,6 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-import celpy
 import pytest
 import yaml
 
@@ -439,13 +438,14 @@ def run_script(bindir: Path, *args: str, check: bool = True) -> subprocess.Compl
     )
 
 
-def test_ca_script_prints_pem_base64_and_cel(fake_kubectl: tuple[Path, Path, str]) -> None:
+def test_ca_script_prints_pem_and_base64(fake_kubectl: tuple[Path, Path, str]) -> None:
     bindir, _, pem = fake_kubectl
     assert run_script(bindir).stdout == pem.rstrip("\n") + "\n"
     assert base64.b64decode(run_script(bindir, "--base64").stdout).decode() == pem
-    cel = run_script(bindir, "--cel").stdout.strip()
-    env_ = celpy.Environment()
-    assert str(env_.program(env_.compile(cel)).evaluate({})) == pem.rstrip("\n") + "\n"
+    # The CEL literal was for the ValidatingPolicy's CA, which it no longer takes (Kyverno's http.Client(ca)
+    # cannot call): the option is gone.
+    gone = run_script(bindir, "--cel", check=False)
+    assert gone.returncode == 2 and "unknown argument --cel" in gone.stderr
 
 
 def calls_of(path: Path) -> list[list[str]]:
@@ -528,24 +528,35 @@ def test_gatekeepers_provider_rules_refuse_url_and_timeout(
     assert any(problem in p for p in provider_problems(provider))
 
 
-def test_ca_script_patches_both_kyverno_policies(fake_kubectl: tuple[Path, Path, str]) -> None:
+def test_ca_script_patches_the_cluster_policy(fake_kubectl: tuple[Path, Path, str]) -> None:
     import json
 
     bindir, calls, pem = fake_kubectl
     run_script(bindir, "--patch-kyverno")
-    patches = [c for c in calls_of(calls) if c[0] == "patch"]
-    cluster_policy, validating_policy = patches
-    (op,) = json.loads(cluster_policy[cluster_policy.index("-p") + 1])
+    (patch,) = [c for c in calls_of(calls) if c[0] == "patch"]
+    assert patch[1:3] == ["clusterpolicy", "verify-manifest-signature"]
+    (op,) = json.loads(patch[patch.index("-p") + 1])
     assert op["path"] == "/spec/rules/0/context/0/apiCall/service/caBundle"
     assert op["value"] == pem.rstrip("\n")
-    (op,) = json.loads(validating_policy[validating_policy.index("-p") + 1])
-    cel = yaml.safe_load(
-        (REPO / "policies/kyverno/verify-manifest-signature-cel/verify-manifest-signature-cel.yaml").read_text()
-    )
-    assert cel["spec"]["variables"][1]["name"] == "serviceCA"  # what the patch path points at
-    assert op["path"] == "/spec/variables/1/expression"
-    env_ = celpy.Environment()
-    assert str(env_.program(env_.compile(op["value"])).evaluate({})) == pem.rstrip("\n") + "\n"
+
+
+@pytest.mark.parametrize("namespace", [None, "kyverno-system"])
+def test_ca_script_puts_the_ca_where_kyverno_values_mount_it(
+    fake_kubectl: tuple[Path, Path, str], namespace: str | None
+) -> None:
+    """--kyverno-trust applies ConfigMap manifest-provider-ca with ca.crt, what kyverno-values.yaml mounts."""
+    bindir, calls, pem = fake_kubectl
+    run_script(bindir, "--kyverno-trust", *(["--kyverno-namespace", namespace] if namespace else []))
+    _get, apply = calls_of(calls)
+    assert apply == ["apply", "-f", "-"]
+    (configmap,) = yaml.safe_load_all(Path(f"{calls}.applied").read_text())
+    assert (configmap["kind"], configmap["metadata"]["name"]) == ("ConfigMap", "manifest-provider-ca")
+    assert configmap["metadata"]["namespace"] == (namespace or "kyverno")
+    assert configmap["data"] == {"ca.crt": pem.rstrip("\n") + "\n"}
+    values = yaml.safe_load((REPO / "manifests/overlays/kyverno-cel/kyverno-values.yaml").read_text())
+    (volume,) = values["admissionController"]["extraVolumes"]
+    assert volume["configMap"]["name"] == configmap["metadata"]["name"]
+    assert {i["key"] for i in volume["configMap"]["items"]} == set(configmap["data"])
 
 
 def test_policy_paths_the_script_patches_exist() -> None:

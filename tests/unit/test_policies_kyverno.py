@@ -193,17 +193,16 @@ def test_cel_policy_admits_only_allowed_true(case: str, answer: Any, deny: bool)
 
 def test_cel_policy_posts_the_review_and_policy() -> None:
     doc = policy_doc(CEL)
-    sent: list[tuple[str, str, Any, dict[str, str]]] = []
+    sent: list[tuple[str, Any, dict[str, str]]] = []
 
-    def post(ca: str, url: str, body: Any, headers: dict[str, str]) -> Any:
-        sent.append((ca, url, body, headers))
+    def post(url: str, body: Any, headers: dict[str, str]) -> Any:
+        sent.append((url, body, headers))
         return {"allowed": True, "reason": "verified", "message": "ok"}
 
     obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "demo"}, "data": {"k": "v"}}
     request = admission_request(obj, username="bob")
     cel_variables(doc, request, post)
-    ((ca, url, body, headers),) = sent
-    assert "-----BEGIN CERTIFICATE-----\n" in ca  # a PEM with real newlines
+    ((url, body, headers),) = sent
     assert url.startswith("https://")
     assert url.endswith(SERVICE_PATH)
     assert headers == {"Content-Type": "application/json"}
@@ -215,13 +214,16 @@ def test_cel_policy_posts_the_review_and_policy() -> None:
         "namespace",
         "name",
         "kind",
-        "userInfo",
         "dryRun",
         "resource",
         "requestKind",
         "requestResource",
     )
-    assert body["request"] == {k: request[k] for k in fields} | {"subResource": "", "requestSubResource": ""}
+    assert body["request"] == {k: request[k] for k in fields} | {
+        "subResource": "",
+        "requestSubResource": "",
+        "userInfo": {"username": "bob", "groups": ["system:authenticated"]},
+    }
     Policy.from_dict(body["policy"])
     assert Review.from_admission(body["request"]).username == "bob"
 

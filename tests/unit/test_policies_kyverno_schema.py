@@ -1,9 +1,9 @@
 """Every shipped Kyverno policy against Kyverno's own CRD schemas, and every expression in it parsed and run.
 
-The CRDs are Kyverno v1.19's (``tests/data/crds/kyverno``): ``ClusterPolicy``
-and ``ValidatingPolicy``, applied by the API server with strict field
-validation (``kubectl apply``'s default), so an unknown field is an error,
-not a silently dropped one. ``tests/support/kube_schema.py`` is the validator (it says
+The CRDs are those of every supported Kyverno release, 1.17, 1.18 and 1.19
+(``tests/data/crds/kyverno/v1.*``): ``ClusterPolicy`` and ``ValidatingPolicy``,
+applied by the API server with strict field validation (``kubectl apply``'s
+default), so an unknown field is an error, not a silently dropped one. ``tests/support/kube_schema.py`` is the validator (it says
 why it is not a JSON Schema library); the table of broken policies shows it
 refusing what the API server refuses.
 
@@ -36,10 +36,12 @@ import pytest
 import yaml
 from lark import Tree
 
-from tests.support.data import CRDS, REPO, load_yaml
+from tests.support.data import CRDS as CRD_DATA
+from tests.support.data import REPO, load_yaml
 from tests.support.kube_schema import keywords_in, validate_object
 from tests.support.kyverno import (
     STANDARD_FUNCTIONS,
+    VERSIONS,
     admission_request,
     cel_validate,
     cel_variables,
@@ -48,18 +50,20 @@ from tests.support.kyverno import (
 )
 
 KYVERNO = REPO / "policies" / "kyverno"
-CRD_DIR = CRDS / "kyverno"
 
 
-def crds() -> dict[str, dict[str, Any]]:
+def crds(version: str) -> dict[str, dict[str, Any]]:
+    """Kyverno ``version``'s CRDs by kind (tests/data/crds/kyverno/v<version>)."""
     found = {}
-    for path in sorted(CRD_DIR.glob("*.yaml")):
+    for path in sorted((CRD_DATA / "kyverno" / f"v{version}").glob("*.yaml")):
         (crd,) = load_yaml(path)
         found[crd["spec"]["names"]["kind"]] = crd
     return found
 
 
-CRDS = crds() if CRD_DIR.is_dir() else {}
+CRDS_BY_VERSION = {version: crds(version) for version in VERSIONS}
+#: The newest release's, for the tests that are about the validator rather than a release.
+CRDS = CRDS_BY_VERSION[max(VERSIONS, key=lambda v: tuple(int(p) for p in v.split(".")))]
 POLICY_FILES = sorted(p for p in KYVERNO.glob("*/*.yaml"))
 
 
@@ -68,10 +72,14 @@ def policy(path: Path) -> dict[str, Any]:
     return dict(doc)
 
 
-def test_the_crds_are_kyvernos() -> None:
-    assert set(CRDS) == {"ClusterPolicy", "ValidatingPolicy"}, "expected Kyverno's CRDs in tests/data/crds/kyverno"
-    assert CRDS["ClusterPolicy"]["spec"]["group"] == "kyverno.io"
-    assert CRDS["ValidatingPolicy"]["spec"]["group"] == "policies.kyverno.io"
+@pytest.mark.parametrize("version", list(VERSIONS))
+def test_the_crds_are_kyvernos(version: str) -> None:
+    found = CRDS_BY_VERSION[version]
+    assert set(found) == {"ClusterPolicy", "ValidatingPolicy"}, (
+        f"expected Kyverno's CRDs in tests/data/crds/kyverno/v{version}"
+    )
+    assert found["ClusterPolicy"]["spec"]["group"] == "kyverno.io"
+    assert found["ValidatingPolicy"]["spec"]["group"] == "policies.kyverno.io"
 
 
 def test_every_file_under_policies_kyverno_is_accounted_for() -> None:
@@ -89,18 +97,28 @@ def test_every_file_under_policies_kyverno_is_accounted_for() -> None:
     assert policies == len(POLICY_FILES) == 6
 
 
+@pytest.mark.parametrize("version", list(VERSIONS))
 @pytest.mark.parametrize("path", POLICY_FILES, ids=lambda p: p.parent.name)
-def test_the_policy_is_valid_against_kyvernos_crd(path: Path) -> None:
+def test_the_policy_is_valid_against_kyvernos_crd(path: Path, version: str) -> None:
     doc = policy(path)
-    assert validate_object(doc, CRDS[doc["kind"]]) == []
+    assert validate_object(doc, CRDS_BY_VERSION[version][doc["kind"]]) == []
 
 
+@pytest.mark.parametrize("version", list(VERSIONS))
 @pytest.mark.parametrize("path", POLICY_FILES, ids=lambda p: p.parent.name)
-def test_the_policy_uses_a_served_current_version(path: Path) -> None:
+def test_the_policy_uses_a_served_current_version(path: Path, version: str) -> None:
     doc = policy(path)
-    version = doc["apiVersion"].split("/")[1]
-    (entry,) = [v for v in CRDS[doc["kind"]]["spec"]["versions"] if v["name"] == version]
+    api_version = doc["apiVersion"].split("/")[1]
+    (entry,) = [v for v in CRDS_BY_VERSION[version][doc["kind"]]["spec"]["versions"] if v["name"] == api_version]
     assert entry["served"] and not entry.get("deprecated"), doc["apiVersion"]
+
+
+@pytest.mark.parametrize("version", list(VERSIONS))
+def test_allow_existing_violations_is_a_validate_field_of_every_release(version: str) -> None:
+    """The field the signature policies set exists where they set it (an unknown field would be refused)."""
+    doc = policy(APICALL)
+    doc["spec"]["rules"][0]["validate"]["allowExistingViolations"] = "no"
+    assert any("expected boolean" in e for e in validate_object(doc, CRDS_BY_VERSION[version]["ClusterPolicy"]))
 
 
 def test_the_validator_knows_every_keyword_the_crds_use() -> None:
@@ -577,6 +595,6 @@ def test_every_cel_expression_evaluates_on_every_test_resource(path: Path) -> No
     assert resources
     for obj in resources:
         for answer in answers:
-            variables = cel_variables(doc, admission_request(obj), lambda ca, url, body, headers, answer=answer: answer)
+            variables = cel_variables(doc, admission_request(obj), lambda url, body, headers, answer=answer: answer)
             passed, message = cel_validate(doc, variables)
             assert passed is answer["allowed"] and message

@@ -40,7 +40,7 @@ from tests.support.data import REPO, load_yaml
 from tests.support.fakeapi import FakeApiServer, Logged
 from tests.support.gatekeeper_framework import provider_problems
 from tests.support.kube_schema import validate, validate_object
-from tests.support.kyverno import admission_request, cel_variables, request_body, to_python
+from tests.support.kyverno import VERSIONS, admission_request, cel_variables, request_body, to_python
 from tests.support.opa import ConstraintTemplateEngine
 from tests.support.subresources import (
     KINDS,
@@ -57,9 +57,23 @@ SAMPLES = GATEKEEPER / "samples" / "k8sverifymanifestsignature"
 WEBHOOK_RULES = yaml.safe_load((REPO / "manifests/overlays/gatekeeper/gatekeeper-values.yaml").read_text())[
     "validatingWebhookCustomRules"
 ]
-CRDS = {
-    doc["spec"]["names"]["kind"]: doc for p in sorted((CRD_DATA / "kyverno").glob("*.yaml")) for doc in load_yaml(p)
+#: Every supported Kyverno release's CRDs by kind (tests/data/crds/kyverno/v<release>).
+CRDS_BY_VERSION = {
+    version: {
+        doc["spec"]["names"]["kind"]: doc
+        for p in sorted((CRD_DATA / "kyverno" / f"v{version}").glob("*.yaml"))
+        for doc in load_yaml(p)
+    }
+    for version in VERSIONS
 }
+
+
+def crd_problems(doc: dict[str, Any]) -> list[str]:
+    """What the API server of a cluster with each supported Kyverno release would refuse in ``doc``."""
+    assert all(len(crds) == 2 for crds in CRDS_BY_VERSION.values())
+    return [f"{v}: {e}" for v, crds in CRDS_BY_VERSION.items() for e in validate_object(doc, crds[doc["kind"]])]
+
+
 SAMPLE_KEY = load_yaml(SAMPLES / "constraint.yaml")[0]["spec"]["parameters"]["keys"][0]
 
 
@@ -174,8 +188,8 @@ def relevant(kind: str) -> list[Any]:
     return [None, *[s for s in subresources_of(kind) if s.decision in MUST_REACH_SERVICE]]
 
 
-def scope_args(files: dict[str, Path]) -> list[str | Path]:
-    return ["-k", files["key"], "--ca-file", files["ca"], "--match-kind", ",".join(PROTECTED)]
+def scope_args(files: dict[str, Path], ca: bool = True) -> list[str | Path]:
+    return ["-k", files["key"], *(["--ca-file", files["ca"]] if ca else []), "--match-kind", ",".join(PROTECTED)]
 
 
 def test_every_subresource_reaches_the_gatekeeper_constraint(
@@ -211,7 +225,7 @@ def test_every_subresource_reaches_the_cluster_policy(
     capsys: pytest.CaptureFixture[str], files: dict[str, Path]
 ) -> None:
     (doc,) = generate(capsys, "kyverno", *scope_args(files), "--match-namespace", "*")
-    assert validate_object(doc, CRDS["ClusterPolicy"]) == []
+    assert crd_problems(doc) == []
     (rule,) = doc["spec"]["rules"]
     (block,) = rule["match"]["any"]
     assert "namespaces" not in block["resources"]
@@ -228,8 +242,8 @@ def test_every_subresource_reaches_the_cluster_policy(
 def test_every_subresource_reaches_the_validating_policy(
     capsys: pytest.CaptureFixture[str], files: dict[str, Path]
 ) -> None:
-    (doc,) = generate(capsys, "kyverno-cel", *scope_args(files), "--match-namespace", "prod,staging")
-    assert validate_object(doc, CRDS["ValidatingPolicy"]) == []
+    (doc,) = generate(capsys, "kyverno-cel", *scope_args(files, ca=False), "--match-namespace", "prod,staging")
+    assert crd_problems(doc) == []
     rules = doc["spec"]["matchConstraints"]["resourceRules"]
     for kind in PROTECTED:
         for sub in relevant(kind):
@@ -258,7 +272,7 @@ def test_the_cluster_policy_sends_the_policy_and_trusts_the_ca(
     (doc,) = generate(
         capsys, "kyverno", "-k", files["key"], "-c", files["config"], "--ca-file", files["ca"], "--enforce"
     )
-    assert validate_object(doc, CRDS["ClusterPolicy"]) == []
+    assert crd_problems(doc) == []
     call = doc["spec"]["rules"][0]["context"][0]["apiCall"]
     assert call["service"]["caBundle"] == files["ca"].read_text()
     assert doc["spec"]["rules"][0]["validate"]["failureAction"] == "Enforce"
@@ -275,23 +289,20 @@ def test_the_cluster_policy_sends_the_policy_and_trusts_the_ca(
         assert decide(Review.from_admission(body["request"]), policy).reason == reason
 
 
-def test_the_validating_policy_evaluates_to_the_policy_and_the_ca(
+def test_the_validating_policy_evaluates_to_the_policy(
     capsys: pytest.CaptureFixture[str], files: dict[str, Path]
 ) -> None:
-    (doc,) = generate(
-        capsys, "kyverno-cel", "-k", files["key"], "-c", files["config"], "--threshold", "1", "--ca-file", files["ca"]
-    )
-    assert validate_object(doc, CRDS["ValidatingPolicy"]) == []
-    sent: list[tuple[str, Any]] = []
+    (doc,) = generate(capsys, "kyverno-cel", "-k", files["key"], "-c", files["config"], "--threshold", "1")
+    assert crd_problems(doc) == []
+    sent: list[Any] = []
 
-    def post(ca: str, url: str, body: Any, headers: Any) -> Any:
-        sent.append((ca, body))
+    def post(url: str, body: Any, headers: Any) -> Any:
+        sent.append(body)
         return decide(Review.from_admission(body["request"]), Policy.from_dict(body["policy"])).to_dict()
 
     (obj,) = load_yaml(SAMPLES / "example_allowed.yaml")
     variables = cel_variables(doc, admission_request(obj), post)
-    ((ca, body),) = sent
-    assert ca == files["ca"].read_text()
+    (body,) = sent
     assert body["policy"] == {
         "keys": [SAMPLE_KEY],
         "ignoreFields": [{"objects": [{"kind": "ConfigMap"}], "fields": ["data.note"]}],
@@ -301,6 +312,22 @@ def test_the_validating_policy_evaluates_to_the_policy_and_the_ca(
     assert doc["spec"]["validationActions"] == ["Audit"]
 
 
+@pytest.mark.parametrize("ca", [["--ca-file", "CA"], ["--ca-from-cluster"], ["--without-ca"]])
+def test_the_validating_policy_takes_no_ca(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], ca: list[str]
+) -> None:
+    """Kyverno's CEL http.Client(ca) cannot call (tests/unit/test_policies_kyverno_cel.py): a CA is refused, with why."""
+    err = refused(capsys, "kyverno-cel", "-k", files["key"], *[str(files["ca"]) if a == "CA" else a for a in ca])
+    assert "kyverno-cel takes no CA" in err and "--kyverno-trust" in err
+
+
+@pytest.mark.parametrize("engine", ["gatekeeper", "kyverno"])
+def test_the_other_engines_need_a_ca_choice(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], engine: str
+) -> None:
+    assert "give the service's CA" in refused(capsys, engine, "-k", files["key"])
+
+
 def test_kyverno_would_substitute_braces_so_the_cluster_policy_refuses_them(
     capsys: pytest.CaptureFixture[str], files: dict[str, Path]
 ) -> None:
@@ -308,7 +335,7 @@ def test_kyverno_would_substitute_braces_so_the_cluster_policy_refuses_them(
     config.write_text(yaml.safe_dump({"skipUsers": [{"users": ["{{ request.userInfo.username }}"]}]}))
     err = refused(capsys, "kyverno", "-k", files["key"], "-c", config, "--ca-file", files["ca"])
     assert "Kyverno would substitute" in err
-    assert generate(capsys, "kyverno-cel", "-k", files["key"], "-c", config, "--ca-file", files["ca"])
+    assert generate(capsys, "kyverno-cel", "-k", files["key"], "-c", config)
 
 
 # --- CEL literals -------------------------------------------------------------------------------
@@ -371,13 +398,6 @@ def test_refusals_print_nothing_and_say_why(
 ) -> None:
     err = refused(capsys, *(a.format(key=files["key"]) for a in args))
     assert message in err
-
-
-def test_a_ca_is_required(capsys: pytest.CaptureFixture[str], files: dict[str, Path]) -> None:
-    with pytest.raises(SystemExit) as exc:
-        main(["policy", "gatekeeper", "-k", str(files["key"])])
-    assert exc.value.code == 2
-    assert "--ca-file" in capsys.readouterr().err
 
 
 # --- the CA from the cluster --------------------------------------------------------------------
