@@ -63,7 +63,7 @@ from .parsing import check_shape
 from .policy import Policy, UserRule
 from .resources import BUILTIN_KINDS
 from .result import Result, Signer, reason_of
-from .review import Review
+from .review import Held, Review
 from .signers import DistinctSigners, Match, Outcome, Signers
 from .stamps import take_stamps
 
@@ -406,17 +406,24 @@ def _quote(value: Any, limits: Limits) -> str:
     return text if len(text) <= limits.max_quoted_value else text[: limits.max_quoted_value - 1] + "…"
 
 
-def describe_diff(items: list[DiffItem], limits: Limits = DEFAULT_LIMITS) -> str:
+def describe_diff(items: list[DiffItem], limits: Limits = DEFAULT_LIMITS, held: Held = "admitted") -> str:
+    """The first difference in a sentence, and how many more.
+
+    ``held`` names the object compared with the signed manifest: ``admitted``
+    for a request's, ``stored`` for one as the cluster stores it (Gatekeeper's
+    audit, a background scan, ``verify-resource``, the observer), where nothing
+    is being admitted.
+    """
     first = items[0]
     if first.redacted:
         change = "was added" if first.before is None else "was removed" if first.after is None else "differs"
         text = f"{first.key} {change} (a sensitive value: neither value is shown)"
     elif first.before is None:
-        text = f"{first.key} was added: admitted {_quote(first.after, limits)}, not in the signed manifest"
+        text = f"{first.key} was added: {held} {_quote(first.after, limits)}, not in the signed manifest"
     elif first.after is None:
-        text = f"{first.key} was removed: signed {_quote(first.before, limits)}, absent from the admitted object"
+        text = f"{first.key} was removed: signed {_quote(first.before, limits)}, absent from the {held} object"
     else:
-        text = f"{first.key} differs: signed {_quote(first.before, limits)}, admitted {_quote(first.after, limits)}"
+        text = f"{first.key} differs: signed {_quote(first.before, limits)}, {held} {_quote(first.after, limits)}"
     if len(items) > 1:
         keys = ", ".join(item.key for item in items[1:4])
         more = f" and {len(items) - 4} more" if len(items) > 4 else ""
@@ -433,6 +440,7 @@ def verify(
     now: datetime | None = None,
     limits: Limits = DEFAULT_LIMITS,
     sources: Sources | None = None,
+    held: Held = "admitted",
 ) -> Verification:
     """Prove ``obj`` is what the policy's keys/signers signed, or raise why not.
 
@@ -440,11 +448,12 @@ def verify(
     bundle, a signature ConfigMap); without them a policy that needs one denies.
     A verdict read from a signature ConfigMap used the cluster (``used_cluster``,
     never cached): the ConfigMap can change -- a signature withdrawn, one
-    added -- while the object and the policy stay the same.
+    added -- while the object and the policy stay the same. ``held`` is the
+    word a difference's message uses for ``obj`` (:func:`describe_diff`).
     """
     if isinstance(obj, dict):  # not a mapping: _verify says so
         _bounded(obj, "the object to verify", limits)
-    return _verify_bounded(obj, policy, namespace, dry_runner, now, limits, sources)
+    return _verify_bounded(obj, policy, namespace, dry_runner, now, limits, sources, held=held)
 
 
 def _verify_bounded(  # noqa: PLR0917 - verify()'s arguments, passed on
@@ -455,12 +464,14 @@ def _verify_bounded(  # noqa: PLR0917 - verify()'s arguments, passed on
     now: datetime | None,
     limits: Limits,
     sources: Sources | None,
+    *,
+    held: Held,
 ) -> Verification:
     """:func:`verify` for an object already bounded (:func:`decide` checks it once, before anything else)."""
     if policy.signature_resource_ref is None:
-        return _verify(obj, policy, namespace, dry_runner, now, limits, sources)
+        return _verify(obj, policy, namespace, dry_runner, now, limits, sources, held=held)
     try:
-        facts = _verify(obj, policy, namespace, dry_runner, now, limits, sources)
+        facts = _verify(obj, policy, namespace, dry_runner, now, limits, sources, held=held)
     except VerificationFailure as failure:
         failure.used_cluster = True
         raise
@@ -475,6 +486,8 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
     now: datetime | None,
     limits: Limits,
     sources: Sources | None,
+    *,
+    held: Held,
 ) -> Verification:
     if not isinstance(obj, dict):
         raise RequestError(f"the object to verify is a {type(obj).__name__}, not a Kubernetes object")
@@ -503,7 +516,7 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
         path = ("metadata", "finalizers")
         items = [DiffItem(path, _value_at(document, path), _value_at(obj, path))]
         raise DeletionFinalizersAdded(
-            describe_diff(items, limits) + f"; {', '.join(map(str, added))}: the garbage collector's finalizers, "
+            describe_diff(items, limits, held) + f"; {', '.join(map(str, added))}: the garbage collector's finalizers, "
             "set only by a DELETE",
             diff=tuple(items),
             signers=signers,
@@ -530,7 +543,7 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
         items = redact(items, policy.sensitive_for(ident))
         raise VerificationFailure(
             f"the policy enables dry-run, but no cluster is configured to run it, so these differences could not be "
-            f"checked against what the API server makes of the signed manifest: {describe_diff(items, limits)}",
+            f"checked against what the API server makes of the signed manifest: {describe_diff(items, limits, held)}",
             reason="dry-run-failed",
             diff=tuple(items),
             signers=signers,
@@ -550,7 +563,7 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
     items = redact(items, policy.sensitive_for(ident))
     hint += "".join(f"; {why}" for why in refused)
     raise ContentMismatch(
-        describe_diff(items, limits) + hint, diff=tuple(items), signers=signers, used_cluster=used_cluster
+        describe_diff(items, limits, held) + hint, diff=tuple(items), signers=signers, used_cluster=used_cluster
     )
 
 
@@ -769,7 +782,7 @@ def decide(
             f"or exempt the requester (skipUsers with objects[].subresource: {ident.subresource})",
         )
     try:
-        facts = _verify_bounded(obj, policy, review.namespace, dry_runner, now, limits, sources)
+        facts = _verify_bounded(obj, policy, review.namespace, dry_runner, now, limits, sources, held=review.held)
     except ContentMismatch as mismatch:
         tolerated = (
             None

@@ -15,6 +15,7 @@ import yaml
 
 from provider.keys import KEY_TYPES, generate_key, public_pem
 from tests.support.data import KYVERNO, UPSTREAM
+from tests.support.gator import review_as_audited
 from tests.support.interop_cases import ALL_CASES, Case
 from tests.support.manifests import configmap
 
@@ -84,6 +85,24 @@ def test_tampered_unsigned_and_text_output(tmp_path: Path) -> None:
     )
     proc = cli("verify", "-f", manifest, "-k", tmp_path / "k.pub", "-o", "json")
     assert proc.returncode == 1 and results(proc)[0]["reason"] == "unsigned"
+
+
+def test_a_stored_object_is_named_stored_and_a_file_admitted(tmp_path: Path) -> None:
+    """An AdmissionRequest as Gatekeeper's audit builds it (no operation, no user) is about a stored object."""
+    cli("keygen", "-o", tmp_path / "k")
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text(yaml.safe_dump(configmap("a", key="good")))
+    cli("sign", "-f", manifest, "-k", tmp_path / "k.key", "-o", tmp_path / "signed.yaml")
+    tampered = tmp_path / "tampered.yaml"
+    tampered.write_text((tmp_path / "signed.yaml").read_text().replace("key: good", "key: evil"))
+    audit = tmp_path / "audit.json"
+    audit.write_text(json.dumps(review_as_audited(yaml.safe_load(tampered.read_text()))))
+    stored = cli("verify", "-f", audit, "-k", tmp_path / "k.pub")
+    assert stored.returncode == 1
+    assert "data.key differs: signed 'good', stored 'evil'" in stored.stdout
+    assert '    data.key: signed "good" -> stored "evil"' in stored.stdout and "admitted" not in stored.stdout
+    admitted = cli("verify", "-f", tampered, "-k", tmp_path / "k.pub")
+    assert '    data.key: signed "good" -> admitted "evil"' in admitted.stdout
 
 
 def test_sign_directory_tarball_and_append(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ import pytest
 
 from provider.service.devcerts import make_dev_pki
 from tests.support.data import REPO, load_yaml
+from tests.support.gator import review_as_audited
 from tests.support.opa import (
     PROVIDER_API_VERSION,
     ConstraintTemplateEngine,
@@ -138,6 +139,14 @@ def test_audit_review_without_user_or_operation(gatekeeper: Gatekeeper) -> None:
     """Gatekeeper's audit sends the stored object alone."""
     assert gatekeeper.violations({"object": sample("allowed")}) == []
     assert only_reason(gatekeeper.violations({"object": sample("disallowed_unsigned")})) == "unsigned"
+
+
+def test_an_audit_names_the_difference_in_the_stored_object(gatekeeper: Gatekeeper) -> None:
+    """The review Gatekeeper's audit really sends (``review_as_audited``): the object is stored, not admitted."""
+    (violation,) = gatekeeper.violations(review_as_audited(sample("disallowed_tampered")))
+    assert "data.log-level differs: signed 'info', stored 'debug' (reason: content-mismatch)" in violation["msg"]
+    (violation,) = gatekeeper.violations(review(sample("disallowed_tampered")))
+    assert "signed 'info', admitted 'debug'" in violation["msg"]
 
 
 def test_dry_run_request_is_allowed(gatekeeper: Gatekeeper) -> None:

@@ -112,6 +112,14 @@ def test_a_changed_image_is_a_failure(cluster: Cluster) -> None:
     assert "image" in found["web"]["message"] and found["api"]["result"] == "pass"
 
 
+def test_a_difference_is_named_in_the_stored_object(cluster: Cluster) -> None:
+    """verify-resource reads what the cluster stores: nothing is being admitted."""
+    cluster.fake.add(reimaged(signed(deployment("web"))))
+    proc = cluster.run("deploy", "-o", "json")
+    message = json_results(proc)["web"]["message"]
+    assert "signed 'nginx:1.27', stored 'evil.example/miner:latest'" in message and "admitted" not in message
+
+
 # --- signatures kept outside the object ----------------------------------------------------------------
 
 
