@@ -40,6 +40,7 @@ from .bundles import (
     configmap_envelope,
 )
 from .compare import DiffItem, diff, redact
+from .controlplane import Deviation, Written, describe, deviations
 from .dryrun import DryRunner, compare_with_dry_run
 from .envelope import DEFAULT_DOMAIN, Envelope, message_key, read_envelope, without_envelope
 from .errors import (
@@ -60,7 +61,7 @@ from .limits import DEFAULT_LIMITS, Limits
 from .objects import ObjectIdentity, split_api_version
 from .openpgp import OpenPGPKey
 from .parsing import check_shape
-from .policy import Policy, UserRule
+from .policy import PROFILES, Policy, UserRule, load_profile
 from .resources import BUILTIN_KINDS
 from .result import Result, Signer, reason_of
 from .review import Held, Review
@@ -628,11 +629,80 @@ def _controller_changes(
     return "; ".join(parts) + ", which an exempt controller may change"
 
 
-def _denied(what: str, failure: VerificationFailure, limits: Limits) -> Result:
+@dataclass(frozen=True)
+class _Owned:
+    """A stored object the control plane owns by name and kind, and where it is not as its writer writes it."""
+
+    written: Written
+    profile: str
+    deviations: tuple[Deviation, ...]
+
+
+def _control_plane_object(
+    review: Review, obj: dict[str, Any], policy: Policy, ident: ObjectIdentity, limits: Limits
+) -> _Owned | None:
+    """For a review without a request, the control-plane object ``obj`` is (``provider/controlplane.py``), if any.
+
+    Only where nobody asks (an audit review of a stored object: Gatekeeper's
+    audit, a background scan, ``verify-resource``, the observer): at admission
+    the common profile's ``skipUsers`` let the writer through by identity, and
+    anyone else's write of the same object is verified. A file given to the CLI
+    is not the stored object either.
+    """
+    if not (review.is_audit and review.live):
+        return None
+    found = policy.control_plane_object(ident)
+    if found is None:
+        return None
+    written, profile = found
+    found_deviations = deviations(written, obj, limits)
+    items = redact([d.item for d in found_deviations], policy.sensitive_for(ident))
+    return _Owned(
+        written, profile, tuple(replace(d, item=item) for d, item in zip(found_deviations, items, strict=True))
+    )
+
+
+def _profile_hint(review: Review, policy: Policy, ident: ObjectIdentity) -> str:
+    """For a stored object that a built-in profile the policy does not enable takes for the control plane's: which.
+
+    The opt-in ``openshift`` profile's ``openshift-service-ca.crt`` is in every
+    namespace of an OpenShift cluster: its audit would list it as ``unsigned``
+    everywhere, and the fix is the profile, not a signature.
+    """
+    if not (review.is_audit and review.live):
+        return ""
+    for name in PROFILES:
+        if name in policy.defaults:
+            continue
+        written = next((w for w in load_profile(name).control_plane_objects if w.owns(ident)), None)
+        if written is not None:
+            return (
+                f"; {written.writer} writes this object into every namespace: on a cluster that runs it, enable the "
+                f"built-in profile '{name}' (policy defaults)"
+            )
+    return ""
+
+
+def _changed_control_plane_object(what: str, owned: _Owned, limits: Limits) -> Result:
+    """An unsigned control-plane object that is not as its writer writes it: listed, naming each field."""
+    items = tuple(d.item for d in owned.deviations)
+    return Result.deny(
+        "control-plane-object-changed",
+        # The difference first: Gatekeeper keeps 256 bytes of a violation's message in the constraint's status
+        # (open-policy-agent/gatekeeper pkg/audit/manager.go, msgSize).
+        f"{what} is not as the control plane writes it: {describe(list(owned.deviations), limits)}; "
+        f"{owned.written.writer} writes it into every namespace and nobody signs it, so someone else changed it "
+        "(the API server's audit log says who): delete it and the control plane writes it anew",
+        diff=items[: limits.max_diff_items],
+        diff_count=len(items),
+    )
+
+
+def _denied(what: str, failure: VerificationFailure, limits: Limits, hint: str = "") -> Result:
     items = tuple(failure.diff)
     return Result.deny(
         reason_of(failure),
-        f"{what}: {failure.message}",
+        f"{what}: {failure.message}{hint}",
         signers=tuple(failure.signers),
         diff=items[: limits.max_diff_items],
         diff_count=len(items),
@@ -781,8 +851,21 @@ def decide(
             "instead, "
             f"or exempt the requester (skipUsers with objects[].subresource: {ident.subresource})",
         )
+    owned = _control_plane_object(review, obj, policy, ident, limits)
+    if owned is not None and not owned.deviations:
+        return Result.allow(
+            "control-plane-object",
+            f"{what} is the control plane's: {owned.written.writer} writes it into every namespace, and it holds "
+            f"exactly what that writes; nobody signs it, so it is allowed unverified (built-in profile "
+            f"'{owned.profile}')",
+            "common",
+        )
     try:
         facts = _verify_bounded(obj, policy, review.namespace, dry_runner, now, limits, sources, held=review.held)
+    except Unsigned as unsigned:
+        if owned is None:
+            return _denied(what, unsigned, limits, _profile_hint(review, policy, ident))
+        return _changed_control_plane_object(what, owned, limits)
     except ContentMismatch as mismatch:
         tolerated = (
             None

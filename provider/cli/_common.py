@@ -308,8 +308,10 @@ def print_results(results: list[Result], output: str, held: Sequence[Held] = ())
         mark = ("PASS" if result.verified else "ALLOW") if result.allowed else "FAIL"
         print(f"{mark} [{result.reason}] {result.message}")
         word = held[index] if index < len(held) else "admitted"
+        # A control-plane object is compared with what its writer writes, not with a signed manifest.
+        source = "written" if result.reason == "control-plane-object-changed" else "signed"
         for item in result.diff:
-            print(f"    {item.key}: signed {json.dumps(item.before)} -> {word} {json.dumps(item.after)}")
+            print(f"    {item.key}: {source} {json.dumps(item.before)} -> {word} {json.dumps(item.after)}")
         if result.diff_count > len(result.diff):
             print(f"    ... {result.diff_count - len(result.diff)} more")
 
