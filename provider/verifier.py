@@ -784,7 +784,11 @@ def decide(
     built-in profiles first, then the policy's; not for audit reviews);
     operations without a new object (DELETE, CONNECT, an eviction: allowed,
     nothing to verify); changes through a subresource whose object carries no
-    signature (``scale``, ``binding``: denied); then :func:`verify`. Raises only
+    signature (``scale``, ``binding``: denied); in a review without a request,
+    an object a profile lists as the control plane's that holds exactly what its
+    writer writes (``control-plane-object``, :mod:`provider.controlplane`); then
+    :func:`verify` -- where such an object is unsigned and not as written,
+    ``control-plane-object-changed`` naming the differences. Raises only
     :class:`RequestError` (the review is unusable) and
     :class:`~provider.errors.TransientError` (the cluster could not be asked).
     """
