@@ -12,6 +12,8 @@ never judged by content.
 from __future__ import annotations
 
 import copy
+import json
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -23,6 +25,7 @@ from provider.errors import PolicyError
 from provider.limits import Limits
 from provider.policy import PROFILES, BuiltinProfile, load_profile
 from provider.result import ALLOWING_REASONS, Result
+from tests.support.audit import REAL_LOG
 from tests.support.controlplane import (
     NAMESPACES,
     TAMPERINGS,
@@ -33,6 +36,7 @@ from tests.support.controlplane import (
     tampered,
     written,
 )
+from tests.support.data import REPO
 from tests.support.gator import review_as_audited
 from tests.support.kyverno import background_scan_request
 from tests.support.live import KEY, PUBLIC_KEY
@@ -330,3 +334,47 @@ def test_a_hostile_bundle_is_checked_in_linear_time() -> None:
 def test_deviations_are_empty_only_for_the_exact_object() -> None:
     for writer, obj in written():
         assert deviations(CONTROL_PLANE_OBJECTS[writer], stored(obj)) == []
+
+
+# --- everything the components created in the real log, accounted for -----------------------------
+
+#: What the control plane makes from a user's objects, carrying none of their signatures
+#: (docs/policy.md, "Objects the control plane writes": match the kinds you sign instead).
+MADE_FROM_YOURS = {"Pod", "ReplicaSet", "ControllerRevision", "Job", "PersistentVolumeClaim", "Endpoints",
+                   "EndpointSlice"}  # fmt: skip
+#: Where the API server keeps its own objects (the same section: keep them out of the match).
+SYSTEM_NAMESPACES = {"default", "kube-system", "kube-public", "kube-node-lease"}
+POLICY_DOC = (REPO / "docs" / "policy.md").read_text()
+
+
+def test_every_object_a_component_created_in_the_log_is_accounted_for() -> None:
+    """Go through the log: each stored object a component created is one the docs account for.
+
+    In a user's namespace only the control plane's own objects (as written: not a violation)
+    and what it makes from the user's objects; in the API server's namespaces and cluster-wide,
+    its own; Events and Leases out of scope.
+    """
+    groups: Counter[str] = Counter()
+    made = set()
+    for line in REAL_LOG.read_text().splitlines():
+        event = json.loads(line)
+        ref, body = event["objectRef"], event.get("requestObject")
+        if event["verb"] != "create" or event["user"]["username"] == "kubernetes-admin" or ref.get("subresource"):
+            continue
+        if event.get("responseStatus", {}).get("code") != 201:
+            continue
+        namespace = ref.get("namespace")
+        obj = stored(body, namespace)
+        obj["metadata"]["name"] = obj["metadata"].get("name") or obj["metadata"]["generateName"] + "x7k2p"
+        verdict = audit(obj)
+        if verdict.reason in ("control-plane-object", "out-of-scope"):
+            groups[verdict.reason] += 1
+        elif body["kind"] in MADE_FROM_YOURS:
+            groups["made-from-yours"] += 1
+            made.add(body["kind"])
+        else:
+            assert namespace in SYSTEM_NAMESPACES or not namespace, (body["kind"], namespace, verdict.message)
+            groups["the-api-servers-own"] += 1
+    assert groups["control-plane-object"] == 3 * len(NAMESPACES)
+    assert made == MADE_FROM_YOURS and all(kind in POLICY_DOC for kind in made)
+    assert groups["out-of-scope"] > 0 and groups["the-api-servers-own"] > 0
