@@ -691,8 +691,8 @@ def _changed_control_plane_object(what: str, owned: _Owned, limits: Limits) -> R
         # The difference first: Gatekeeper keeps 256 bytes of a violation's message in the constraint's status
         # (open-policy-agent/gatekeeper pkg/audit/manager.go, msgSize).
         f"{what} is not as the control plane writes it: {describe(list(owned.deviations), limits)}; "
-        f"{owned.written.writer} writes it into every namespace and nobody signs it, so someone else changed it "
-        "(the API server's audit log says who): delete it and the control plane writes it anew",
+        f"{owned.written.writer} writes it into every namespace, unsigned. If the change is meant, sign the "
+        "object; if not, the API server's audit log says who made it, and deleted, the object is written anew",
         diff=items[: limits.max_diff_items],
         diff_count=len(items),
     )
