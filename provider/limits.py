@@ -97,6 +97,12 @@ class Limits:
     #: Keys in one Gatekeeper ProviderRequest. Gatekeeper sends one key per
     #: object a template asks about; 128 leaves room for batched templates.
     max_keys_per_request: int = 128
+    #: Characters of the CA bundle a control-plane ConfigMap holds
+    #: (``kube-root-ca.crt``'s ``ca.crt``, ``openshift-service-ca.crt``'s
+    #: ``service-ca.crt``; :mod:`provider.controlplane`). A kubeadm cluster's is
+    #: one certificate of ~1.1 KiB, an OpenShift cluster's a handful; a longer
+    #: bundle is not taken for the control plane's and is listed.
+    max_ca_bundle_chars: int = 128 * KIB
 
 
 DEFAULT_LIMITS = Limits()

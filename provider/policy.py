@@ -24,7 +24,7 @@ Fields (camelCase on the wire)::
     skipUsers: [{users: [pattern], groups: [pattern], operations: [CREATE|UPDATE|DELETE|CONNECT],
                  objects: [ObjectRef], fields: [pattern]}]   # an exemption; fields: UPDATE within them only
     dryRun: {enabled: bool, namespace: str}
-    defaults: [k8s-manifest-sigstore, common, kyverno, argocd, flux, helm]   # built-in profiles
+    defaults: [k8s-manifest-sigstore, common, kyverno, argocd, flux, helm, openshift]   # built-in profiles
     unsafeUnanchoredIgnoreFields: false          # upstream's regex matching (opt-in)
     attestors: [{count, name, entries: [{keys | certificates | keyless | attestor}]}]
                                                  # nested signer sets instead of keys/signers (provider/attestors.py)
@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .attestors import AnchorSet, Leaf, parse_attestors, read_keyring
 from .bundles import BundleOptions, ConfigMapRef
 from .compare import FieldTrie, IgnoreSet, Segment, diff, parse_field_pattern, unanchored_matcher
+from .controlplane import CONTROL_PLANE_OBJECTS, Written
 from .envelope import DEFAULT_DOMAIN
 from .errors import PolicyError
 from .keyless.identity import SignerSpec
@@ -65,7 +66,7 @@ KeyOperation = Literal["AtLeastOne", "MustAll"]
 KEY_OPERATIONS: tuple[KeyOperation, ...] = ("AtLeastOne", "MustAll")
 
 #: Built-in profiles, shipped in ``provider/profiles/<name>.yaml``.
-PROFILES = ("k8s-manifest-sigstore", "common", "kyverno", "argocd", "flux", "helm")
+PROFILES = ("k8s-manifest-sigstore", "common", "kyverno", "argocd", "flux", "helm", "openshift")
 DEFAULT_PROFILES = ("k8s-manifest-sigstore", "common")
 
 _DOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
@@ -350,6 +351,27 @@ def read_tool_metadata(data: Any, where: str) -> Stamp:
     return stamp
 
 
+def read_control_plane_object(data: Any, where: str) -> Written:
+    """A profile's ``controlPlaneObjects`` entry: ``{check, group, kind, name}``, the object exactly the check's.
+
+    The check (``provider/controlplane.py``) holds what the writer writes; the
+    profile names the object too, so a reader of the profile sees which objects
+    it lets through unsigned, and the two can never drift apart unnoticed.
+    """
+    data = check_fields(data, where, ("check", "group", "kind", "name"))
+    name = read_str(data.get("check"), f"{where}.check")
+    written = CONTROL_PLANE_OBJECTS.get(name)
+    if written is None:
+        raise PolicyError(f"{where}.check: unknown check {name[:60]!r}; choose from {', '.join(CONTROL_PLANE_OBJECTS)}")
+    listed = tuple(read_str(data.get(f), f"{where}.{f}") for f in ("group", "kind", "name"))
+    if listed != (written.group or "-", written.kind, written.name):
+        raise PolicyError(
+            f"{where}: the check {name} is for {written.kind} {written.name} in group "
+            f"{written.group or '-'!r}, not {listed}"
+        )
+    return written
+
+
 @dataclass(frozen=True)
 class BuiltinProfile:
     name: str
@@ -359,11 +381,18 @@ class BuiltinProfile:
     out_of_scope: tuple[ObjectRef, ...]
     #: Metadata a deployment tool adds, taken only with the value it writes (``provider/stamps.py``).
     tool_metadata: tuple[Stamp, ...] = ()
+    #: Objects the control plane writes whole, allowed by content where no request names a writer
+    #: (``provider/controlplane.py``).
+    control_plane_objects: tuple[Written, ...] = ()
 
     @classmethod
     def from_dict(cls, name: str, data: Any) -> BuiltinProfile:
         where = f"profile {name}"
-        data = check_fields(data, where, ("description", "ignoreFields", "skipUsers", "outOfScope", "toolMetadata"))
+        data = check_fields(
+            data,
+            where,
+            ("description", "ignoreFields", "skipUsers", "outOfScope", "toolMetadata", "controlPlaneObjects"),
+        )
         return cls(
             name,
             read_str(data.get("description", ""), f"{where}.description"),
@@ -379,6 +408,10 @@ class BuiltinProfile:
             tuple(
                 read_tool_metadata(r, f"{where}.toolMetadata[{i}]")
                 for i, r in enumerate(read_list(data.get("toolMetadata"), f"{where}.toolMetadata"))
+            ),
+            tuple(
+                read_control_plane_object(r, f"{where}.controlPlaneObjects[{i}]")
+                for i, r in enumerate(read_list(data.get("controlPlaneObjects"), f"{where}.controlPlaneObjects"))
             ),
         )
 
@@ -610,6 +643,14 @@ class Policy:
     @property
     def profiles(self) -> tuple[BuiltinProfile, ...]:
         return tuple(load_profile(name) for name in self.defaults)
+
+    def control_plane_object(self, ident: ObjectIdentity) -> tuple[Written, str] | None:
+        """The control-plane object ``ident`` is, by group, kind and name, and the profile listing it; else None."""
+        for profile in self.profiles:
+            for written in profile.control_plane_objects:
+                if written.owns(ident):
+                    return written, profile.name
+        return None
 
     @property
     def tool_metadata(self) -> tuple[Stamp, ...]:

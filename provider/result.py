@@ -7,7 +7,8 @@
      "diff": [{"key": "data.key1", "values": {"before": "val1", "after": "val2"}}, ...]}
 
 ``allowed`` is true when the object verified, or when the policy does not ask
-for a signature (skipped user or object, out of scope, a dry-run request).
+for a signature (skipped user or object, out of scope, a dry-run request, a
+stored object that is exactly what a control-plane controller writes).
 ``reason`` is a stable code (see :data:`REASONS`); ``message`` is for people.
 """
 
@@ -28,6 +29,7 @@ Reason = Literal[
     "dry-run-request",
     "no-signatures",
     "unverifiable-operation",  # a DELETE/CONNECT no profile covers: no new object, nothing to verify
+    "control-plane-object",  # no request, and exactly what a control-plane controller writes (provider/controlplane.py)
     # denied: the object
     "unsigned",
     "no-matching-manifest",
@@ -35,6 +37,7 @@ Reason = Literal[
     "key-threshold-not-met",
     "content-mismatch",
     "unverifiable-subresource",  # a change through scale or binding: its object carries no signature
+    "control-plane-object-changed",  # a control-plane object, unsigned, not as its writer writes it
     "malformed-message",
     "certificate-untrusted",
     "tlog-entry-invalid",
@@ -86,7 +89,7 @@ Reason = Literal[
 #: The reasons that let an object through: the "allowed" section of :data:`Reason`.
 ALLOWING_REASONS: frozenset[str] = frozenset(
     {"verified", "skipped-user", "skipped-object", "out-of-scope", "dry-run-request", "no-signatures",
-     "unverifiable-operation"}
+     "unverifiable-operation", "control-plane-object"}
 )  # fmt: skip
 REASONS: tuple[str, ...] = Reason.__args__  # type: ignore[attr-defined]
 
@@ -173,11 +176,15 @@ class Result:
         by object and requester, not by verb: a deletion of an in-scope object
         that no profile covers is in scope and unprotected). Every other
         denial -- a bad signature, a changed object, a request or policy that
-        could not be read -- is "invalid-signature".
+        could not be read -- is "invalid-signature", a control-plane object
+        that is not as its writer writes it included. A control-plane object
+        that is exactly so (``control-plane-object``, only ever for a review
+        without a request) is the common profile's, as its writer's request is
+        at admission.
         """
         if self.reason in ("out-of-scope", "dry-run-request"):
             return "out-of-scope"
-        if self.reason in ("skipped-user", "skipped-object"):
+        if self.reason in ("skipped-user", "skipped-object", "control-plane-object"):
             return "common-profile" if self.profile == "common" else "app-profile"
         if self.verified:
             return "valid-signature"

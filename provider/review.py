@@ -28,10 +28,13 @@ both are read.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .errors import RequestError
 from .schema import read_optional_str
+
+#: What a message calls the object under review: one a request would admit, or one the cluster stores.
+Held = Literal["admitted", "stored"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,15 @@ class Review:
     @property
     def is_audit(self) -> bool:
         return self.operation is None and self.username is None
+
+    @property
+    def held(self) -> Held:
+        """``stored`` for an object as the cluster stores it (:attr:`live`), else ``admitted`` -- in messages.
+
+        A file given to the CLI is ``admitted``: ``verify`` answers what admission
+        would make of it.
+        """
+        return "stored" if self.live else "admitted"
 
     @classmethod
     def for_object(cls, obj: dict[str, Any], *, live: bool = False) -> Review:

@@ -40,6 +40,7 @@ from .bundles import (
     configmap_envelope,
 )
 from .compare import DiffItem, diff, redact
+from .controlplane import Deviation, Written, describe, deviations
 from .dryrun import DryRunner, compare_with_dry_run
 from .envelope import DEFAULT_DOMAIN, Envelope, message_key, read_envelope, without_envelope
 from .errors import (
@@ -60,10 +61,10 @@ from .limits import DEFAULT_LIMITS, Limits
 from .objects import ObjectIdentity, split_api_version
 from .openpgp import OpenPGPKey
 from .parsing import check_shape
-from .policy import Policy, UserRule
+from .policy import PROFILES, Policy, UserRule, load_profile
 from .resources import BUILTIN_KINDS
 from .result import Result, Signer, reason_of
-from .review import Review
+from .review import Held, Review
 from .signers import DistinctSigners, Match, Outcome, Signers
 from .stamps import take_stamps
 
@@ -406,17 +407,24 @@ def _quote(value: Any, limits: Limits) -> str:
     return text if len(text) <= limits.max_quoted_value else text[: limits.max_quoted_value - 1] + "…"
 
 
-def describe_diff(items: list[DiffItem], limits: Limits = DEFAULT_LIMITS) -> str:
+def describe_diff(items: list[DiffItem], limits: Limits = DEFAULT_LIMITS, held: Held = "admitted") -> str:
+    """The first difference in a sentence, and how many more.
+
+    ``held`` names the object compared with the signed manifest: ``admitted``
+    for a request's, ``stored`` for one as the cluster stores it (Gatekeeper's
+    audit, a background scan, ``verify-resource``, the observer), where nothing
+    is being admitted.
+    """
     first = items[0]
     if first.redacted:
         change = "was added" if first.before is None else "was removed" if first.after is None else "differs"
         text = f"{first.key} {change} (a sensitive value: neither value is shown)"
     elif first.before is None:
-        text = f"{first.key} was added: admitted {_quote(first.after, limits)}, not in the signed manifest"
+        text = f"{first.key} was added: {held} {_quote(first.after, limits)}, not in the signed manifest"
     elif first.after is None:
-        text = f"{first.key} was removed: signed {_quote(first.before, limits)}, absent from the admitted object"
+        text = f"{first.key} was removed: signed {_quote(first.before, limits)}, absent from the {held} object"
     else:
-        text = f"{first.key} differs: signed {_quote(first.before, limits)}, admitted {_quote(first.after, limits)}"
+        text = f"{first.key} differs: signed {_quote(first.before, limits)}, {held} {_quote(first.after, limits)}"
     if len(items) > 1:
         keys = ", ".join(item.key for item in items[1:4])
         more = f" and {len(items) - 4} more" if len(items) > 4 else ""
@@ -433,6 +441,7 @@ def verify(
     now: datetime | None = None,
     limits: Limits = DEFAULT_LIMITS,
     sources: Sources | None = None,
+    held: Held = "admitted",
 ) -> Verification:
     """Prove ``obj`` is what the policy's keys/signers signed, or raise why not.
 
@@ -440,11 +449,12 @@ def verify(
     bundle, a signature ConfigMap); without them a policy that needs one denies.
     A verdict read from a signature ConfigMap used the cluster (``used_cluster``,
     never cached): the ConfigMap can change -- a signature withdrawn, one
-    added -- while the object and the policy stay the same.
+    added -- while the object and the policy stay the same. ``held`` is the
+    word a difference's message uses for ``obj`` (:func:`describe_diff`).
     """
     if isinstance(obj, dict):  # not a mapping: _verify says so
         _bounded(obj, "the object to verify", limits)
-    return _verify_bounded(obj, policy, namespace, dry_runner, now, limits, sources)
+    return _verify_bounded(obj, policy, namespace, dry_runner, now, limits, sources, held=held)
 
 
 def _verify_bounded(  # noqa: PLR0917 - verify()'s arguments, passed on
@@ -455,12 +465,14 @@ def _verify_bounded(  # noqa: PLR0917 - verify()'s arguments, passed on
     now: datetime | None,
     limits: Limits,
     sources: Sources | None,
+    *,
+    held: Held,
 ) -> Verification:
     """:func:`verify` for an object already bounded (:func:`decide` checks it once, before anything else)."""
     if policy.signature_resource_ref is None:
-        return _verify(obj, policy, namespace, dry_runner, now, limits, sources)
+        return _verify(obj, policy, namespace, dry_runner, now, limits, sources, held=held)
     try:
-        facts = _verify(obj, policy, namespace, dry_runner, now, limits, sources)
+        facts = _verify(obj, policy, namespace, dry_runner, now, limits, sources, held=held)
     except VerificationFailure as failure:
         failure.used_cluster = True
         raise
@@ -475,6 +487,8 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
     now: datetime | None,
     limits: Limits,
     sources: Sources | None,
+    *,
+    held: Held,
 ) -> Verification:
     if not isinstance(obj, dict):
         raise RequestError(f"the object to verify is a {type(obj).__name__}, not a Kubernetes object")
@@ -503,7 +517,7 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
         path = ("metadata", "finalizers")
         items = [DiffItem(path, _value_at(document, path), _value_at(obj, path))]
         raise DeletionFinalizersAdded(
-            describe_diff(items, limits) + f"; {', '.join(map(str, added))}: the garbage collector's finalizers, "
+            describe_diff(items, limits, held) + f"; {', '.join(map(str, added))}: the garbage collector's finalizers, "
             "set only by a DELETE",
             diff=tuple(items),
             signers=signers,
@@ -530,7 +544,7 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
         items = redact(items, policy.sensitive_for(ident))
         raise VerificationFailure(
             f"the policy enables dry-run, but no cluster is configured to run it, so these differences could not be "
-            f"checked against what the API server makes of the signed manifest: {describe_diff(items, limits)}",
+            f"checked against what the API server makes of the signed manifest: {describe_diff(items, limits, held)}",
             reason="dry-run-failed",
             diff=tuple(items),
             signers=signers,
@@ -550,7 +564,7 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
     items = redact(items, policy.sensitive_for(ident))
     hint += "".join(f"; {why}" for why in refused)
     raise ContentMismatch(
-        describe_diff(items, limits) + hint, diff=tuple(items), signers=signers, used_cluster=used_cluster
+        describe_diff(items, limits, held) + hint, diff=tuple(items), signers=signers, used_cluster=used_cluster
     )
 
 
@@ -615,11 +629,80 @@ def _controller_changes(
     return "; ".join(parts) + ", which an exempt controller may change"
 
 
-def _denied(what: str, failure: VerificationFailure, limits: Limits) -> Result:
+@dataclass(frozen=True)
+class _Owned:
+    """A stored object the control plane owns by name and kind, and where it is not as its writer writes it."""
+
+    written: Written
+    profile: str
+    deviations: tuple[Deviation, ...]
+
+
+def _control_plane_object(
+    review: Review, obj: dict[str, Any], policy: Policy, ident: ObjectIdentity, limits: Limits
+) -> _Owned | None:
+    """For a review without a request, the control-plane object ``obj`` is (``provider/controlplane.py``), if any.
+
+    Only where nobody asks (an audit review of a stored object: Gatekeeper's
+    audit, a background scan, ``verify-resource``, the observer): at admission
+    the common profile's ``skipUsers`` let the writer through by identity, and
+    anyone else's write of the same object is verified. A file given to the CLI
+    is not the stored object either.
+    """
+    if not (review.is_audit and review.live):
+        return None
+    found = policy.control_plane_object(ident)
+    if found is None:
+        return None
+    written, profile = found
+    found_deviations = deviations(written, obj, limits)
+    items = redact([d.item for d in found_deviations], policy.sensitive_for(ident))
+    return _Owned(
+        written, profile, tuple(replace(d, item=item) for d, item in zip(found_deviations, items, strict=True))
+    )
+
+
+def _profile_hint(review: Review, policy: Policy, ident: ObjectIdentity) -> str:
+    """For a stored object that a built-in profile the policy does not enable takes for the control plane's: which.
+
+    The opt-in ``openshift`` profile's ``openshift-service-ca.crt`` is in every
+    namespace of an OpenShift cluster: its audit would list it as ``unsigned``
+    everywhere, and the fix is the profile, not a signature.
+    """
+    if not (review.is_audit and review.live):
+        return ""
+    for name in PROFILES:
+        if name in policy.defaults:
+            continue
+        written = next((w for w in load_profile(name).control_plane_objects if w.owns(ident)), None)
+        if written is not None:
+            return (
+                f"; {written.writer} writes this object into every namespace: on a cluster that runs it, enable the "
+                f"built-in profile '{name}' (policy defaults)"
+            )
+    return ""
+
+
+def _changed_control_plane_object(what: str, owned: _Owned, limits: Limits) -> Result:
+    """An unsigned control-plane object that is not as its writer writes it: listed, naming each field."""
+    items = tuple(d.item for d in owned.deviations)
+    return Result.deny(
+        "control-plane-object-changed",
+        # The difference first: Gatekeeper keeps 256 bytes of a violation's message in the constraint's status
+        # (open-policy-agent/gatekeeper pkg/audit/manager.go, msgSize).
+        f"{what} is not as the control plane writes it: {describe(list(owned.deviations), limits)}; "
+        f"{owned.written.writer} writes it into every namespace, unsigned. If the change is meant, sign the "
+        "object; if not, the API server's audit log says who made it, and deleted, the object is written anew",
+        diff=items[: limits.max_diff_items],
+        diff_count=len(items),
+    )
+
+
+def _denied(what: str, failure: VerificationFailure, limits: Limits, hint: str = "") -> Result:
     items = tuple(failure.diff)
     return Result.deny(
         reason_of(failure),
-        f"{what}: {failure.message}",
+        f"{what}: {failure.message}{hint}",
         signers=tuple(failure.signers),
         diff=items[: limits.max_diff_items],
         diff_count=len(items),
@@ -701,7 +784,11 @@ def decide(
     built-in profiles first, then the policy's; not for audit reviews);
     operations without a new object (DELETE, CONNECT, an eviction: allowed,
     nothing to verify); changes through a subresource whose object carries no
-    signature (``scale``, ``binding``: denied); then :func:`verify`. Raises only
+    signature (``scale``, ``binding``: denied); in a review without a request,
+    an object a profile lists as the control plane's that holds exactly what its
+    writer writes (``control-plane-object``, :mod:`provider.controlplane`); then
+    :func:`verify` -- where such an object is unsigned and not as written,
+    ``control-plane-object-changed`` naming the differences. Raises only
     :class:`RequestError` (the review is unusable) and
     :class:`~provider.errors.TransientError` (the cluster could not be asked).
     """
@@ -768,8 +855,21 @@ def decide(
             "instead, "
             f"or exempt the requester (skipUsers with objects[].subresource: {ident.subresource})",
         )
+    owned = _control_plane_object(review, obj, policy, ident, limits)
+    if owned is not None and not owned.deviations:
+        return Result.allow(
+            "control-plane-object",
+            f"{what} is the control plane's: {owned.written.writer} writes it into every namespace, and it holds "
+            f"exactly what that writes; nobody signs it, so it is allowed unverified (built-in profile "
+            f"'{owned.profile}')",
+            "common",
+        )
     try:
-        facts = _verify_bounded(obj, policy, review.namespace, dry_runner, now, limits, sources)
+        facts = _verify_bounded(obj, policy, review.namespace, dry_runner, now, limits, sources, held=review.held)
+    except Unsigned as unsigned:
+        if owned is None:
+            return _denied(what, unsigned, limits, _profile_hint(review, policy, ident))
+        return _changed_control_plane_object(what, owned, limits)
     except ContentMismatch as mismatch:
         tolerated = (
             None

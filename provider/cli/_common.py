@@ -23,7 +23,7 @@ from ..errors import PolicyError, RequestError, TransientError
 from ..limits import DEFAULT_LIMITS
 from ..parsing import load_yaml_stream
 from ..result import Result
-from ..review import Review
+from ..review import Held, Review
 from . import EXIT_DENIED, EXIT_OK, EXIT_UNVERIFIED, EXIT_USAGE
 
 INPUT_SUFFIXES = (".yaml", ".yml", ".json")
@@ -293,7 +293,8 @@ def exit_code(results: list[Result], *, admission: bool = False) -> int:
     return EXIT_UNVERIFIED
 
 
-def print_results(results: list[Result], output: str) -> None:
+def print_results(results: list[Result], output: str, held: Sequence[Held] = ()) -> None:
+    """The verdicts on standard output; ``held[i]`` names the object of ``results[i]`` in text (else ``admitted``)."""
     if output == "json":
         json.dump({"results": [r.to_dict() for r in results]}, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -303,11 +304,14 @@ def print_results(results: list[Result], output: str) -> None:
 
         yaml.safe_dump({"results": [r.to_dict() for r in results]}, sys.stdout, sort_keys=False)
         return
-    for result in results:
+    for index, result in enumerate(results):
         mark = ("PASS" if result.verified else "ALLOW") if result.allowed else "FAIL"
         print(f"{mark} [{result.reason}] {result.message}")
+        word = held[index] if index < len(held) else "admitted"
+        # A control-plane object is compared with what its writer writes, not with a signed manifest.
+        source = "written" if result.reason == "control-plane-object-changed" else "signed"
         for item in result.diff:
-            print(f"    {item.key}: signed {json.dumps(item.before)} -> admitted {json.dumps(item.after)}")
+            print(f"    {item.key}: {source} {json.dumps(item.before)} -> {word} {json.dumps(item.after)}")
         if result.diff_count > len(result.diff):
             print(f"    ... {result.diff_count - len(result.diff)} more")
 
@@ -335,13 +339,19 @@ def evaluate_documents(
     if not docs:
         print(f"manifest-provider {command}: {path} holds no documents", file=sys.stderr)
         return EXIT_USAGE
-    results = []
+    results: list[Result] = []
+    held: list[Held] = []
     for index, doc in enumerate(docs):
+        word: Held = "admitted"
         try:
-            results.append(evaluate(review_of(doc, index)))
+            review = review_of(doc, index)
+            word = review.held
+            result = evaluate(review)
         except (RequestError, TransientError) as exc:
-            results.append(Result.from_error(exc))
-    print_results(results, output)
+            result = Result.from_error(exc)
+        results.append(result)
+        held.append(word)
+    print_results(results, output, held)
     return exit_code(results, admission=admission)
 
 

@@ -124,8 +124,9 @@ CHECKS: dict[str, Check] = {
 CHECK_REASONS: dict[str, tuple[Reason, ...]] = {
     DEFAULT_CHECK: (
         "verified", "skipped-user", "skipped-object", "out-of-scope", "dry-run-request", "no-signatures",
-        "unverifiable-operation", "unsigned", "no-matching-manifest", "signature-invalid", "key-threshold-not-met",
-        "content-mismatch", "unverifiable-subresource", "malformed-message", "certificate-untrusted",
+        "unverifiable-operation", "control-plane-object", "unsigned", "no-matching-manifest", "signature-invalid",
+        "key-threshold-not-met", "content-mismatch", "unverifiable-subresource", "control-plane-object-changed",
+        "malformed-message", "certificate-untrusted",
         "tlog-entry-invalid", "certificate-expired-at-signing", "identity-mismatch",
     ),
     "cluster-info": (

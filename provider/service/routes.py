@@ -350,7 +350,11 @@ def known_decisions() -> list[tuple[str, str, str, str]]:
         for check, reasons in CHECK_REASONS.items():
             for reason in reasons:
                 profiles: tuple[AllowedBy | None, ...] = (
-                    ("common", "policy") if reason in ("skipped-user", "skipped-object") else (None,)
+                    ("common", "policy")
+                    if reason in ("skipped-user", "skipped-object")
+                    else ("common",)
+                    if reason == "control-plane-object"  # only the built-in common profile lists such objects
+                    else (None,)
                 )
                 for profile in profiles:
                     result = Result(reason in ALLOWING_REASONS, reason == "verified", reason, "", profile=profile)

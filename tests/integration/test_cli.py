@@ -14,8 +14,11 @@ import pytest
 import yaml
 
 from provider.keys import KEY_TYPES, generate_key, public_pem
+from tests.support.controlplane import TAMPERINGS, first, stored, tampered
 from tests.support.data import KYVERNO, UPSTREAM
+from tests.support.gator import review_as_audited
 from tests.support.interop_cases import ALL_CASES, Case
+from tests.support.live import PUBLIC_KEY
 from tests.support.manifests import configmap
 
 pytestmark = pytest.mark.integration
@@ -84,6 +87,42 @@ def test_tampered_unsigned_and_text_output(tmp_path: Path) -> None:
     )
     proc = cli("verify", "-f", manifest, "-k", tmp_path / "k.pub", "-o", "json")
     assert proc.returncode == 1 and results(proc)[0]["reason"] == "unsigned"
+
+
+def test_a_stored_object_is_named_stored_and_a_file_admitted(tmp_path: Path) -> None:
+    """An AdmissionRequest as Gatekeeper's audit builds it (no operation, no user) is about a stored object."""
+    cli("keygen", "-o", tmp_path / "k")
+    manifest = tmp_path / "cm.yaml"
+    manifest.write_text(yaml.safe_dump(configmap("a", key="good")))
+    cli("sign", "-f", manifest, "-k", tmp_path / "k.key", "-o", tmp_path / "signed.yaml")
+    tampered = tmp_path / "tampered.yaml"
+    tampered.write_text((tmp_path / "signed.yaml").read_text().replace("key: good", "key: evil"))
+    audit = tmp_path / "audit.json"
+    audit.write_text(json.dumps(review_as_audited(yaml.safe_load(tampered.read_text()))))
+    stored = cli("verify", "-f", audit, "-k", tmp_path / "k.pub")
+    assert stored.returncode == 1
+    assert "data.key differs: signed 'good', stored 'evil'" in stored.stdout
+    assert '    data.key: signed "good" -> stored "evil"' in stored.stdout and "admitted" not in stored.stdout
+    admitted = cli("verify", "-f", tampered, "-k", tmp_path / "k.pub")
+    assert '    data.key: signed "good" -> admitted "evil"' in admitted.stdout
+
+
+def test_a_control_plane_object_in_an_audit_review_is_allowed_unverified(tmp_path: Path) -> None:
+    """Exit 3 ("allowed without verification"), 0 with --admission; changed, exit 1 with the field."""
+    (tmp_path / "k.pub").write_text(PUBLIC_KEY)
+    honest = tmp_path / "honest.json"
+    honest.write_text(json.dumps(review_as_audited(stored(first("root-ca-cert-publisher"), "demo"))))
+    proc = cli("verify", "-f", honest, "-k", tmp_path / "k.pub")
+    assert proc.returncode == 3 and proc.stdout.startswith(
+        "ALLOW [control-plane-object] ConfigMap demo/kube-root-ca.crt"
+    )
+    assert cli("verify", "-f", honest, "-k", tmp_path / "k.pub", "--admission").returncode == 0
+    label = next(t for t in TAMPERINGS if t.name == "label")
+    changed = tmp_path / "changed.json"
+    changed.write_text(json.dumps(review_as_audited(tampered(label))))
+    proc = cli("verify", "-f", changed, "-k", tmp_path / "k.pub")
+    assert proc.returncode == 1 and proc.stdout.startswith("FAIL [control-plane-object-changed]")
+    assert '    metadata.labels: written null -> stored {"team": "payments"}' in proc.stdout
 
 
 def test_sign_directory_tarball_and_append(tmp_path: Path) -> None:

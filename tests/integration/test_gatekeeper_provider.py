@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 
 from provider.service.devcerts import make_dev_pki
+from tests.support.controlplane import TAMPERINGS, stored, tampered, written
 from tests.support.data import REPO, load_yaml
+from tests.support.gator import review_as_audited
 from tests.support.opa import (
     PROVIDER_API_VERSION,
     ConstraintTemplateEngine,
@@ -138,6 +140,55 @@ def test_audit_review_without_user_or_operation(gatekeeper: Gatekeeper) -> None:
     """Gatekeeper's audit sends the stored object alone."""
     assert gatekeeper.violations({"object": sample("allowed")}) == []
     assert only_reason(gatekeeper.violations({"object": sample("disallowed_unsigned")})) == "unsigned"
+
+
+def test_an_audit_names_the_difference_in_the_stored_object(gatekeeper: Gatekeeper) -> None:
+    """The review Gatekeeper's audit really sends (``review_as_audited``): the object is stored, not admitted."""
+    (violation,) = gatekeeper.violations(review_as_audited(sample("disallowed_tampered")))
+    assert "data.log-level differs: signed 'info', stored 'debug' (reason: content-mismatch)" in violation["msg"]
+    (violation,) = gatekeeper.violations(review(sample("disallowed_tampered")))
+    assert "signed 'info', admitted 'debug'" in violation["msg"]
+
+
+def fresh_namespace(match: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the control plane wrote into one namespace of the real audit log, moved to ``demo`` and stored,
+    as Gatekeeper's audit reviews it: the objects ``match`` selects, by name."""
+    reviews = {}
+    for _, obj in written():
+        if obj["metadata"]["namespace"] == "shop":
+            rev = review_as_audited(stored(obj, "demo"))
+            if gatekeeper_matches(match, rev):
+                reviews[obj["metadata"]["name"]] = rev
+    return reviews
+
+
+def test_an_audit_of_a_fresh_namespace_lists_nothing_the_user_cannot_fix(gatekeeper: Gatekeeper) -> None:
+    """The shipped sample constraint over what the control plane writes into a new namespace.
+
+    The recording is of an OpenShift-derived control plane: besides upstream's
+    kube-root-ca.crt its namespaces hold openshift-service-ca.crt. The sample
+    matches both ConfigMaps (not the ServiceAccount). kube-root-ca.crt is never
+    listed; openshift-service-ca.crt is, until the policy enables the openshift
+    profile, and its violation says so.
+    """
+    (constraint,) = load_yaml(SAMPLES / "constraint.yaml")
+    reviews = fresh_namespace(constraint["spec"]["match"])
+    assert sorted(reviews) == ["kube-root-ca.crt", "openshift-service-ca.crt"]
+    assert gatekeeper.violations(reviews["kube-root-ca.crt"]) == []
+    (violation,) = gatekeeper.violations(reviews["openshift-service-ca.crt"])
+    assert "enable the built-in profile 'openshift'" in violation["msg"]
+    openshift = {**parameters(), "defaults": ["k8s-manifest-sigstore", "common", "openshift"]}
+    for name, rev in reviews.items():
+        assert gatekeeper.violations(rev, openshift) == [], name
+
+
+@pytest.mark.parametrize("name", ["label", "another-data-key", "ca-not-pem"])
+def test_an_audit_lists_a_tampered_control_plane_object_with_the_field(gatekeeper: Gatekeeper, name: str) -> None:
+    tampering = next(t for t in TAMPERINGS if t.name == name)
+    (violation,) = gatekeeper.violations(review_as_audited(tampered(tampering)))
+    assert violation["details"]["reason"] == "control-plane-object-changed"
+    assert tampering.field in [item["key"] for item in violation["details"]["diff"]]
+    assert tampering.field in violation["msg"][:256]  # what the constraint's status keeps of it
 
 
 def test_dry_run_request_is_allowed(gatekeeper: Gatekeeper) -> None:

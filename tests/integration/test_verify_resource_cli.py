@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.controlplane import SERVICE_CA, TAMPERINGS, stored, tampered, written
 from tests.support.data import REPO, load_yaml
 from tests.support.fakeapi import FakeApiServer, recording
 from tests.support.kube_schema import validate_object
@@ -112,6 +113,14 @@ def test_a_changed_image_is_a_failure(cluster: Cluster) -> None:
     assert "image" in found["web"]["message"] and found["api"]["result"] == "pass"
 
 
+def test_a_difference_is_named_in_the_stored_object(cluster: Cluster) -> None:
+    """verify-resource reads what the cluster stores: nothing is being admitted."""
+    cluster.fake.add(reimaged(signed(deployment("web"))))
+    proc = cluster.run("deploy", "-o", "json")
+    message = json_results(proc)["web"]["message"]
+    assert "signed 'nginx:1.27', stored 'evil.example/miner:latest'" in message and "admitted" not in message
+
+
 # --- signatures kept outside the object ----------------------------------------------------------------
 
 
@@ -167,6 +176,51 @@ def test_an_object_allowed_unverified_is_exit_3_unless_admission_semantics(clust
     assert json_results(proc)["kube-root-ca.crt"]["result"] == "skip"
     assert cluster.run("cm", "--admission", "--config", str(config)).returncode == 0
     assert cluster.run("cm").returncode == 1  # without the policy's skip: unsigned
+
+
+# --- what the control plane writes into every namespace --------------------------------------------------
+
+
+@pytest.mark.parametrize("openshift", [False, True], ids=["kubernetes", "openshift"])
+def test_a_fresh_namespace_holds_nothing_to_fix(cluster: Cluster, openshift: bool) -> None:
+    """What the control plane writes into a namespace, as written: allowed without verification (exit 3).
+
+    kube-root-ca.crt and the default ServiceAccount everywhere; on OpenShift also
+    openshift-service-ca.crt, with the opt-in profile that takes it.
+    """
+    args: list[str] = []
+    for _, obj in written():
+        if obj["metadata"]["namespace"] == "shop" and (openshift or obj["metadata"]["name"] != SERVICE_CA):
+            cluster.fake.add(stored(obj))
+    if openshift:
+        config = cluster.tmp / "policy.yaml"
+        config.write_text(yaml.safe_dump({"defaults": ["k8s-manifest-sigstore", "common", "openshift"]}))
+        args = ["--config", str(config)]
+    proc = cluster.run("cm,sa", "-o", "json", *args)
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # allowed, not verified
+    found = json_results(proc)
+    assert sorted(found) == ["default", "kube-root-ca.crt", *([SERVICE_CA] if openshift else [])]
+    for name, result in found.items():
+        assert (result["result"], result["reason"], result["verified"]) == ("skip", "control-plane-object", False), name
+    assert cluster.run("cm,sa", "--admission", *args).returncode == 0
+
+
+def test_openshifts_service_ca_without_its_profile_says_which_profile(cluster: Cluster) -> None:
+    cluster.fake.add(stored(next(o for w, o in written() if o["metadata"]["name"] == SERVICE_CA), "shop"))
+    proc = cluster.run("cm", "-o", "json")
+    assert proc.returncode == 1
+    result = json_results(proc)[SERVICE_CA]
+    assert result["reason"] == "unsigned" and "enable the built-in profile 'openshift'" in result["message"]
+
+
+def test_a_tampered_control_plane_object_is_listed_with_the_field(cluster: Cluster) -> None:
+    label = next(t for t in TAMPERINGS if t.name == "label")
+    cluster.fake.add(tampered(label, "shop"))
+    proc = cluster.run("cm", "-o", "json")
+    assert proc.returncode == 1
+    result = json_results(proc)["kube-root-ca.crt"]
+    assert (result["result"], result["reason"]) == ("fail", "control-plane-object-changed")
+    assert "metadata.labels was added: stored" in result["message"]
 
 
 def test_yaml_output_is_one_document_of_results_and_summary(cluster: Cluster) -> None:

@@ -179,3 +179,31 @@ def review_as_created(obj: dict[str, Any], username: str = "alice@example.com") 
         "oldObject": None,
         "dryRun": False,
     }
+
+
+def review_as_audited(obj: dict[str, Any]) -> dict[str, Any]:
+    """``input.review`` in Gatekeeper's audit: an AdmissionRequest built from the stored object alone.
+
+    open-policy-agent/gatekeeper v3.21.1 pkg/target/target.go ``unstructuredToAdmissionRequest``
+    sets ``kind``, ``object``, ``name`` and ``namespace`` and nothing else; serialised with
+    the AdmissionRequest's JSON tags (k8s.io/api admission/v1 types.go), the fields without
+    ``omitempty`` stay as empty values -- ``uid: ""``, ``resource`` with empty strings,
+    ``operation: ""``, ``userInfo: {}`` -- and ``oldObject`` and ``options`` (RawExtensions
+    with no bytes) are ``null``.
+    """
+    group, _, version = obj["apiVersion"].rpartition("/")
+    meta = obj["metadata"]
+    review: dict[str, Any] = {
+        "uid": "",
+        "kind": {"group": group, "version": version, "kind": obj["kind"]},
+        "resource": {"group": "", "version": "", "resource": ""},
+        "name": meta["name"],
+        "operation": "",
+        "userInfo": {},
+        "object": obj,
+        "oldObject": None,
+        "options": None,
+    }
+    if meta.get("namespace"):
+        review["namespace"] = meta["namespace"]
+    return review
