@@ -233,6 +233,10 @@ class OpenPGPKey:
     def signer(self) -> str:
         return SIGNER_PREFIX + self.fingerprint
 
+    def certificate_bytes(self) -> bytes:
+        """The certificate as binary OpenPGP packets (a keyring of one)."""
+        return bytes(self._cert)
+
     def label(self) -> str:
         short = f"openpgp:{self.fingerprint[-16:]}"
         who = self.name or (self.user_ids[0] if self.user_ids else "")
