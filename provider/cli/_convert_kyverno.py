@@ -144,6 +144,52 @@ def _kind_ref(selector: str, *, widen: bool) -> dict[str, str] | None:
     return ref
 
 
+def upstream_pattern_is_ours(pattern: str) -> bool:
+    """Whether k8s-manifest-sigstore's ``MatchPattern`` (``pkg/util``) and our name patterns read ``pattern`` alike.
+
+    Upstream's ``*`` is a wildcard only as the whole pattern or at its end -- checked before
+    the comma split, so ``a,b*`` is the prefix ``a,b`` -- and a ``*`` inside is a literal; ours
+    is a wildcard anywhere in each alternative. Without ``*``, or with one trailing ``*`` and
+    no comma, the two agree (an empty alternative is an error here, stricter either way).
+    """
+    text = pattern.strip()
+    if "*" not in text or text == "*":
+        return True
+    return text.endswith("*") and "," not in text and "*" not in text.rstrip("*")
+
+
+def upstream_refs(value: Any, where: str, lost: list[str], *, narrowing: bool = False) -> list[dict[str, Any]]:
+    """k8s-manifest-sigstore ``ObjectReference`` patterns as ours: an empty field is "any" there
+    (``MatchPattern``) and absent here. With ``narrowing`` (what skips or ignores), a reference
+    whose pattern we would read wider than upstream is left out."""
+    refs = []
+    for i, item in enumerate(value or []):
+        if not isinstance(item, dict):
+            lost.append(f"{where}[{i}]: not an object reference; left out")
+            continue
+        ref = {k: v for k, v in item.items() if v != ""}
+        if narrowing and not all(upstream_pattern_is_ours(str(v)) for v in ref.values()):
+            lost.append(f"{where}[{i}]: a '*' upstream reads as a literal would match more here; left out, so "
+                        "what it would skip or ignore is checked")  # fmt: skip
+            continue
+        refs.append(ref)
+    return refs
+
+
+def upstream_ignore_fields(value: Any, where: str, lost: list[str]) -> list[Any]:
+    """``ObjectFieldBinding`` lists (Kyverno's ``ignoreFields`` are upstream's) with their references read;
+    a rule whose every reference is left out is left out too (without objects it would ignore everywhere)."""
+    kept: list[Any] = []
+    for i, binding in enumerate(value or []):
+        if isinstance(binding, dict) and binding.get("objects"):
+            objects = upstream_refs(binding["objects"], f"{where}[{i}].objects", lost, narrowing=True)
+            if objects:
+                kept.append({**binding, "objects": objects})
+        else:
+            kept.append(binding)
+    return kept
+
+
 # --- keys ------------------------------------------------------------------------------------
 
 
@@ -468,8 +514,9 @@ def _convert_rule(doc: dict[str, Any], rule: dict[str, Any], policy_namespace: s
     ]
     if sets:
         policy["attestors"] = sets
-    if manifests.get("ignoreFields"):
-        policy["ignoreFields"] = manifests["ignoreFields"]
+    ignored = upstream_ignore_fields(manifests.get("ignoreFields"), f"{where}.ignoreFields", lost)
+    if ignored:
+        policy["ignoreFields"] = ignored
     dry_run = manifests.get("dryRun") or {}
     if dry_run.get("enable"):
         policy["dryRun"] = {

@@ -37,7 +37,13 @@ import yaml
 from ..errors import PolicyError
 from . import EXIT_OK, EXIT_UNVERIFIED
 from ._common import command_parser, read_documents
-from ._convert_kyverno import Rule, convert_rules
+from ._convert_kyverno import (
+    Rule,
+    convert_rules,
+    upstream_ignore_fields,
+    upstream_pattern_is_ours,
+    upstream_refs,
+)
 
 HELP = "convert a Kyverno manifests rule, an Integrity Shield constraint or a kubectl sigstore config to a policy"
 
@@ -75,18 +81,6 @@ class Conversion:
 # --- Integrity Shield and kubectl sigstore: k8s-manifest-sigstore's option types ------------------------
 
 
-def _refs(value: Any, where: str, lost: list[str]) -> list[dict[str, Any]]:
-    """k8s-manifest-sigstore ``ObjectReference`` patterns as ours: an empty field is "any" there (``MatchPattern``)
-    and absent here; a field we do not know is none of upstream's and is refused by the policy schema."""
-    refs = []
-    for i, item in enumerate(value or []):
-        if not isinstance(item, dict):
-            lost.append(f"{where}[{i}]: not an object reference; left out")
-            continue
-        refs.append({k: v for k, v in item.items() if v != ""})
-    return refs
-
-
 _BASE_NAMES = ("resourceBundleRefBaseName", "signatureBaseName", "certificateBaseName", "messageBaseName",
                "bundleBaseName")  # fmt: skip
 
@@ -100,21 +94,31 @@ def _common(params: dict[str, Any], policy: dict[str, Any], lost: list[str], whe
         if kept:
             policy["signers"] = kept
     fields = params.get("ignoreFields") or params.get("ignoreAttrs")
-    if fields:
-        policy["ignoreFields"] = [
-            {**f, "objects": _refs(f.get("objects"), f"{where}.ignoreFields[{i}].objects", lost)}
-            if isinstance(f, dict) and "objects" in f else f
-            for i, f in enumerate(fields)
-        ]  # fmt: skip
+    kept = upstream_ignore_fields(fields, f"{where}.ignoreFields", lost) if fields else []
+    if kept:
+        policy["ignoreFields"] = kept
     if params.get("skipObjects"):
-        policy["skipObjects"] = _refs(params["skipObjects"], f"{where}.skipObjects", lost)
+        policy["skipObjects"] = upstream_refs(params["skipObjects"], f"{where}.skipObjects", lost, narrowing=True)
     if params.get("skipUsers"):
         # ObjectUserBinding is users and objects; upstream reads nothing else in an entry.
-        policy["skipUsers"] = [
-            {**({"users": u["users"]} if u.get("users") else {}),
-             **({"objects": _refs(u["objects"], f"{where}.skipUsers[{i}].objects", lost)} if u.get("objects") else {})}
-            for i, u in enumerate(params["skipUsers"]) if isinstance(u, dict)
-        ]  # fmt: skip
+        # ObjectUserBinding.Match: the objects match *and* a users pattern does (none listed: nobody).
+        policy["skipUsers"] = []
+        for i, u in enumerate(params["skipUsers"]):
+            spot = f"{where}.skipUsers[{i}]"
+            users = u.get("users") if isinstance(u, dict) else None
+            if not users or not all(isinstance(p, str) and upstream_pattern_is_ours(p) for p in users):
+                if users:
+                    lost.append(f"{spot}.users: a pattern read wider here than upstream; the entry is left out")
+                continue  # an entry without users exempts nobody upstream
+            entry: dict[str, Any] = {"users": users}
+            if u.get("objects"):
+                objects = upstream_refs(u["objects"], f"{spot}.objects", lost, narrowing=True)
+                if len(objects) != len(u["objects"]):
+                    continue  # an object reference left out would widen the exemption to every object
+                entry["objects"] = objects
+            policy["skipUsers"].append(entry)
+        if not policy["skipUsers"]:
+            del policy["skipUsers"]
     config = params.get("annotationConfig") or {}
     domain = config.get("annotationKeyDomain") or params.get("annotationKeyDomain")
     if domain:
@@ -143,7 +147,7 @@ def from_integrity_shield(doc: dict[str, Any], lost: list[str]) -> Conversion:
     policy: dict[str, Any] = {}
     _common(params, policy, lost, "spec.parameters")
     if params.get("objectSelector"):
-        policy["inScopeObjects"] = _refs(params["objectSelector"], "spec.parameters.objectSelector", lost)
+        policy["inScopeObjects"] = upstream_refs(params["objectSelector"], "spec.parameters.objectSelector", lost)
     ref = params.get("signatureRef") or {}
     image = ref.get("imageRef")
     if image:

@@ -342,6 +342,33 @@ def test_integrity_shield_fields_without_an_equivalent_are_listed(parameters: di
     assert any(listed in item for item in lost), lost
 
 
+@pytest.mark.parametrize(
+    "parameters",
+    [
+        {"skipObjects": [{"kind": "ConfigMap", "name": "web-*-db"}]},
+        {"skipUsers": [{"objects": [{"kind": "ConfigMap"}]}]},
+        {"skipUsers": [{"users": ["alice*@example.com,bob"], "objects": [{"kind": "ConfigMap"}]}]},
+        {"skipUsers": [{"users": ["alice@example.com"], "objects": [{"kind": "ConfigMap", "name": "web-*-db"}]}]},
+    ],
+    ids=["skip-object-with-a-literal-star", "exemption-without-users", "exemption-with-a-star-before-a-comma",
+         "exemption-whose-object-has-a-literal-star"],
+)  # fmt: skip
+def test_an_upstream_exemption_is_never_read_wider_than_upstream_reads_it(parameters: dict[str, Any]) -> None:
+    """MatchPattern (k8s-manifest-sigstore pkg/util): '*' is a wildcard only at a pattern's end, before any comma
+    split; an ObjectUserBinding without users exempts nobody. Read as ours, each would exempt more."""
+    conversion = convert_document(_ishield(**parameters))
+    policy = Policy.from_dict(conversion.rules[0].policy)
+    body = obj(name="web-x-db")
+    result = decide(review(body), policy)
+    assert not result.allowed and result.reason == "unsigned", result.message
+
+
+def test_an_ignore_rule_whose_objects_are_all_left_out_is_left_out() -> None:
+    """Without objects an ignore rule covers every object: a rule whose references cannot be read exactly goes."""
+    conversion = convert_document(_ishield(ignoreFields=[{"objects": [{"kind": "Config*Map"}], "fields": ["data"]}]))
+    assert "ignoreFields" not in conversion.rules[0].policy and conversion.lost
+
+
 def test_a_kubectl_sigstore_config_with_other_annotation_names_is_listed() -> None:
     _, lost = converted({"signers": ["a@example.com"], "annotationConfig": {"messageBaseName": "msg"}})
     assert any("messageBaseName" in item for item in lost), lost
