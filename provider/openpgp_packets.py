@@ -202,11 +202,15 @@ class _Reader:
     def number(self, size: int) -> int:
         return int.from_bytes(self.take(size), "big")
 
-    def mpi(self) -> int:
-        """A multiprecision integer (section 3.2) in its one minimal form: no leading zero bits."""
+    def mpi(self, native_octets: int = 0) -> int:
+        """A multiprecision integer (section 3.2) in its one minimal form: no leading zero bits.
+
+        ``native_octets``: the value is a fixed-width octet string (EdDSALegacy's R and S, 32
+        octets), which some writers keep at its full width; that one padded form is accepted too.
+        """
         bits = self.number(2)
         value = int.from_bytes(self.take((bits + 7) // 8), "big")
-        if value.bit_length() != bits:
+        if value.bit_length() != bits and not (native_octets and bits == 8 * native_octets):
             raise PacketError(f"the {self.what} holds an MPI whose bit count is not its value's (padded)")
         return value
 
@@ -338,8 +342,10 @@ def read_signature(body: bytes) -> SignatureFacts:
     native = b""
     if algorithm in (RSA, RSA_SIGN):
         values = (reader.mpi(),)
-    elif algorithm in (ECDSA, EDDSA_LEGACY):
+    elif algorithm == ECDSA:
         values = (reader.mpi(), reader.mpi())
+    elif algorithm == EDDSA_LEGACY:
+        values = (reader.mpi(native_octets=32), reader.mpi(native_octets=32))
     elif algorithm == ED25519:
         native = reader.take(64)
     else:

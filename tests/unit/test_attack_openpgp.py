@@ -166,9 +166,10 @@ def _rebuilt(packet: bytes, *, unhashed_extra: bytes = b"", prefix_flip: bool = 
     left16, values = rest[:2], rest[2:]
     if prefix_flip:
         left16 = bytes([left16[0] ^ 0xFF, left16[1]])
-    if pad_mpi:  # one more bit claimed than the value has, and a zero octet in front
+    if pad_mpi:  # zero octets in front, counted in the bit count -- never the 32-octet native width
         bits = struct.unpack(">H", values[:2])[0]
-        values = struct.pack(">H", bits + 8) + b"\x00" + values[2:]
+        pad = 2 if bits + 8 == 256 else 1
+        values = struct.pack(">H", bits + 8 * pad) + b"\x00" * pad + values[2:]
     return pgp.packet(pgp.TAG_SIGNATURE, body[:at] + struct.pack(">H", len(unhashed)) + unhashed + left16 + values)
 
 
