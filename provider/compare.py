@@ -22,6 +22,13 @@ the API server itself does, recorded in ``tests/data/dryrun/edge/empties-*.json`
 * nothing else: ``0``, ``""`` and ``false`` are values; lists compare by
   position; values compare as JSON values (``1`` equals ``1.0``, but ``true``
   never equals ``1`` and ``"1"`` never equals ``1``);
+* numbers compare as the API server holds them
+  (:func:`provider.parsing.api_server_number`): an integer within int64
+  exactly, any other number as its float64, told by the digits the server
+  writes for it. An integer outside int64 is stored as the nearest float64,
+  so ``18446744073709551615`` (signed) equals ``18446744073709552000`` (what
+  the API server hands to admission); an int64 equals only itself (and the
+  float64 the server writes with its digits: ``1`` and ``1.0``);
 * an ignored path hides its whole subtree.
 
 Field patterns (``ignoreFields``, exemption ``fields``, ``sensitiveFields``)
@@ -56,6 +63,7 @@ from typing import Any
 from .errors import PolicyError
 from .kindschema import Shape
 from .objects import Glob
+from .parsing import api_server_number
 
 # --- field patterns ---------------------------------------------------------------
 
@@ -344,7 +352,10 @@ def _leaf_equal(a: Any, b: Any) -> bool:
     if type(a) is bool or type(b) is bool:
         return type(a) is type(b) and a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
+        if a == b and type(a) is int and type(b) is int and -(2**63) <= a < 2**63:
+            return True  # the common case, without the float arithmetic
+        x, y = api_server_number(a), api_server_number(b)
+        return type(x) is type(y) and x == y
     return type(a) is type(b) and a == b
 
 

@@ -14,10 +14,26 @@ What ``kubectl sigstore`` reads (``sigstore/k8s-manifest-sigstore``
   (``-----BEGIN PGP SIGNATURE-----``) over the payload ``P`` -- the same bytes
   a cosign signature covers (``docs/format.md``, "OpenPGP signatures").
 
+**Every key of a certificate passes the rules every key passes.** When an
+:class:`OpenPGPKey` is made, the material of its primary key and of each
+subkey is read (:func:`provider.openpgp_packets.public_key_of`) and handed to
+:meth:`provider.keys.PublicKey.from_crypto`, the one door every PEM, cosign,
+certificate and keyless key goes through, so :mod:`provider.key_rules` judges
+it: an Ed25519 key that is the identity point -- whose self-signature and
+"signatures" R = identity, S = 0 Sequoia accepts for any data -- is
+``policy-invalid``, whether it arrives in ``keys``, in an ``openpgpKeyring``
+or as a subkey. Keys that only encrypt (ECDH, X25519, ElGamal) never verify a
+signature and are not judged; DSA, Ed448 and curves other than P-256, P-384,
+P-521 and Ed25519 are refused, as they are in PEM.
+
 A signature counts only when all of these hold (each refusal has its reason):
 
-1. it is armored, one signature packet, over a *binary* document (type 0x00),
-   and nothing follows its END line.
+1. the annotation is one armored block holding exactly one signature packet
+   and nothing else (:func:`provider.openpgp_packets.read_armored_signature`:
+   no second packet, no trailing bytes, no armor headers, no unhashed
+   subpackets but the issuer's, a matching hash prefix and checksum), over a
+   *binary* document (type 0x00), and it passes the signature rules of
+   :mod:`provider.key_rules` for its key.
    A text-mode signature (0x01) signs the text with its line endings
    normalised, so CRLF and LF payloads would verify alike: refused;
 2. Sequoia's standard policy accepts it with one of the policy's certificates:
@@ -41,6 +57,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .errors import KeyLoadError
+from .keys import PublicKey
+from .openpgp_packets import (
+    PacketError,
+    SignatureFacts,
+    digest_prefix_matches,
+    public_key_of,
+    read_armored_signature,
+    signature_well_formed,
+)
 
 if TYPE_CHECKING:
     import pysequoia
@@ -49,7 +74,6 @@ _BEGIN_KEY = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
 _END_KEY = "-----END PGP PUBLIC KEY BLOCK-----"
 _ARMORED_SECRET = "-----BEGIN PGP PRIVATE KEY BLOCK-----"  # noqa: S105 - an armor line, not a password
 SIGNATURE_ARMOR = b"-----BEGIN PGP SIGNATURE-----"
-_SIGNATURE_END = b"-----END PGP SIGNATURE-----"
 #: How a verdict names an OpenPGP signer.
 SIGNER_PREFIX = "openpgp:"
 #: A key text longer than this is refused before parsing: a keyring of a few dozen RSA-4096 certificates
@@ -110,6 +134,17 @@ class _KeyFacts:
     expires: datetime | None
     revoked: bool
     can_sign: bool
+    #: The key, through the rules every key passes; None for a key that only encrypts.
+    key: PublicKey | None
+
+
+def _checked_key(body: bytes, fingerprint: str) -> PublicKey | None:
+    """A key packet's material through :meth:`PublicKey.from_crypto` (and so :mod:`provider.key_rules`)."""
+    try:
+        crypto = public_key_of(body)
+        return None if crypto is None else PublicKey.from_crypto(crypto)
+    except KeyLoadError as exc:
+        raise KeyLoadError(f"OpenPGP key {fingerprint[-16:].upper()}: {exc.message}") from None
 
 
 def _key_facts(cert: pysequoia.Cert) -> list[_KeyFacts]:
@@ -141,6 +176,7 @@ def _key_facts(cert: pysequoia.Cert) -> list[_KeyFacts]:
                 expires,
                 current["revoked"],
                 bool(flags is not None and flags.signing),
+                _checked_key(current["body"], current["fingerprint"]),
             )
         )
 
@@ -151,6 +187,7 @@ def _key_facts(cert: pysequoia.Cert) -> list[_KeyFacts]:
             current = {
                 "fingerprint": str(packet.fingerprint),
                 "key_id": str(packet.key_id),
+                "body": bytes(packet.body),
                 "created": packet.key_created,
                 "binding": None,
                 "revoked": False,
@@ -180,16 +217,25 @@ def _key_facts(cert: pysequoia.Cert) -> list[_KeyFacts]:
 
 @dataclass(frozen=True)
 class OpenPGPKey:
-    """One trusted OpenPGP certificate."""
+    """One trusted OpenPGP certificate; making one checks every key in it (see the module)."""
 
     fingerprint: str  # the primary key's, upper-case hex
     user_ids: tuple[str, ...]
     _cert: Any = field(repr=False, compare=False)
     name: str | None = None
+    _facts: tuple[_KeyFacts, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Here, not in a loader: however a certificate arrives, none is usable unchecked.
+        object.__setattr__(self, "_facts", tuple(_key_facts(self._cert)))
 
     @property
     def signer(self) -> str:
         return SIGNER_PREFIX + self.fingerprint
+
+    def certificate_bytes(self) -> bytes:
+        """The certificate as binary OpenPGP packets (a keyring of one)."""
+        return bytes(self._cert)
 
     def label(self) -> str:
         short = f"openpgp:{self.fingerprint[-16:]}"
@@ -201,16 +247,16 @@ class OpenPGPKey:
         import pysequoia
         from pysequoia.packet import SignatureType
 
-        if not signature.lstrip().startswith(SIGNATURE_ARMOR):
+        if not signature.startswith(SIGNATURE_ARMOR):
             return Check(False, detail=f"{self.label()}: not an armored OpenPGP signature")
-        end = signature.find(_SIGNATURE_END)
-        if end < 0 or signature[end + len(_SIGNATURE_END) :].strip():
-            # Sequoia reads the first block and ignores what follows it: bytes nobody checks would ride
-            # along in an annotation the comparison masks. gpg --detach-sign --armor writes one block.
-            return Check(False, "malformed-message", f"{self.label()}: the signature annotation holds more than "
-                         "one armored signature block")  # fmt: skip
         try:
-            sig = pysequoia.Sig.from_bytes(signature)
+            # Sequoia reads the first signature and ignores what follows it, in the armor or after it:
+            # bytes nobody checks would ride along in an annotation the comparison masks.
+            binary, packet = read_armored_signature(signature)
+        except PacketError as exc:
+            return Check(False, "malformed-message", f"{self.label()}: {exc}")
+        try:
+            sig = pysequoia.Sig.from_bytes(binary)
         except (RuntimeError, ValueError) as exc:
             return Check(False, "malformed-message", f"{self.label()}: the OpenPGP signature does not parse "
                          f"({str(exc).splitlines()[0][:80]})")  # fmt: skip
@@ -219,10 +265,13 @@ class OpenPGPKey:
                          "(text-mode signatures normalise line endings and are refused)")  # fmt: skip
         issuer = (sig.issuer_fingerprint or "").lower()
         key_id = (sig.issuer_key_id or "").lower()
-        facts = _key_facts(self._cert)
+        facts = self._facts
         signing = next((f for f in facts if f.fingerprint == issuer or (not issuer and f.key_id == key_id)), None)
         if signing is None:
             return Check(False, detail=f"{self.label()}: signed by another key ({issuer or key_id or 'unnamed'})")
+        unsound = self._unsound(packet, signing, data)
+        if unsound is not None:
+            return Check(False, unsound[0], f"{self.label()}: {unsound[1]}")
         cert = self._cert
         try:
             result = pysequoia.verify(bytes=data, store=lambda _ids: [cert], signature=sig)
@@ -243,6 +292,23 @@ class OpenPGPKey:
                 return Check(False, "openpgp-key-expired", f"{self.label()}: the {what} {key.fingerprint[-16:]} "
                              f"expired at {expires.isoformat()}")  # fmt: skip
         return Check(True)
+
+    @staticmethod
+    def _unsound(packet: SignatureFacts, signing: _KeyFacts, data: bytes) -> tuple[str, str] | None:
+        """``(reason, detail)`` when the signature packet is not what its key's honest holder made."""
+        for kind, value in packet.unhashed:
+            named = value.hex() if kind == 16 else value[1:].hex()
+            wanted = signing.key_id if kind == 16 else signing.fingerprint
+            if named != wanted.lower():
+                return "malformed-message", "the signature's unhashed area names another issuer than its signing key"
+        if not digest_prefix_matches(packet, data):
+            return (
+                "signature-invalid",
+                "the signature's hash prefix is not that of the signed data, or its hash algorithm is not accepted",
+            )
+        if signing.key is None or not signature_well_formed(packet, signing.key.crypto_key):
+            return "signature-invalid", "the signature's values break the signature rules for its key"
+        return None
 
     def _why_not(self, signing: _KeyFacts, primary: _KeyFacts, created: datetime | None) -> Check:
         """The most specific reason Sequoia refused a signature by one of this certificate's keys."""
@@ -282,7 +348,14 @@ def load_openpgp_keys(data: bytes, name: str | None = None, max_keys: int = 64) 
         raise KeyLoadError(f"the OpenPGP keyring holds {len(certs)} certificates; at most {max_keys} keys are allowed")
     keys = []
     for cert in certs:
-        keys.append(OpenPGPKey(cert.fingerprint.upper(), tuple(str(u) for u in cert.user_ids), cert, name))
+        fingerprint = cert.fingerprint.upper()
+        _key_facts(cert)  # the key rules first: a weak key is named as such, not as Sequoia words it
+        try:
+            user_ids = tuple(str(u) for u in cert.user_ids)
+        except RuntimeError as exc:  # Sequoia's policy refuses the certificate's own binding signatures
+            raise KeyLoadError(f"OpenPGP certificate {fingerprint[-16:]} is not usable: "
+                               f"{str(exc).splitlines()[0][:120]}") from None  # fmt: skip
+        keys.append(OpenPGPKey(fingerprint, user_ids, cert, name))
     return tuple(keys)
 
 

@@ -266,6 +266,40 @@ def _json_number(number: float, error: type[DataError]) -> int | float:
     return number
 
 
+def api_server_number(number: int | float) -> int | float:
+    """A JSON number as the API server holds it, read back from the digits it writes for it.
+
+    The API server (and kubectl) read JSON into untyped values with
+    sigs.k8s.io/json's ``convertNumber`` (``internal/golang/encoding/json/decode.go``;
+    k8s.io/apimachinery ``pkg/util/json`` ``Unmarshal`` uses it, for custom
+    resources and every object admission is handed): a literal without ``.``
+    that ``strconv.ParseInt(s, 10, 64)`` accepts is an ``int64``, anything else
+    ``strconv.ParseFloat(s, 64)``, the nearest float64 (ties to even). It writes
+    the float64 back with ``encoding/json``'s shortest digits (:func:`_json_number`).
+    So an integer within int64 stays itself, and ``18446744073709551615`` is
+    stored as 2^64 and shown to admission as ``18446744073709552000``.
+
+    Two numbers are the same object field exactly when this gives equal values
+    of one type: the API server then writes the same digits for both, and
+    nothing that reads the object from it can tell them apart. ``int64`` ``-2^63``
+    and the float64 ``-2^63`` are *not* alike (``-9223372036854775808`` against
+    ``-9223372036854776000``, which an int64 field refuses). ``float(int)``
+    rounds as ParseFloat does (correctly, ties to even). An integer beyond the
+    float64 range makes ParseFloat fail and the API server refuse the object;
+    it is returned unchanged.
+    """
+    if type(number) is int:
+        if _INT64_MIN <= number <= _INT64_MAX:
+            return number
+        try:
+            number = float(number)
+        except OverflowError:
+            return number
+    if not math.isfinite(number):
+        return number
+    return _json_number(number, DataError)
+
+
 def _key_text(key: Any, error: type[DataError], what: str) -> str:
     """A scalar key as convertToJSONableObject makes it a JSON object key."""
     kind = type(key)

@@ -11,7 +11,19 @@ verify-resource`` and Kyverno's ``validate.manifests`` accept:
 * ``append_signature`` adds ``signature_N`` over the *existing* message bytes,
   so earlier signatures stay valid (several signers, key rotation);
 * ``sign_each`` signs every document in a message of its own (what
-  ``sign --per-object`` and a large rendered stream need).
+  ``sign --per-object`` and a large rendered stream need);
+* ``sign_stream`` (``sign``'s default) signs the stream in one message but
+  each *sensitive* object in a message of its own.
+
+**A message is copied onto every object it signs**, so whoever may read one
+of them reads all of them: a Secret signed together with a ConfigMap puts
+its data into the ConfigMap's annotation (``kustomize build | sign`` of a
+``secretGenerator``). A message may hold a sensitive object only alone
+(:func:`refuse_shared_secrets`; :func:`message_payload` and
+:func:`append_signature` call it, so every path that writes a shared message
+does): a ``Secret`` of any group (and a ``List`` holding one), and the kinds
+a caller adds (``sign --sensitive-kind``). A SealedSecret or ExternalSecret
+holds no plaintext and is not one.
 
 Nothing is returned that the API server would refuse: the message is copied
 onto every object it signs, and an object whose annotations would pass
@@ -86,6 +98,47 @@ def strip_envelope(documents: list[dict[str, Any]], domain: str = DEFAULT_DOMAIN
     return clean
 
 
+#: Kinds whose objects hold secret values in plain text (base64 is no protection).
+SENSITIVE_KINDS = frozenset({"Secret"})
+
+
+class SharedSecret(RequestError):
+    """A message would hold a sensitive object together with other objects, and be copied onto each of them."""
+
+
+def is_sensitive(doc: Any, kinds: frozenset[str] = SENSITIVE_KINDS) -> bool:
+    """Whether ``doc`` is a sensitive object: its kind is one of ``kinds`` (in any group), or it is a
+    ``List``-like object (``kind: ...List`` with ``items``, as ``kubectl get -o yaml`` writes) holding one."""
+    pending = [doc]
+    while pending:
+        item = pending.pop()
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("kind")
+        if kind in kinds:
+            return True
+        if isinstance(kind, str) and kind.endswith("List") and isinstance(item.get("items"), list):
+            pending.extend(item["items"])
+    return False
+
+
+def refuse_shared_secrets(
+    documents: list[dict[str, Any]], kinds: frozenset[str] = SENSITIVE_KINDS, *, how: str = ""
+) -> None:
+    """Refuse a message over ``documents`` when it would hold a sensitive object together with another object."""
+    if len(documents) < 2:
+        return
+    for doc in documents:
+        if is_sensitive(doc, kinds):
+            others = len(documents) - 1
+            raise SharedSecret(
+                f"{ObjectIdentity.of(doc).describe()} would be signed in one message with {others} other "
+                f"object{'s' if others != 1 else ''}: the message is copied onto every object it signs, so its "
+                f"data would be readable by anyone who may read any of them. Sign it in a message of its own"
+                f"{how}"
+            )
+
+
 class AnnotationsTooLarge(RequestError):
     """A signed object would carry more annotation bytes than the API server accepts."""
 
@@ -126,10 +179,15 @@ def message_payload(
     *,
     domain: str = DEFAULT_DOMAIN,
     tarball_files: list[tuple[str, bytes]] | None = None,
+    sensitive_kinds: frozenset[str] = SENSITIVE_KINDS,
 ) -> tuple[list[dict[str, Any]], bytes]:
-    """Copies of ``documents`` without signature annotations, and the payload ``P`` that signs them."""
+    """Copies of ``documents`` without signature annotations, and the payload ``P`` that signs them.
+
+    Raises :class:`SharedSecret` when the payload would hold a sensitive object beside another one.
+    """
     if not documents:
         raise RequestError("nothing to sign: the input holds no Kubernetes objects")
+    refuse_shared_secrets(documents, sensitive_kinds)
     clean = strip_envelope(documents, domain)
     payload = make_tarball(tarball_files) if tarball_files is not None else dump_yaml(clean).encode()
     return clean, payload
@@ -151,13 +209,17 @@ def sign_documents(
     *,
     domain: str = DEFAULT_DOMAIN,
     tarball_files: list[tuple[str, bytes]] | None = None,
+    sensitive_kinds: frozenset[str] = SENSITIVE_KINDS,
 ) -> list[dict[str, Any]]:
     """Signed copies of ``documents``, all carrying one message over all of them.
 
     With ``tarball_files`` the payload is a tar.gz of those files (their bytes
-    as given) instead of a YAML stream of the documents.
+    as given) instead of a YAML stream of the documents. A sensitive object
+    among others is refused (:class:`SharedSecret`); :func:`sign_stream` signs it apart.
     """
-    clean, payload = message_payload(documents, domain=domain, tarball_files=tarball_files)
+    clean, payload = message_payload(
+        documents, domain=domain, tarball_files=tarball_files, sensitive_kinds=sensitive_kinds
+    )
     message = encode_message(payload)
     signature = base64.b64encode(sign_bytes(key, payload)).decode()
     for doc in clean:
@@ -177,14 +239,43 @@ def sign_each(
     return [signed for doc in documents for signed in sign_documents([doc], key, domain=domain)]
 
 
+def sign_stream(
+    documents: list[dict[str, Any]],
+    key: PrivateKeyTypes,
+    *,
+    domain: str = DEFAULT_DOMAIN,
+    sensitive_kinds: frozenset[str] = SENSITIVE_KINDS,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Signed copies of ``documents`` in their order -- one message over the others, each sensitive object
+    in a message of its own -- and the sensitive objects that were signed apart."""
+    if not documents:
+        raise RequestError("nothing to sign: the input holds no Kubernetes objects")
+    apart = [doc for doc in documents if is_sensitive(doc, sensitive_kinds)]
+    if not apart or len(documents) == 1:
+        return sign_documents(documents, key, domain=domain, sensitive_kinds=sensitive_kinds), []
+    shared = [doc for doc in documents if not is_sensitive(doc, sensitive_kinds)]
+    together = iter(sign_documents(shared, key, domain=domain) if shared else [])
+    signed = []
+    for doc in documents:
+        if is_sensitive(doc, sensitive_kinds):
+            signed.extend(sign_documents([doc], key, domain=domain))
+        else:
+            signed.append(next(together))
+    return signed, apart
+
+
 def append_signature(
     documents: list[dict[str, Any]],
     key: PrivateKeyTypes,
     *,
     domain: str = DEFAULT_DOMAIN,
     limits: Limits = DEFAULT_LIMITS,
+    sensitive_kinds: frozenset[str] = SENSITIVE_KINDS,
 ) -> list[dict[str, Any]]:
-    """Add ``signature_N`` over the documents' existing message, keeping earlier signatures valid."""
+    """Add ``signature_N`` over the documents' existing message, keeping earlier signatures valid.
+
+    A message that already holds a sensitive object beside others is refused: signing it again would
+    endorse, and republish, a message that copies the Secret onto every object."""
     if not documents:
         raise RequestError("nothing to sign: the input holds no Kubernetes objects")
     documents = copy.deepcopy(documents)
@@ -198,7 +289,14 @@ def append_signature(
             "--append-signature needs every document to carry the same message; sign them together first"
         )
     (message,) = messages
-    payload = decode_message(message, limits).data
+    decoded = decode_message(message, limits)
+    refuse_shared_secrets(
+        decoded.documents(limits),
+        sensitive_kinds,
+        how=": sign the objects again rather than adding a signature to this message (sign puts each Secret "
+        "in a message of its own)",
+    )
+    payload = decoded.data
     signature = base64.b64encode(sign_bytes(key, payload)).decode()
     for doc in documents:
         annotations = _annotations(doc)

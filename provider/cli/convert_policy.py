@@ -2,28 +2,34 @@
 
 Reads one of:
 
-* a Kyverno ``ClusterPolicy``/``Policy`` with a ``validate.manifests`` rule
-  (CRD ``kyverno.io_clusterpolicies.yaml``): ``attestors``, ``ignoreFields``,
-  ``dryRun``, ``annotationDomain``, ``repository``;
+* a Kyverno ``ClusterPolicy``/``Policy`` with ``validate.manifests`` rules
+  (CRD ``kyverno.io_clusterpolicies.yaml``; :mod:`._convert_kyverno` holds
+  Kyverno's rules, each with its source): ``attestors`` with Kyverno's ``count``,
+  ``ignoreFields``, ``dryRun``, ``annotationDomain``, and the rule's ``match``,
+  ``exclude`` and ``failureAction``;
 * an Integrity Shield ``ManifestIntegrityConstraint`` (stolostron
-  ``shield/pkg/config/parameter.go``): ``parameters.signers``,
-  ``ignoreFields``, ``skipObjects``, ``objectSelector``, ``skipUsers``,
-  ``signatureRef``;
+  ``shield/pkg/config/parameter.go``): ``parameters.signers``, ``ignoreFields``,
+  ``skipObjects``, ``objectSelector``, ``skipUsers``, ``signatureRef``, ``action``,
+  and the constraint's own ``match`` and ``enforcementAction``;
 * a ``kubectl sigstore verify-resource`` config (``pkg/k8smanifest/option.go``:
-  ``ignoreFields``, ``signers``, ``skipObjects``, ``annotationConfig``).
+  ``ignoreFields``, ``signers``, ``skipObjects``, the annotation config).
 
 and prints the policy (``-o policy``), a Gatekeeper constraint for the
-``verify-manifest-signature`` template, or a Kyverno policy calling the
-service. Whatever has no equivalent (keys kept in Secrets or KMS, Rekor and
-CT log settings, certificate chains, a repository Kyverno reads for every
-object) is listed on standard error and the exit code is 3, so nothing is
-dropped silently; the printed policy is then incomplete until edited.
+``verify-manifest-signature`` template (scope and enforcement included), or a
+Kyverno data entry. **The converted policy never admits what the source would
+deny**: what has no equivalent is either left out in the direction that checks
+more (a wider scope, an entry that can no longer be satisfied, an exclusion
+dropped) or, where that is impossible, makes the printed policy invalid -- and
+every such difference is listed on standard error with exit code 3. Exit 0 means
+the printed policy is the source's.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -31,6 +37,13 @@ import yaml
 from ..errors import PolicyError
 from . import EXIT_OK, EXIT_UNVERIFIED
 from ._common import command_parser, read_documents
+from ._convert_kyverno import (
+    Rule,
+    convert_rules,
+    upstream_ignore_fields,
+    upstream_pattern_is_ours,
+    upstream_refs,
+)
 
 HELP = "convert a Kyverno manifests rule, an Integrity Shield constraint or a kubectl sigstore config to a policy"
 
@@ -55,124 +68,86 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(run=run)
 
 
-def _keys_of(entry: dict[str, Any], where: str, lost: list[str]) -> dict[str, Any] | None:
-    keys = entry.get("keys")
-    if not isinstance(keys, dict):
-        return None
-    for field in ("kms", "secret", "rekor", "ctlog", "signatureAlgorithm"):
-        if field in keys:
-            lost.append(f"{where}.keys.{field}: keys from KMS or Secrets and log settings are not read; paste the PEM")
-    public = keys.get("publicKeys")
-    if isinstance(public, str) and "-----BEGIN" in public:
-        return {"keys": {"publicKeys": public}}
-    if public:
-        lost.append(f"{where}.keys.publicKeys: {str(public)[:60]!r} is a reference, not a key; paste the PEM")
-    return None
+@dataclass
+class Conversion:
+    """The converted policies (one per source rule; an object must pass every one) and what did not carry over."""
+
+    rules: list[Rule]
+    lost: list[str] = field(default_factory=list)
+    #: A Gatekeeper source's own ``spec.match``, carried verbatim into ``-o gatekeeper``.
+    gatekeeper_match: dict[str, Any] | None = None
 
 
-def _entry(entry: Any, where: str, lost: list[str]) -> dict[str, Any] | None:
-    if not isinstance(entry, dict):
-        lost.append(f"{where}: not a mapping")
-        return None
-    if entry.get("repository"):
-        lost.append(f"{where}.repository: a bundle Kyverno reads for every object; list its repository in "
-                    "resourceBundleRef.repositories and annotate the objects")  # fmt: skip
-    if entry.get("annotations"):
-        lost.append(f"{where}.annotations: required object annotations are not a signer; use a policy engine rule")
-    if "attestor" in entry:
-        nested = _set(entry["attestor"], f"{where}.attestor", lost)
-        return {"attestor": nested} if nested else None
-    if "keys" in entry:
-        return _keys_of(entry, where, lost)
-    if isinstance(entry.get("certificates"), dict):
-        cert = entry["certificates"]
-        for field in ("certChain", "rekor", "ctlog"):
-            if field in cert:
-                lost.append(f"{where}.certificates.{field}: not checked here; use keyless.roots for a CA")
-        return {"certificates": {"cert": cert["cert"]}} if cert.get("cert") else None
-    if isinstance(entry.get("keyless"), dict):
-        keyless = entry["keyless"]
-        kept = {k: keyless[k] for k in ("subject", "subjectRegExp", "issuer", "issuerRegExp", "roots") if k in keyless}
-        for field in sorted(set(keyless) - set(kept)):
-            lost.append(f"{where}.keyless.{field}: not supported")
-        return {"keyless": kept}
-    lost.append(f"{where}: no keys, certificates, keyless or attestor")
-    return None
+# --- Integrity Shield and kubectl sigstore: k8s-manifest-sigstore's option types ------------------------
 
 
-def _set(data: Any, where: str, lost: list[str]) -> dict[str, Any] | None:
-    if not isinstance(data, dict):
-        lost.append(f"{where}: not a mapping")
-        return None
-    converted_entries = (_entry(e, f"{where}.entries[{i}]", lost) for i, e in enumerate(data.get("entries") or []))
-    entries = [e for e in converted_entries if e]
-    if not entries:
-        return None
-    converted: dict[str, Any] = {"entries": entries}
-    if "count" in data:
-        converted["count"] = min(int(data["count"]), len(entries))
-    return converted
-
-
-def from_kyverno(doc: dict[str, Any], lost: list[str]) -> dict[str, Any]:
-    rules = [
-        r
-        for r in (doc.get("spec") or {}).get("rules") or []
-        if isinstance((r.get("validate") or {}).get("manifests"), dict)
-    ]
-    if not rules:
-        raise PolicyError("the Kyverno policy has no validate.manifests rule")
-    if len(rules) > 1:
-        lost.append(f"rules: {len(rules)} manifests rules; only the first ({rules[0].get('name')}) is converted")
-    manifests = rules[0]["validate"]["manifests"]
-    where = f"rules[{rules[0].get('name')}].validate.manifests"
-    policy: dict[str, Any] = {}
-    sets = [
-        s for i, a in enumerate(manifests.get("attestors") or []) if (s := _set(a, f"{where}.attestors[{i}]", lost))
-    ]
-    if sets:
-        policy["attestors"] = sets
-    if manifests.get("ignoreFields"):
-        policy["ignoreFields"] = manifests["ignoreFields"]
-    dry_run = manifests.get("dryRun") or {}
-    if dry_run.get("enable"):
-        policy["dryRun"] = {
-            "enabled": True,
-            **({"namespace": dry_run["namespace"]} if dry_run.get("namespace") else {}),
-        }
-    if manifests.get("annotationDomain"):
-        policy["annotationDomain"] = manifests["annotationDomain"]
-    if manifests.get("repository"):
-        lost.append(f"{where}.repository: Kyverno reads this bundle for every object; list its repository in "
-                    "resourceBundleRef.repositories and annotate the objects with resourceBundleRef")  # fmt: skip
-    policy["defaults"] = ["k8s-manifest-sigstore", "common", "kyverno"]
-    return policy
+_BASE_NAMES = ("resourceBundleRefBaseName", "signatureBaseName", "certificateBaseName", "messageBaseName",
+               "bundleBaseName")  # fmt: skip
 
 
 def _common(params: dict[str, Any], policy: dict[str, Any], lost: list[str], where: str) -> None:
-    if params.get("signers"):
-        policy["signers"] = [s for s in params["signers"] if isinstance(s, str)]
+    signers = params.get("signers")
+    if signers:
+        kept = [s for s in signers if isinstance(s, str)]
+        if len(kept) != len(signers):
+            lost.append(f"{where}.signers: entries that are not strings (upstream refuses them) are left out")
+        if kept:
+            policy["signers"] = kept
     fields = params.get("ignoreFields") or params.get("ignoreAttrs")
-    if fields:
-        policy["ignoreFields"] = fields
+    kept = upstream_ignore_fields(fields, f"{where}.ignoreFields", lost) if fields else []
+    if kept:
+        policy["ignoreFields"] = kept
     if params.get("skipObjects"):
-        policy["skipObjects"] = params["skipObjects"]
+        policy["skipObjects"] = upstream_refs(params["skipObjects"], f"{where}.skipObjects", lost, narrowing=True)
     if params.get("skipUsers"):
-        policy["skipUsers"] = [{k: v for k, v in u.items() if k in ("users", "objects")} for u in params["skipUsers"]]
-    domain = (params.get("annotationConfig") or {}).get("annotationKeyDomain") or params.get("annotationKeyDomain")
+        # ObjectUserBinding is users and objects; upstream reads nothing else in an entry.
+        # ObjectUserBinding.Match: the objects match *and* a users pattern does (none listed: nobody).
+        policy["skipUsers"] = []
+        for i, u in enumerate(params["skipUsers"]):
+            spot = f"{where}.skipUsers[{i}]"
+            users = u.get("users") if isinstance(u, dict) else None
+            if not users or not all(isinstance(p, str) and upstream_pattern_is_ours(p) for p in users):
+                if users:
+                    lost.append(f"{spot}.users: a pattern read wider here than upstream; the entry is left out")
+                continue  # an entry without users exempts nobody upstream
+            entry: dict[str, Any] = {"users": users}
+            if u.get("objects"):
+                objects = upstream_refs(u["objects"], f"{spot}.objects", lost, narrowing=True)
+                if len(objects) != len(u["objects"]):
+                    continue  # an object reference left out would widen the exemption to every object
+                entry["objects"] = objects
+            policy["skipUsers"].append(entry)
+        if not policy["skipUsers"]:
+            del policy["skipUsers"]
+    config = params.get("annotationConfig") or {}
+    domain = config.get("annotationKeyDomain") or params.get("annotationKeyDomain")
     if domain:
         policy["annotationDomain"] = domain
-    for field in ("keyConfigs", "imageProfile", "inScopeUsers", "action", "maxResourceManifestNum", "getProvenance"):
-        if params.get(field):
-            lost.append(f"{where}.{field}: no equivalent (keys: give them with keys or verify --key)")
+    for name in _BASE_NAMES:
+        if config.get(name) or params.get(name):
+            lost.append(f"{where}.{name}: annotation names other than upstream's default are not read here")
+    for name, why in (
+        ("keyConfigs", "keys kept in Secrets are not read: give them with keys"),
+        ("imageProfile", "image verification is another check"),
+        ("inScopeUsers", "the converted policy checks every requester (wider)"),
+        ("maxResourceManifestNum", "every signed document is searched for the one naming this object"),
+        ("getProvenance", "provenance is not read"),
+    ):
+        if params.get(name):
+            lost.append(f"{where}.{name}: {why}")
 
 
-def from_integrity_shield(doc: dict[str, Any], lost: list[str]) -> dict[str, Any]:
-    params = (doc.get("spec") or {}).get("parameters") or {}
+#: Integrity Shield's ``action.mode`` as a Gatekeeper enforcement action (``shield/pkg/shield``: detect reports).
+_MODES = {"enforce": "deny", "detect": "dryrun"}
+
+
+def from_integrity_shield(doc: dict[str, Any], lost: list[str]) -> Conversion:
+    spec = doc.get("spec") or {}
+    params = spec.get("parameters") or {}
     policy: dict[str, Any] = {}
     _common(params, policy, lost, "spec.parameters")
     if params.get("objectSelector"):
-        policy["inScopeObjects"] = params["objectSelector"]
+        policy["inScopeObjects"] = upstream_refs(params["objectSelector"], "spec.parameters.objectSelector", lost)
     ref = params.get("signatureRef") or {}
     image = ref.get("imageRef")
     if image:
@@ -183,51 +158,131 @@ def from_integrity_shield(doc: dict[str, Any], lost: list[str]) -> dict[str, Any
     resource = ref.get("signatureResourceRef") or {}
     if resource.get("name") and resource.get("namespace"):
         policy["signatureResourceRef"] = f"k8s://ConfigMap/{resource['namespace']}/{resource['name']}"
-    match = (doc.get("spec") or {}).get("match")
-    if match:
-        lost.append("spec.match: the constraint's match block belongs to the Gatekeeper constraint (-o gatekeeper)")
-    return policy
+    elif resource.get("name"):
+        lost.append("spec.parameters.signatureRef.signatureResourceRef: a ConfigMap without its namespace is not "
+                    "read here: name the namespace")  # fmt: skip
+    if (ref.get("provenanceResourceRef") or {}).get("name"):
+        lost.append("spec.parameters.signatureRef.provenanceResourceRef: provenance is not read")
+    action = params.get("action") or {}
+    enforcement = str(spec.get("enforcementAction") or "deny")
+    mode = str(action.get("mode") or "").lower()
+    if mode:
+        if mode not in _MODES:
+            raise PolicyError(f"spec.parameters.action.mode: {mode[:40]!r} is neither enforce nor detect")
+        if _MODES[mode] != "deny":
+            enforcement = _MODES[mode]
+    if action.get("admissionOnly"):
+        lost.append("spec.parameters.action.admissionOnly: Gatekeeper's audit checks existing objects too")
+    match = spec.get("match") or None
+    return Conversion([Rule(str((doc.get("metadata") or {}).get("name") or "converted"), policy, enforcement)],
+                      lost, gatekeeper_match=match)  # fmt: skip
 
 
-def from_kubectl_sigstore(doc: dict[str, Any], lost: list[str]) -> dict[str, Any]:
+def from_kubectl_sigstore(doc: dict[str, Any], lost: list[str]) -> Conversion:
     policy: dict[str, Any] = {}
     _common(doc, policy, lost, "config")
-    return policy
+    return Conversion([Rule("converted", policy, "deny")], lost)
 
 
-def convert(doc: Any) -> tuple[dict[str, Any], list[str]]:
-    """The converted policy and what did not carry over."""
+# --- the command --------------------------------------------------------------------------
+
+
+def convert_document(doc: Any) -> Conversion:
+    """Every policy ``doc`` converts to, and what did not carry over (nothing when they are the source's)."""
     if not isinstance(doc, dict):
         raise PolicyError("the input is not a mapping")
     lost: list[str] = []
     kind = doc.get("kind")
     if kind in ("ClusterPolicy", "Policy") and str(doc.get("apiVersion", "")).startswith("kyverno.io/"):
-        policy = from_kyverno(doc, lost)
+        conversion = Conversion(convert_rules(doc, lost), lost)
     elif kind == "ManifestIntegrityConstraint":
-        policy = from_integrity_shield(doc, lost)
+        conversion = from_integrity_shield(doc, lost)
     elif kind is None:
-        policy = from_kubectl_sigstore(doc, lost)
+        conversion = from_kubectl_sigstore(doc, lost)
     else:
         raise PolicyError(f"{str(kind)[:60]} is not a Kyverno policy, a ManifestIntegrityConstraint or a kubectl "
                           "sigstore config")  # fmt: skip
-    if not any(k in policy for k in ("keys", "signers", "attestors")):
-        lost.append("no keys or signers carried over: add keys (a policy without them denies everything)")
-    return policy, lost
+    from ..policy import Policy
+
+    for rule in conversion.rules:
+        if not any(k in rule.policy for k in ("keys", "signers", "attestors")):
+            lost.append(f"{rule.name}: no keys or signers carried over: add keys (a policy without them denies "
+                        "everything)")  # fmt: skip
+            continue
+        try:
+            Policy.from_dict(rule.policy)
+        except PolicyError as exc:
+            lost.append(f"{rule.name}: the printed policy is invalid, so it denies everything until it is edited: "
+                        f"{exc.message}")  # fmt: skip
+    return conversion
+
+
+def convert(doc: Any) -> tuple[dict[str, Any], list[str]]:
+    """The converted policy of a single-rule source and what did not carry over (the first rule's, if several)."""
+    conversion = convert_document(doc)
+    return conversion.rules[0].policy, conversion.lost
+
+
+def _constraint_name(rule: Rule, several: bool) -> str:
+    if not several:
+        return "converted"
+    slug = re.sub(r"[^a-z0-9-]+", "-", rule.name.lower()).strip("-")[:50] or "rule"
+    return f"converted-{slug}"
+
+
+def outputs(conversion: Conversion, output: str) -> list[Any]:
+    """The documents to print for ``-o output``."""
+    several = len(conversion.rules) > 1
+    docs: list[Any] = []
+    for rule in conversion.rules:
+        if output == "gatekeeper":
+            spec: dict[str, Any] = {"enforcementAction": rule.enforcement}
+            if conversion.gatekeeper_match is not None:
+                spec["match"] = conversion.gatekeeper_match
+            elif rule.kinds:
+                spec["match"] = {"kinds": rule.kinds}
+            spec["parameters"] = rule.policy
+            docs.append({"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "K8sVerifyManifestSignature",
+                         "metadata": {"name": _constraint_name(rule, several)}, "spec": spec})  # fmt: skip
+        else:
+            docs.append({"policy": rule.policy} if output == "kyverno" else rule.policy)
+    return docs
+
+
+def not_in_the_output(conversion: Conversion, output: str) -> list[str]:
+    """What this output cannot say that the source does: enforcement and a Gatekeeper source's match."""
+    lost: list[str] = []
+    if output == "gatekeeper":
+        return lost
+    for rule in conversion.rules:
+        if rule.enforcement == "deny":
+            lost.append(f"{rule.name}: the source denies (Enforce); a policy carries no enforcement: set "
+                        "enforcementAction: deny on the Gatekeeper constraint or failureAction: Enforce on the Kyverno "
+                        "policy that uses it (the shipped ones audit)")  # fmt: skip
+    if conversion.gatekeeper_match is not None:
+        lost.append("spec.match: the constraint's match is carried by -o gatekeeper only; this policy checks every "
+                    "object it is asked about (wider)")  # fmt: skip
+    return lost
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line strings (PEM keys) as literal blocks, as people write them."""
+
+
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+
+_Dumper.add_representer(str, _str)
 
 
 def run(args: argparse.Namespace) -> int:
     docs = read_documents(args.filename)
     if len(docs) != 1:
         raise PolicyError(f"{args.filename}: expected one document, found {len(docs)}")
-    policy, lost = convert(docs[0])
-    if args.output == "gatekeeper":
-        out: Any = {"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "K8sVerifyManifestSignature",
-                    "metadata": {"name": "converted"}, "spec": {"parameters": policy}}  # fmt: skip
-    elif args.output == "kyverno":
-        out = {"policy": policy}
-    else:
-        out = policy
-    sys.stdout.write(yaml.safe_dump(out, sort_keys=False))
+    conversion = convert_document(docs[0])
+    lost = conversion.lost + not_in_the_output(conversion, args.output)
+    sys.stdout.write(yaml.dump_all(outputs(conversion, args.output), Dumper=_Dumper, sort_keys=False))
     for item in lost:
         print(f"not carried over: {item}", file=sys.stderr)
     return EXIT_UNVERIFIED if lost else EXIT_OK

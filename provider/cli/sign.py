@@ -9,6 +9,16 @@ modified manifests read back from standard output, a non-zero exit with the
 reason on standard error fails the install): standard input to standard
 output, empty documents (a template that renders to nothing) dropped, an
 empty stream (a release of hooks only) passed back empty.
+
+A message is copied onto every object it signs, so a Secret signed with the
+rest of a stream would put its data into every other object's annotations.
+By default each sensitive object (``provider.signing.is_sensitive``: a
+Secret, or a kind given with ``--sensitive-kind``) is signed in a message of
+its own and the rest share one, with a note naming them; ``--tarball``,
+``--image`` and ``--append-signature``, which cannot give each object its own
+message, refuse such input with the reason. Splitting rather than refusing
+keeps ``kustomize build | manifest-provider sign -f -`` working for the
+streams that always hold Secrets (``secretGenerator``) without ever copying one.
 """
 
 from __future__ import annotations
@@ -72,6 +82,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="sign each object in a message of its own (a message over many objects is copied onto each of them)",
     )
     p.add_argument(
+        "--sensitive-kind",
+        action="append",
+        default=[],
+        metavar="KIND",
+        help="another kind whose objects hold secret values, signed each in a message of its own like a Secret "
+        "(repeatable, or comma-separated)",
+    )
+    p.add_argument(
         "--append-signature",
         action="store_true",
         help="add signature_N to already signed input, keeping earlier signatures valid",
@@ -128,6 +146,15 @@ def _objects(documents: list[Any], where: str) -> list[dict[str, Any]]:
     return objects
 
 
+def _sensitive_kinds(args: argparse.Namespace) -> frozenset[str]:
+    from ..signing import SENSITIVE_KINDS
+
+    given = {kind.strip() for value in args.sensitive_kind for kind in value.split(",")}
+    if "" in given:
+        raise RequestError("--sensitive-kind: an empty kind (a doubled or trailing comma)")
+    return SENSITIVE_KINDS | given
+
+
 def _sign_image(args: argparse.Namespace, documents: list[Any], key: Any, domain: str, files: list[Path]) -> list[Any]:
     """Push the message as a bundle image, sign the image's digest, and annotate the documents with its reference."""
     import base64
@@ -135,9 +162,18 @@ def _sign_image(args: argparse.Namespace, documents: list[Any], key: Any, domain
     from ..bundles import Reference, simple_signing_payload
     from ..errors import VerificationFailure
     from ..keys import sign_bytes
+    from ..objects import ObjectIdentity
     from ..oci.bundles import push_bundle, push_signature
     from ..oci.registry import RegistryClient
-    from ..signing import message_payload, with_bundle_ref
+    from ..signing import is_sensitive, message_payload, with_bundle_ref
+
+    kinds = _sensitive_kinds(args)
+    for doc in documents:
+        if is_sensitive(doc, kinds):
+            raise RequestError(
+                f"--image pushes the message to {args.image}, where anyone who may pull it reads it: "
+                f"{ObjectIdentity.of(doc).describe()} holds secret values. Sign it without --image"
+            )
 
     try:
         reference = Reference.parse(args.image, "--image")
@@ -151,7 +187,7 @@ def _sign_image(args: argparse.Namespace, documents: list[Any], key: Any, domain
         if args.tarball
         else None
     )
-    clean, payload = message_payload(documents, domain=domain, tarball_files=tarball)
+    clean, payload = message_payload(documents, domain=domain, tarball_files=tarball, sensitive_kinds=kinds)
     client = RegistryClient()
     digest = push_bundle(client, reference, payload)
     claim = simple_signing_payload(reference, digest)
@@ -165,11 +201,13 @@ def run(args: argparse.Namespace) -> int:
     from ..signing import (
         TOTAL_ANNOTATION_SIZE_LIMIT,
         AnnotationsTooLarge,
+        SharedSecret,
         annotations_size,
         append_signature,
         dump_yaml,
         sign_documents,
         sign_each,
+        sign_stream,
     )
     from ._keys import load_signing_key
 
@@ -183,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
                          "standard input" if source == "-" else source)  # fmt: skip
     if args.post_renderer and not documents:
         return EXIT_OK  # a release of hooks only: Helm post-renders an empty stream, and gets one back
+    kinds = _sensitive_kinds(args)
+    apart: list[dict[str, Any]] = []
     try:
         if args.image:
             if args.append_signature or args.per_object:
@@ -192,9 +232,11 @@ def run(args: argparse.Namespace) -> int:
             if args.tarball:
                 raise RequestError("--append-signature reuses the existing message; --tarball does not apply")
             if args.per_object:
-                signed = [s for doc in documents for s in append_signature([doc], key, domain=domain)]
+                signed = []
+                for doc in documents:
+                    signed.extend(append_signature([doc], key, domain=domain, sensitive_kinds=kinds))
             else:
-                signed = append_signature(documents, key, domain=domain)
+                signed = append_signature(documents, key, domain=domain, sensitive_kinds=kinds)
         elif args.per_object:
             if args.tarball:
                 raise RequestError("--per-object signs each object's YAML; --tarball signs whole files")
@@ -206,11 +248,29 @@ def run(args: argparse.Namespace) -> int:
                 if args.tarball
                 else None
             )
-            signed = sign_documents(documents, key, domain=domain, tarball_files=tarball)
+            if tarball is not None:
+                signed = sign_documents(documents, key, domain=domain, tarball_files=tarball, sensitive_kinds=kinds)
+            else:
+                signed, apart = sign_stream(documents, key, domain=domain, sensitive_kinds=kinds)
+    except SharedSecret as exc:
+        if args.tarball:
+            raise SharedSecret(f"{exc.message} (--tarball signs every file in one message: sign without it)") from exc
+        raise
     except AnnotationsTooLarge as exc:
         if args.per_object:
             raise
         raise AnnotationsTooLarge(f"{exc.message} (--per-object)") from exc
+    if apart:
+        from ..objects import ObjectIdentity
+
+        names = ", ".join(ObjectIdentity.of(doc).describe() for doc in apart[:5])
+        more = f" and {len(apart) - 5} more" if len(apart) > 5 else ""
+        print(
+            f"manifest-provider sign: note: {names}{more} signed in a message of its own: a message is copied onto "
+            "every object it signs, and would put secret values where anyone who may read the other objects "
+            "reads them",
+            file=sys.stderr,
+        )
     # kubectl's client-side apply copies the whole object, annotations included, into the
     # last-applied-configuration annotation: past half the limit, only server-side apply fits.
     crowded = [doc for doc in signed if 2 * annotations_size(doc) > TOTAL_ANNOTATION_SIZE_LIMIT]

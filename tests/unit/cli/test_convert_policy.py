@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from provider.cli import main
-from provider.cli.convert_policy import convert
+from provider.cli.convert_policy import convert, convert_document, not_in_the_output, outputs
 from provider.policy import Policy
 from tests.support.data import INTEROP, load_yaml
 
@@ -23,8 +23,9 @@ def test_kyverno_manifests_rules_convert_to_valid_policies(path: Path) -> None:
     (doc,) = load_yaml(path)
     policy, lost = convert(doc)
     compiled = Policy.from_dict(policy)
-    # Kyverno's keys may name Rekor and CT-log settings: listed as not carried over, never dropped silently
-    assert compiled.attestors and all(".rekor:" in item or ".ctlog:" in item for item in lost), lost
+    # Their Rekor and CT-log settings ignore the logs (nothing to carry); the webhook's failurePolicy is the
+    # engine's, listed as not carried over, never dropped silently
+    assert compiled.attestors and all("failurePolicy" in item for item in lost), lost
     original = doc["spec"]["rules"][0]["validate"]["manifests"]["attestors"][0]
     assert compiled.attestors[0].count == original.get("count", len(compiled.attestors[0].entries))
 
@@ -50,7 +51,12 @@ def test_an_integrity_shield_constraint_lists_what_it_cannot_carry() -> None:
     Policy.from_dict(policy)
     assert policy["resourceBundleRef"] == {"repositories": ["registry.example.com/sigs/cm"]}
     assert policy["signatureResourceRef"] == "k8s://ConfigMap/sigs/cm-sig"
-    assert any("keyConfigs" in item for item in lost) and any("spec.match" in item for item in lost)
+    assert any("keyConfigs" in item for item in lost)
+    # The constraint's own match is Gatekeeper's: carried as it is by -o gatekeeper, listed by the others
+    conversion = convert_document(constraint)
+    (gatekeeper,) = outputs(conversion, "gatekeeper")
+    assert gatekeeper["spec"]["match"] == constraint["spec"]["match"]
+    assert any("spec.match" in item for item in not_in_the_output(conversion, "policy"))
 
 
 def test_the_cli_exits_3_when_something_did_not_carry_over(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,6 +78,8 @@ def test_the_gatekeeper_output_is_a_constraint_of_the_shipped_template(tmp_path:
          str(KYVERNO / "policies" / "cpol-count1-two-keys.yaml"), "-o", "gatekeeper"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    # exit 3: the source's webhook failurePolicy: Fail is the engine's, and only listed
+    assert proc.returncode == 3 and proc.stderr.count("not carried over") == 1, proc.stderr
+    assert "failurePolicy" in proc.stderr
     constraint = yaml.safe_load(proc.stdout)
     assert constraint["kind"] == template["spec"]["crd"]["spec"]["names"]["kind"]

@@ -285,9 +285,11 @@ def test_a_body_over_the_limit_is_413_with_or_without_content_length() -> None:
     chunked = client.post(KYVERNO_PATH, input_stream=io.BytesIO(big), environ_overrides={"wsgi.input_terminated": True})
     assert chunked.status_code == 413 and chunked.get_json()["reason"] == "request-invalid"
     small = client.post(KYVERNO_PATH, input_stream=io.BytesIO(b"{}"), environ_overrides={"wsgi.input_terminated": True})
+    # Escaped as Kyverno's scanner skips it (\{{), or Kyverno would put the request into the message;
+    # its last step turns it back into {{ (provider/service/wire/kyverno.py).
     assert (
         small.status_code == 200
-        and small.get_json()["message"] == 'the request body has no "request" (pass {{ request }} from the policy)'
+        and small.get_json()["message"] == 'the request body has no "request" (pass \\{{ request }} from the policy)'
     )
     app.extensions["manifest_provider"].dispatcher.shutdown()
 
