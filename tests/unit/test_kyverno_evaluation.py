@@ -283,6 +283,12 @@ def test_a_converted_manifests_rule_works_on_every_release(version: str, path: A
     denies the tampered one -- as a CREATE and as an UPDATE of the signed one."""
     assert len(UPSTREAM) == len(UPSTREAM_ADMITS_SIGNED)
     (upstream,) = load_yaml(path)
+    # Kyverno's test policies match Services; its signed and tampered admission requests are ConfigMaps.
+    # The converter carries the rule's scope, so the rule is pointed at ConfigMaps first.
+    assert convert(upstream)[0]["inScopeObjects"] == [{"kind": "Service", "subresource": "-"}]
+    for rule in upstream["spec"]["rules"]:
+        for entry in rule["match"]["any"]:
+            entry["resources"]["kinds"] = ["ConfigMap"]
     converted, _lost = convert(upstream)
     (doc,) = build(Request(engine="kyverno", policy=converted, enforce=True, namespaces=()))
     crds = {
