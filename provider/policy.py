@@ -53,6 +53,7 @@ from .limits import DEFAULT_LIMITS, Limits
 from .objects import NamePattern, ObjectIdentity, ObjectRef
 from .openpgp import OpenPGPKey, load_trusted_keys
 from .parsing import load_yaml_stream
+from .regexes import PolicyRegex
 from .resources import BUILTIN_KINDS, SCALABLE_KINDS
 from .review import Review
 from .schema import check_fields, read_list, read_str
@@ -535,6 +536,14 @@ class Policy:
         unanchored = data.get("unsafeUnanchoredIgnoreFields", False)
         if not isinstance(unanchored, bool):
             raise PolicyError(f"{where}.unsafeUnanchoredIgnoreFields: expected true or false")
+        ignore_fields = tuple(
+            IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]")
+            for i, r in enumerate(read_list(data.get("ignoreFields"), f"{where}.ignoreFields"))
+        )
+        if unanchored:  # refuse a pattern RE2 cannot run now, not at the first object it applies to
+            for i, rule in enumerate(ignore_fields):
+                for j, text in enumerate(rule.fields):
+                    unanchored_matcher(text, f"{where}.ignoreFields[{i}].fields[{j}]")
 
         trusted_root = None
         if signers:
@@ -559,10 +568,7 @@ class Policy:
             threshold=threshold,
             trusted_root=trusted_root,
             annotation_domain=domain,
-            ignore_fields=tuple(
-                IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]")
-                for i, r in enumerate(read_list(data.get("ignoreFields"), f"{where}.ignoreFields"))
-            ),
+            ignore_fields=ignore_fields,
             sensitive_fields=tuple(
                 IgnoreRule.from_dict(r, f"{where}.sensitiveFields[{i}]", widens=False)
                 for i, r in enumerate(read_list(data.get("sensitiveFields"), f"{where}.sensitiveFields"))
@@ -626,7 +632,7 @@ class Policy:
         if cached is not None:
             return cached
         anchored: list[tuple[Segment, ...]] = []
-        unanchored: list[re.Pattern[str]] = []
+        unanchored: list[PolicyRegex] = []
         for i in applicable:
             if i >= own and self.unsafe_unanchored_ignore_fields:
                 unanchored.extend(unanchored_matcher(f) for f in rules[i].fields)
