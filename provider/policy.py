@@ -42,6 +42,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
 from .attestors import AnchorSet, Leaf, parse_attestors, read_keyring
+from .bounds import SERVICE, Bounds
 from .bundles import BundleOptions, ConfigMapRef
 from .compare import FieldTrie, IgnoreSet, Segment, diff, parse_field_pattern, unanchored_matcher
 from .envelope import DEFAULT_DOMAIN
@@ -448,13 +449,30 @@ class Policy:
     resource_bundle: BundleOptions | None = None
     #: A ConfigMap holding the message and signature for every object (``kubectl sigstore sign -o k8s://...``).
     signature_resource_ref: ConfigMapRef | None = None
+    #: What the operator lets this policy name (provider/bounds.py); the verifier checks the signature
+    #: ConfigMap's namespace against it for each object.
+    bounds: Bounds = field(default=SERVICE, compare=False)
     _ignore_cache: dict[tuple[int, ...], IgnoreSet] = field(default_factory=dict, repr=False, compare=False)
     _sensitive_cache: dict[tuple[int, ...], FieldTrie] = field(default_factory=dict, repr=False, compare=False)
 
     # -- construction --
 
     @classmethod
-    def from_dict(cls, data: Any, *, limits: Limits = DEFAULT_LIMITS, where: str = "policy") -> Policy:
+    def from_dict(
+        cls,
+        data: Any,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        where: str = "policy",
+        bounds: Bounds = SERVICE,
+        deadline: float | None = None,
+    ) -> Policy:
+        """Validate and compile a policy.
+
+        ``bounds`` is what the operator lets the policy name (:mod:`provider.bounds`; the default is
+        the service's: no trust-root files, signature ConfigMaps in the object's own namespace only,
+        no registries); ``deadline`` (a :func:`time.monotonic` instant) bounds reading a trust-root file.
+        """
         data = check_fields(data, where, _POLICY_FIELDS)
         loaded: list[PublicKey | OpenPGPKey] = []
         for i, item in enumerate(read_list(data.get("keys"), f"{where}.keys")):
@@ -552,7 +570,9 @@ class Policy:
             from .keyless.trust import load_signer_roots, load_trusted_root
 
             if any(spec.roots is None for spec in signers):
-                trusted_root = load_trusted_root(data.get("trustedRoot"), limits=limits)
+                trusted_root = load_trusted_root(
+                    data.get("trustedRoot"), limits=limits, bounds=bounds, deadline=deadline
+                )
             compiled = {
                 id(spec): dataclasses.replace(spec, anchors=load_signer_roots(spec.roots, limits))
                 for spec in signers
@@ -586,6 +606,7 @@ class Policy:
             attestors=attestors,
             resource_bundle=bundle_options,
             signature_resource_ref=signature_ref,
+            bounds=bounds,
         )
 
     # -- derived --
