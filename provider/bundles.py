@@ -369,13 +369,21 @@ class ConfigMapRef:
         return cls(parts[1], parts[2])
 
 
+def no_signature_configmap(ref: ConfigMapRef) -> Unsigned:
+    """The one answer for a signature ConfigMap that is missing or holds no signature (no existence oracle)."""
+    return Unsigned(f"the signature ConfigMap {ref} holds no signature (a 'message' and a 'signature' entry)")
+
+
 def configmap_envelope(
     data: dict[str, Any], ref: ConfigMapRef, domain: str, limits: Limits = DEFAULT_LIMITS
 ) -> Envelope:
-    """The envelope a signature ConfigMap's ``data`` holds: one signature set (upstream reads no ``signature_N``)."""
+    """The envelope a signature ConfigMap's ``data`` holds: one signature set (upstream reads no ``signature_N``).
+
+    A ConfigMap without ``message`` and ``signature`` is :func:`no_signature_configmap`, word for word the
+    answer for one that does not exist: which of the two it was is not the policy author's to learn.
+    """
     if "message" not in data or "signature" not in data:
-        missing = "message" if "message" not in data else "signature"
-        raise Unsigned(f"the signature ConfigMap {ref} has no {missing!r} entry")
+        raise no_signature_configmap(ref)
     payload = decode_message(data["message"], limits)
     signature = decode_base64(data["signature"], f"{ref} signature", limits.max_signature_bytes)
 
@@ -402,6 +410,7 @@ __all__ = [
     "Sources",
     "bundle_envelope",
     "configmap_envelope",
+    "no_signature_configmap",
     "signature_tag",
     "simple_signing_payload",
 ]
