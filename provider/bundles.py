@@ -60,7 +60,7 @@ from .envelope import (
     decode_base64,
     decode_message,
 )
-from .errors import PolicyError, Unsigned, VerificationFailure
+from .errors import PolicyError, ProviderError, Unsigned, VerificationFailure
 from .limits import DEFAULT_LIMITS, Limits
 from .schema import check_fields, read_list, read_str
 
@@ -180,27 +180,28 @@ class BundleOptions:
     timeout: float = DEFAULT_TIMEOUT
 
     @classmethod
-    def from_dict(cls, data: Any, where: str) -> BundleOptions:
+    def from_dict(cls, data: Any, where: str, allowed: tuple[str, ...] | None = None) -> BundleOptions:
+        """The policy's ``resourceBundleRef``; ``allowed`` is the operator's list every entry must lie under.
+
+        ``None``: not bounded (the person running the CLI wrote the policy); ``()``: no registry at all.
+        A policy's list narrows the operator's and never widens it (:mod:`provider.bounds`).
+        """
         data = check_fields(data, where, ("repositories", "timeoutSeconds"))
+        if allowed is not None and not allowed:
+            raise PolicyError(
+                f"{where}: resource bundles are not allowed here: the operator lists no registry that bundles may "
+                "come from (MANIFEST_PROVIDER_BUNDLE_REPOSITORIES)"
+            )
         repositories = []
         for i, item in enumerate(read_list(data.get("repositories"), f"{where}.repositories")):
             spot = f"{where}.repositories[{i}]"
-            text = read_str(item, spot).rstrip("/")
-            try:
-                # A prefix is a registry, or a registry and the first components of a repository path.
-                parsed = Reference.parse(text + "/x" if "/" not in text else text, f"{spot}:")
-            except VerificationFailure as exc:
-                raise PolicyError(exc.message) from exc
-            if parsed.digest or (parsed.tag not in (None, "latest")) or text.endswith(":latest"):
-                raise PolicyError(f"{spot}: a repository prefix has no tag or digest")
-            if "/" not in text and parsed.registry != _registry_host(text):
-                # "myorg" would parse as Docker Hub's "library/myorg"; as a prefix it would have become all of
-                # Docker Hub, where anyone can push. A prefix without "/" must name a registry host itself.
+            prefix = parse_repository_prefix(read_str(item, spot), spot, PolicyError)
+            if allowed is not None and not any(under(prefix, bound) for bound in allowed):
                 raise PolicyError(
-                    f"{spot}: {text[:80]!r} is not a registry host (no '.', ':' or localhost); for a repository "
-                    f"on Docker Hub write {DEFAULT_REGISTRY}/{text[:80]}"
+                    f"{spot}: {prefix[:120]!r} is not under a registry or repository the operator allows bundles "
+                    "from (MANIFEST_PROVIDER_BUNDLE_REPOSITORIES); a policy may only narrow that list"
                 )
-            repositories.append(parsed.registry if "/" not in text else parsed.name)
+            repositories.append(prefix)
         if not repositories:
             raise PolicyError(
                 f"{where}.repositories: list the registries or repositories bundles may come from; the object names "
@@ -213,8 +214,33 @@ class BundleOptions:
 
     def allows(self, reference: Reference) -> bool:
         """Whether the reference's repository is one listed, or lies under one, at a ``/`` boundary."""
-        name = reference.name
-        return any(name == prefix or name.startswith(prefix + "/") for prefix in self.repositories)
+        return any(under(reference.name, prefix) for prefix in self.repositories)
+
+
+def under(name: str, prefix: str) -> bool:
+    """Whether repository ``name`` (``registry/path``) is ``prefix`` or lies under it, at a ``/`` boundary."""
+    return name == prefix or name.startswith(prefix + "/")
+
+
+def parse_repository_prefix(text: str, where: str, error: type[ProviderError]) -> str:
+    """A repository prefix, normalised: a registry host, or a registry and the first components of a path.
+
+    ``myorg`` would parse as Docker Hub's ``library/myorg``; as a prefix it would have become all of
+    Docker Hub, where anyone can push: a prefix without ``/`` must name a registry host itself.
+    """
+    text = text.rstrip("/")
+    try:
+        parsed = Reference.parse(text + "/x" if "/" not in text else text, f"{where}:")
+    except VerificationFailure as exc:
+        raise error(exc.message) from None
+    if parsed.digest or (parsed.tag not in (None, "latest")) or text.endswith(":latest"):
+        raise error(f"{where}: a repository prefix has no tag or digest")
+    if "/" not in text and parsed.registry != _registry_host(text):
+        raise error(
+            f"{where}: {text[:80]!r} is not a registry host (no '.', ':' or localhost); for a repository "
+            f"on Docker Hub write {DEFAULT_REGISTRY}/{text[:80]}"
+        )
+    return parsed.registry if "/" not in text else parsed.name
 
 
 @dataclass(frozen=True)
@@ -411,6 +437,8 @@ __all__ = [
     "bundle_envelope",
     "configmap_envelope",
     "no_signature_configmap",
+    "parse_repository_prefix",
     "signature_tag",
     "simple_signing_payload",
+    "under",
 ]

@@ -512,7 +512,9 @@ class Policy:
         if not attestors and len({k.fingerprint for k in loaded}) != len(loaded):
             raise PolicyError(f"{where}.keys: the same key is listed twice; MustAll and threshold count distinct keys")
         bundle_options = (
-            BundleOptions.from_dict(data["resourceBundleRef"], f"{where}.resourceBundleRef")
+            BundleOptions.from_dict(
+                data["resourceBundleRef"], f"{where}.resourceBundleRef", allowed=bounds.bundle_repositories
+            )
             if "resourceBundleRef" in data
             else None
         )

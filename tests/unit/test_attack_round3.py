@@ -127,7 +127,8 @@ def test_objects_naming_ever_new_repositories_do_not_grow_the_token_cache_withou
     server, issued = _token_registry()
     client = RegistryClient()
     policy = Policy.from_dict(
-        {"keys": [public_key_pem(KEY)], "resourceBundleRef": {"repositories": [f"{server.host}/bundles"]}}
+        {"keys": [public_key_pem(KEY)], "resourceBundleRef": {"repositories": [f"{server.host}/bundles"]}},
+        bounds=LOCAL,
     )
     sources = Sources(bundles=OciBundleSource(client))
     names = 2 * MAX_TOKENS
