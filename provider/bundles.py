@@ -2,16 +2,38 @@
 
 **Resource bundles** (``kubectl sigstore sign -i IMAGE``; ``docs/format.md``,
 "Resource bundles"). The object carries only ``D/resourceBundleRef`` (D the
-annotation domain), an image reference. The image
-(``sigstore/k8s-manifest-sigstore`` ``pkg/k8smanifest/sign.go``
-``uploadFileToRegistry``, cosign ``pkg/cosign/remote/index.go`` ``UploadFile``)
-is an OCI image manifest with one layer: the message payload ``P`` itself
-(a YAML stream, or with ``--tarball=yes`` a tar.gz of YAML files), media type
-what Go's ``http.DetectContentType`` says of it (``text/plain``,
-``application/x-gzip``). The image is signed as cosign signs images: a
-manifest at tag ``sha256-<hex>.sig`` in the same repository whose layers are
-simple-signing payloads naming the image's manifest digest, each with its
-signature in the ``dev.cosignproject.cosign/signature`` annotation.
+annotation domain), an image reference. The image is exactly what
+``kubectl sigstore sign -i`` writes, and nothing else is read as a bundle:
+
+* ``sigstore/k8s-manifest-sigstore`` ``pkg/k8smanifest/sign.go``
+  ``uploadFileToRegistry`` (v0.1.0 to v0.5.4 and main 612a7bb) writes the
+  message to one file and calls cosign's ``UploadFiles`` with that one file
+  and ``DefaultMediaTypeGetter``;
+* cosign ``pkg/cosign/remote/index.go`` (v1.5.1 to v3.0.4, the versions those
+  releases use) builds each file with ``static.NewFile(b,
+  static.WithLayerMediaType(mt))``, ``mt`` being ``DefaultMediaTypeGetter``:
+  Go's ``http.DetectContentType(b)`` up to its ``;`` -- ``text/plain`` for a
+  YAML message, ``application/x-gzip`` for a ``--tarball=yes`` one (v1.2.0's
+  ``UploadFile`` did the same by hand);
+* cosign ``pkg/oci/static/file.go`` ``NewFile`` starts from ``empty.Image`` as
+  ``types.OCIManifestSchema1`` (``application/vnd.oci.image.manifest.v1+json``)
+  with the config media type of ``pkg/oci/static/options.go``,
+  ``types.OCIConfigJSON`` (``application/vnd.oci.image.config.v1+json``), and
+  appends the one static layer: the message bytes as they are (a static
+  layer's compressed and uncompressed forms are the same bytes).
+
+So a bundle is an OCI image manifest, config ``application/vnd.oci.image.config.v1+json``,
+exactly one layer of media type ``text/plain`` (the bytes a YAML stream) or
+``application/x-gzip`` (the bytes a gzip stream). A container image -- whose
+layers are ``application/vnd.oci.image.layer.v1.tar+gzip`` or Docker's
+``...rootfs.diff.tar.gzip`` -- is refused by these media types before its layer is
+fetched, however its files are named and whoever signed it: a key that signs
+images and bundles in one repository does not make every image a bundle
+(:data:`BUNDLE_LAYER_TYPES`; :mod:`provider.oci.bundles` checks the manifest,
+:func:`bundle_envelope` the layer again). The image is signed as cosign signs
+images: a manifest at tag ``sha256-<hex>.sig`` in the same repository whose
+layers are simple-signing payloads naming the image's manifest digest, each
+with its signature in the ``dev.cosignproject.cosign/signature`` annotation.
 
 Reading one (the verifier's step 1 for such an object):
 
@@ -56,6 +78,7 @@ from .envelope import (
     GZIP_MAGIC,
     Envelope,
     Payload,
+    PayloadFormat,
     SignatureSet,
     decode_base64,
     decode_message,
@@ -66,6 +89,12 @@ from .schema import check_fields, read_list, read_str
 
 #: ``D/resourceBundleRef`` (``pkg/k8smanifest/option.go`` ``defaultResourceBundleRefAnnotationBaseName``).
 BUNDLE_REF_NAME = "resourceBundleRef"
+#: The manifest and config media types of a bundle image (cosign ``pkg/oci/static/file.go`` ``NewFile``,
+#: ``options.go``; go-containerregistry ``types.OCIManifestSchema1``, ``types.OCIConfigJSON``).
+BUNDLE_MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
+BUNDLE_CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json"
+#: The bundle layer's media type -> the message format it holds (``http.DetectContentType`` of the message).
+BUNDLE_LAYER_TYPES: dict[str, PayloadFormat] = {"text/plain": "yaml", "application/x-gzip": "tarball"}
 #: cosign ``pkg/types/media.go`` ``SimpleSigningMediaType``: the layer type of a signature manifest.
 SIMPLE_SIGNING_MEDIA_TYPE = "application/vnd.dev.cosign.simplesigning.v1+json"
 #: sigstore ``pkg/signature/payload/payload.go`` ``CosignSignatureType``.
@@ -306,7 +335,7 @@ def bundle_envelope(fetched: FetchedBundle, domain: str, limits: Limits = DEFAUL
             f"the bundle's layer holds {len(layer)} bytes; at most {limits.max_payload_bytes} are read",
             reason="bundle-invalid",
         )
-    payload = Payload(layer, "tarball" if layer.startswith(GZIP_MAGIC) else "yaml")
+    payload = Payload(layer, bundle_layer_format(fetched.layer_media_type, layer, str(fetched.reference)))
     sets: list[SignatureSet] = []
     skipped = list(fetched.skipped)
     for index, image_signature in enumerate(fetched.signatures):
@@ -327,6 +356,33 @@ def bundle_envelope(fetched: FetchedBundle, domain: str, limits: Limits = DEFAUL
             f"the resource bundle {fetched.reference} carries no cosign signature for its digest{detail}",
         )
     return Envelope(domain, payload, tuple(sets), tuple(skipped), annotations)
+
+
+def not_a_bundle_layer(media_type: Any, reference: str) -> VerificationFailure:
+    """The answer for an image whose layer is not a resource bundle's (a container image's, an artifact's)."""
+    return VerificationFailure(
+        f"{reference} is not a resource bundle: its layer is a {str(media_type)[:80]!r}, and kubectl sigstore "
+        f"sign -i writes one layer of {' or '.join(BUNDLE_LAYER_TYPES)} (a YAML or a tarball message)",
+        reason="bundle-invalid",
+    )
+
+
+def bundle_layer_format(media_type: str, layer: bytes, reference: str) -> PayloadFormat:
+    """The message format a bundle's layer holds (``yaml`` or ``tarball``), from its media type and bytes.
+
+    The two must agree, as ``http.DetectContentType`` made one from the other: gzip bytes under
+    ``text/plain``, or other bytes under ``application/x-gzip``, are not what upstream writes.
+    """
+    kind = BUNDLE_LAYER_TYPES.get(media_type)
+    if kind is None:
+        raise not_a_bundle_layer(media_type, reference)
+    if (kind == "tarball") != layer.startswith(GZIP_MAGIC):
+        raise VerificationFailure(
+            f"{reference}: the bundle's layer is labelled {media_type!r} but its bytes are "
+            f"{'not ' if kind == 'tarball' else ''}a gzip stream",
+            reason="bundle-invalid",
+        )
+    return kind
 
 
 def _payload_mismatch(payload: bytes, digest: str, limits: Limits) -> str:

@@ -9,8 +9,12 @@ The layouts are in :mod:`provider.bundles` and ``docs/format.md``. A fetch
    bytes received (a ``Docker-Content-Digest`` that disagrees, or a digest in
    the reference that does, is ``bundle-invalid``). This is the one request a
    tag costs: everything after is fetched by digest;
-2. the one layer, at most ``Limits.max_payload_bytes``, its size and SHA-256
-   checked against the manifest's descriptor;
+2. the layout checked by media type (:mod:`provider.bundles`: an OCI
+   manifest, config ``application/vnd.oci.image.config.v1+json``, exactly one
+   layer of ``text/plain`` or ``application/x-gzip``) -- a container image is
+   refused here, before its layer is asked for -- then the one layer, at most
+   ``Limits.max_payload_bytes``, its size and SHA-256 checked against the
+   manifest's descriptor;
 3. ``GET /v2/<name>/manifests/sha256-<hex>.sig`` (404: no signatures), and
    each simple-signing layer (at most ``Limits.max_signatures``, each at most
    ``Limits.max_certificate_bytes``), checked likewise.
@@ -31,6 +35,9 @@ from typing import Any
 
 from ..bundles import (
     BUNDLE_ANNOTATION,
+    BUNDLE_CONFIG_MEDIA_TYPE,
+    BUNDLE_LAYER_TYPES,
+    BUNDLE_MANIFEST_MEDIA_TYPE,
     CERTIFICATE_ANNOTATION,
     CHAIN_ANNOTATION,
     SIGNATURE_ANNOTATION,
@@ -38,6 +45,7 @@ from ..bundles import (
     FetchedBundle,
     ImageSignature,
     Reference,
+    not_a_bundle_layer,
     signature_tag,
 )
 from ..cache import LRUCache, digest
@@ -69,6 +77,31 @@ def _failure(error: RegistryError, reference: Reference) -> VerificationFailure:
         reason="bundle-unavailable",
         used_cluster=True,  # the registry's state, not the object's: never cached
     )
+
+
+def _bundle_layer(reference: Reference, document: dict[str, Any]) -> dict[str, Any]:
+    """The one layer descriptor of a bundle image, after its layout is checked by media type (module docstring)."""
+    media_type = document.get("mediaType")
+    config = document.get("config")
+    config_type = config.get("mediaType") if isinstance(config, dict) else None
+    if media_type != BUNDLE_MANIFEST_MEDIA_TYPE or config_type != BUNDLE_CONFIG_MEDIA_TYPE:
+        raise VerificationFailure(
+            f"{reference} is not a resource bundle: a {str(media_type)[:60]!r} with a config of "
+            f"{str(config_type)[:60]!r}, where kubectl sigstore sign -i writes a {BUNDLE_MANIFEST_MEDIA_TYPE!r} with "
+            f"a config of {BUNDLE_CONFIG_MEDIA_TYPE!r}",
+            reason="bundle-invalid",
+        )
+    layers = document["layers"]
+    if len(layers) != 1:
+        raise VerificationFailure(
+            f"{reference} is not a resource bundle: {len(layers)} layers, where kubectl sigstore sign -i writes one "
+            "(the message)",
+            reason="bundle-invalid",
+        )
+    (descriptor,) = layers
+    if descriptor.get("mediaType") not in BUNDLE_LAYER_TYPES:
+        raise not_a_bundle_layer(descriptor.get("mediaType"), str(reference))
+    return dict(descriptor)
 
 
 class OciBundleSource:
@@ -158,12 +191,7 @@ class OciBundleSource:
         cached = self._images.get(digest(reference.name, manifest_digest))
         if cached is not None:
             return cached
-        layers = document["layers"]
-        if len(layers) != 1:
-            raise RegistryError(
-                f"the bundle image has {len(layers)} layers; kubectl sigstore writes one (the message)", "invalid"
-            )
-        (descriptor,) = layers
+        descriptor = _bundle_layer(reference, document)
         layer = self._blob(reference, descriptor, deadline, limits.max_payload_bytes)
         image = _Image(manifest_digest, layer, str(descriptor.get("mediaType", "")))
         self._images.put(digest(reference.name, manifest_digest), image)
