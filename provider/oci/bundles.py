@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,8 @@ from ..cache import LRUCache, digest
 from ..errors import RequestError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
 from .registry import MANIFEST_TYPES, OCI_CONFIG, OCI_MANIFEST, Answer, RegistryClient, RegistryError, json_document
+
+log = logging.getLogger("provider.bundles")
 
 #: Seconds the signatures fetched for a digest are reused.
 SIGNATURES_TTL = 30.0
@@ -124,6 +127,17 @@ class OciBundleSource:
                 self._signatures.put(key, signatures)
         except RegistryError as error:
             raise _failure(error, reference) from None
+        except (ValueError, TypeError, AttributeError, OverflowError, LookupError) as error:
+            # The registry's answers are the registry's to write: whatever in them this code did not
+            # foresee is this fetch's denial (logged, never cached), never an error that takes the other
+            # keys of a Gatekeeper batch with it.
+            log.error("an answer of the registry for %s could not be read", reference, exc_info=error)
+            raise VerificationFailure(
+                f"the resource bundle {reference} could not be read: the registry answered something unexpected "
+                f"({type(error).__name__})",
+                reason="bundle-invalid",
+                used_cluster=True,
+            ) from None
         return FetchedBundle(
             reference.with_digest(image.digest), image.digest, image.layer, image.media_type, *signatures
         )
