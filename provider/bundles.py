@@ -269,7 +269,16 @@ def parse_repository_prefix(text: str, where: str, error: type[ProviderError]) -
             f"{where}: {text[:80]!r} is not a registry host (no '.', ':' or localhost); for a repository "
             f"on Docker Hub write {DEFAULT_REGISTRY}/{text[:80]}"
         )
-    return parsed.registry if "/" not in text else parsed.name
+    if "/" not in text:
+        return parsed.registry
+    if parsed.registry == DEFAULT_REGISTRY:
+        # A reference "docker.io/nginx" is the official "library/nginx"; a *prefix* "docker.io/myorg" is the
+        # organisation myorg, whose repositories are "myorg/...": the path is taken as written (its components
+        # were checked by the parse above).
+        given = text.split("/")
+        path = given[1:] if _registry_host(given[0]) is not None else given
+        return f"{DEFAULT_REGISTRY}/{'/'.join(path)}"
+    return parsed.name
 
 
 @dataclass(frozen=True)
