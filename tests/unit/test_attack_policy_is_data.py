@@ -1,4 +1,4 @@
-"""A policy is data: whoever writes one cannot make the verifier read, wait or leak (issue 25).
+"""Attack classes 11-16 (docs/security.md): a policy is data, and its author cannot make the verifier read or wait.
 
 The policy arrives with each request, and a namespaced Kyverno ``Policy`` is a
 namespace admin's, sent with Kyverno's own token: the service cannot tell it
