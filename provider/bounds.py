@@ -18,6 +18,11 @@ and the operator -- not the policy -- bounds each:
   and in :attr:`Bounds.signature_namespaces`; anything else is refused before
   the API server is asked, with one message that does not depend on what
   that namespace holds.
+* ``dryRun.namespace`` makes the verifier create (``dryRun=All``) the signed
+  document in that namespace, through its admission webhooks, and shows the
+  policy what the API server made of it there (another tenant's LimitRange
+  defaults, its injected sidecars): only the admitted object's own namespace
+  and :attr:`Bounds.dry_run_namespaces` may be named.
 * ``resourceBundleRef.repositories`` makes each admission a registry fetch
   the *object* points at, within the policy's list: every entry of that list
   must lie under one of :attr:`Bounds.bundle_repositories`, so a policy can
@@ -31,9 +36,10 @@ Who holds which bounds:
 
 * :data:`SERVICE` -- the defaults of ``manifest-provider serve`` and of
   :meth:`provider.policy.Policy.from_dict`: no trust-root files, the object's
-  own namespace only, no registries. The service widens them only as its
-  configuration says (``MANIFEST_PROVIDER_TRUSTED_ROOT_FILES``,
-  ``..._SIGNATURE_NAMESPACES``, ``..._SIGNATURE_OWN_NAMESPACE``,
+  own namespace only (for signature ConfigMaps and dry-runs), no registries.
+  The service widens them only as its configuration says
+  (``MANIFEST_PROVIDER_TRUSTED_ROOT_FILES``, ``..._SIGNATURE_NAMESPACES``,
+  ``..._SIGNATURE_OWN_NAMESPACE``, ``..._DRY_RUN_NAMESPACES``,
   ``..._BUNDLE_REPOSITORIES``; :mod:`provider.service.config`);
 * :data:`LOCAL` -- the CLI (``verify``, ``classify``, ``verify-resource``,
   ``observe``): the person who runs it wrote the policy file and is the
@@ -63,6 +69,8 @@ class Bounds:
     #: Repository prefixes (``registry[/path]``) every ``resourceBundleRef.repositories`` entry must lie under
     #: (``None``: the policy's list alone decides).
     bundle_repositories: tuple[str, ...] | None = ()
+    #: Namespaces a policy's ``dryRun.namespace`` may name besides the object's own (``None``: any).
+    dry_run_namespaces: tuple[str, ...] | None = ()
 
     def allows_trusted_root_file(self, path: str) -> bool:
         return self.trusted_root_files is None or path in self.trusted_root_files
@@ -78,10 +86,16 @@ class Bounds:
             return True
         return self.own_namespace_signatures and bool(own) and all(ns == namespace for ns in own)
 
+    def allows_dry_run_namespace(self, namespace: str, own: tuple[str, ...]) -> bool:
+        """Whether a dry-run may be sent to ``namespace`` for an object whose namespaces are ``own``."""
+        if self.dry_run_namespaces is None or namespace in self.dry_run_namespaces:
+            return True
+        return bool(own) and all(ns == namespace for ns in own)
+
 
 #: The service's defaults, and the library's (:meth:`provider.policy.Policy.from_dict`).
 SERVICE = Bounds()
 #: The CLI's: the person running it wrote the policy (module docstring).
-LOCAL = Bounds(trusted_root_files=None, signature_namespaces=None, bundle_repositories=None)
+LOCAL = Bounds(trusted_root_files=None, signature_namespaces=None, bundle_repositories=None, dry_run_namespaces=None)
 
 __all__ = ["LOCAL", "SERVICE", "Bounds"]

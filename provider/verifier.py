@@ -197,6 +197,21 @@ def _check_configmap_namespace(ref: ConfigMapRef, policy: Policy, own_namespaces
     )
 
 
+def _check_dry_run_namespace(policy: Policy, own_namespaces: tuple[str, ...]) -> None:
+    """Refuse a ``dryRun.namespace`` the operator does not let policies send dry-runs to (before any is sent).
+
+    A dry-run creates the signed document there, through that namespace's admission webhooks, and the
+    verdict shows what the API server made of it: another tenant's defaults and mutations.
+    """
+    target = policy.dry_run.namespace
+    if not target or policy.bounds.allows_dry_run_namespace(target, own_namespaces):
+        return
+    raise PolicyError(
+        f"dryRun.namespace: policies may not send dry-runs to namespace {target[:63]!r}; they may use the "
+        "admitted object's own namespace and the namespaces the operator lists (MANIFEST_PROVIDER_DRY_RUN_NAMESPACES)"
+    )
+
+
 def _bundle_envelope(  # noqa: PLR0917 - step 1's inputs
     text: Any, options: BundleOptions, domain: str, sources: Sources, limits: Limits, deadline: float | None
 ) -> Envelope:
@@ -584,6 +599,7 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
             signers=signers,
         )
     if policy.dry_run.enabled and dry_runner is not None:
+        _check_dry_run_namespace(policy, own_namespaces)
         try:
             items = compare_with_dry_run(
                 document, admitted, namespace, policy, ignore, dry_runner, envelope.annotations

@@ -69,6 +69,13 @@ FLAGS: tuple[tuple[str, str, type, str, str], ...] = (
         "(default: none)",
     ),
     (
+        "--dry-run-namespaces",
+        "dry_run_namespaces",
+        str,
+        "LIST",
+        "namespaces any policy's dryRun.namespace may name besides the object's own, comma-separated (default: none)",
+    ),
+    (
         "--bundle-repositories",
         "bundle_repositories",
         str,

@@ -95,6 +95,9 @@ class Config:
     #: Whether ``signatureResourceRef`` may read the admitted object's own namespace. A Kyverno body is
     #: its policy's template, so its author writes the namespace too (docs/security.md, "Threat model").
     signature_own_namespace: bool = True
+    #: Namespaces any policy's ``dryRun.namespace`` may name besides the admitted object's own (a dedicated
+    #: dry-run namespace, docs/dryrun.md "Which namespace").
+    dry_run_namespaces: tuple[str, ...] = ()
     #: Registries or repositories (``registry[/path]``) bundles may come from; every entry of a policy's
     #: ``resourceBundleRef.repositories`` must lie under one. Default none: no bundle is fetched.
     bundle_repositories: tuple[str, ...] = ()
@@ -182,6 +185,7 @@ class Config:
             signature_namespaces=self.signature_namespaces,
             own_namespace_signatures=self.signature_own_namespace,
             bundle_repositories=self.bundle_repositories,
+            dry_run_namespaces=self.dry_run_namespaces,
         )
 
     @property
@@ -338,10 +342,12 @@ def _check_bounds(config: Config) -> Config:
     for path in config.trusted_root_files:
         if not os.path.isabs(path) or os.path.normpath(path) != path or "\x00" in path:
             raise ConfigError(f"{where}: {path[:80]!r} is not an absolute, normalised path (no '..', '.', '//')")
-    where = env_name("signature_namespaces")
-    for namespace in config.signature_namespaces:
-        if not _NAMESPACE.match(namespace):
-            raise ConfigError(f"{where}: {namespace[:80]!r} is not a namespace name (no patterns: list each one)")
+    for name in ("signature_namespaces", "dry_run_namespaces"):
+        for namespace in getattr(config, name):
+            if not _NAMESPACE.match(namespace):
+                raise ConfigError(
+                    f"{env_name(name)}: {namespace[:80]!r} is not a namespace name (no patterns: list each one)"
+                )
     repositories = tuple(
         parse_repository_prefix(text, env_name("bundle_repositories"), ConfigError)
         for text in config.bundle_repositories

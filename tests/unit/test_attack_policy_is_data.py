@@ -1,4 +1,4 @@
-"""Attack classes 11-16 (docs/security.md): a policy is data, and its author cannot make the verifier read or wait.
+"""Attack classes 11-17 (docs/security.md): a policy is data, and its author cannot make the verifier read or wait.
 
 The policy arrives with each request, and a namespaced Kyverno ``Policy`` is a
 namespace admin's, sent with Kyverno's own token: the service cannot tell it
@@ -175,6 +175,8 @@ def test_what_is_wrong_with_an_allowed_file_goes_to_the_log_not_to_the_policy(tm
     messages = set()
     records = _Records()
     logger = logging.getLogger("provider.trust")
+    level = logger.level
+    logger.setLevel(logging.WARNING)  # whatever another test left the "provider" logger's level at
     logger.addHandler(records)
     try:
         for path in paths.values():
@@ -183,6 +185,7 @@ def test_what_is_wrong_with_an_allowed_file_goes_to_the_log_not_to_the_policy(tm
             messages.add(refused.value.message.replace(repr(str(path)), "<path>"))
     finally:
         logger.removeHandler(records)
+        logger.setLevel(level)
     assert len(messages) == 1, messages
     for leak in ("secret-key-name", "NaN", "line", "column", "s3cret", "No such file", "directory"):
         assert leak not in next(iter(messages))
@@ -314,6 +317,46 @@ def test_the_configmap_read_ends_by_the_request_deadline() -> None:
     deadline = time.monotonic() + 0.05  # well inside the dry-run timeout the read was given before
     decide(Review.for_object(configmap("app")), policy, sources=Sources(configmaps=reader), deadline=deadline)
     assert reader.deadlines and max(reader.deadlines) <= deadline
+
+
+# --- dryRun.namespace sends the signed document through another tenant's admission -----------------------------
+
+
+class _DryRuns:
+    """A dry-run port that records where it was asked to create (the verifier's choice is under test)."""
+
+    def __init__(self) -> None:
+        self.namespaces: list[str | None] = []
+
+    def dry_run(self, manifest: dict[str, Any], namespace: str | None) -> dict[str, Any]:
+        self.namespaces.append(namespace)
+        return manifest  # what the server made of it: unchanged, so the admitted object still differs
+
+
+def _dry_run_verdict(target: str, obj: dict[str, Any], bounds: Bounds = SERVICE) -> tuple[Result, list[str | None]]:
+    (signed,) = sign_documents([configmap("app", namespace=None, mode="production")], KEY)
+    obj["metadata"]["annotations"] = signed["metadata"]["annotations"]
+    policy = Policy.from_dict(
+        {"keys": [public_key_pem(KEY)], "dryRun": {"enabled": True, "namespace": target}}, bounds=bounds
+    )
+    runner = _DryRuns()
+    return decide(Review(object=obj, namespace=obj["metadata"].get("namespace")), policy, dry_runner=runner), (
+        runner.namespaces
+    )
+
+
+def test_a_policy_cannot_send_dry_runs_into_another_namespace() -> None:
+    """Before: dryRun.namespace named any namespace, and the verdict showed what B's admission made of the document
+    (B's LimitRange defaults, its injected sidecars)."""
+    with pytest.raises(PolicyError, match="MANIFEST_PROVIDER_DRY_RUN_NAMESPACES") as refused:
+        _dry_run_verdict("tenant-b", configmap("app", namespace="tenant-a", mode="debug"))
+    assert refused.value.reason == "policy-invalid"
+    own, sent = _dry_run_verdict("tenant-a", configmap("app", namespace="tenant-a", mode="debug"))
+    assert sent == ["tenant-a"] and own.reason == "content-mismatch"
+    listed, sent = _dry_run_verdict(
+        "dry-run", configmap("app", namespace="tenant-a", mode="debug"), Bounds(dry_run_namespaces=("dry-run",))
+    )
+    assert sent == ["dry-run"] and listed.reason == "content-mismatch"
 
 
 # --- regular expressions from policies run in linear time -------------------------------------------------------
