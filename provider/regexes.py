@@ -91,7 +91,7 @@ class PolicyRegex:
             detail = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
             hint = next((why for token, why in _HINTS if token in text), "")
             raise PolicyError(
-                f"{where}: {text[:80]!r} is not a valid regular expression for RE2 ({detail[:120]}"
+                f"{where}: not a valid regular expression for RE2: {text[:80]!r} ({detail[:120]}"
                 f"{'; ' + hint if hint else ''}); policy patterns are RE2, the syntax of Go's regexp that Kyverno "
                 "reads them with: backreferences, lookaround, atomic groups, possessive quantifiers, conditionals "
                 "and the (?x) flag are not available"
