@@ -12,6 +12,7 @@ verdict. The library needs neither Flask nor a cluster::
     result.allowed, result.reason, result.message
 """
 
+from .bounds import LOCAL, Bounds
 from .errors import (
     DataError,
     PolicyError,
@@ -29,7 +30,9 @@ from .version import __version__
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "LOCAL",
     "REASONS",
+    "Bounds",
     "DataError",
     "Limits",
     "Policy",

@@ -2,16 +2,38 @@
 
 **Resource bundles** (``kubectl sigstore sign -i IMAGE``; ``docs/format.md``,
 "Resource bundles"). The object carries only ``D/resourceBundleRef`` (D the
-annotation domain), an image reference. The image
-(``sigstore/k8s-manifest-sigstore`` ``pkg/k8smanifest/sign.go``
-``uploadFileToRegistry``, cosign ``pkg/cosign/remote/index.go`` ``UploadFile``)
-is an OCI image manifest with one layer: the message payload ``P`` itself
-(a YAML stream, or with ``--tarball=yes`` a tar.gz of YAML files), media type
-what Go's ``http.DetectContentType`` says of it (``text/plain``,
-``application/x-gzip``). The image is signed as cosign signs images: a
-manifest at tag ``sha256-<hex>.sig`` in the same repository whose layers are
-simple-signing payloads naming the image's manifest digest, each with its
-signature in the ``dev.cosignproject.cosign/signature`` annotation.
+annotation domain), an image reference. The image is exactly what
+``kubectl sigstore sign -i`` writes, and nothing else is read as a bundle:
+
+* ``sigstore/k8s-manifest-sigstore`` ``pkg/k8smanifest/sign.go``
+  ``uploadFileToRegistry`` (v0.1.0 to v0.5.4 and main 612a7bb) writes the
+  message to one file and calls cosign's ``UploadFiles`` with that one file
+  and ``DefaultMediaTypeGetter``;
+* cosign ``pkg/cosign/remote/index.go`` (v1.5.1 to v3.0.4, the versions those
+  releases use) builds each file with ``static.NewFile(b,
+  static.WithLayerMediaType(mt))``, ``mt`` being ``DefaultMediaTypeGetter``:
+  Go's ``http.DetectContentType(b)`` up to its ``;`` -- ``text/plain`` for a
+  YAML message, ``application/x-gzip`` for a ``--tarball=yes`` one (v1.2.0's
+  ``UploadFile`` did the same by hand);
+* cosign ``pkg/oci/static/file.go`` ``NewFile`` starts from ``empty.Image`` as
+  ``types.OCIManifestSchema1`` (``application/vnd.oci.image.manifest.v1+json``)
+  with the config media type of ``pkg/oci/static/options.go``,
+  ``types.OCIConfigJSON`` (``application/vnd.oci.image.config.v1+json``), and
+  appends the one static layer: the message bytes as they are (a static
+  layer's compressed and uncompressed forms are the same bytes).
+
+So a bundle is an OCI image manifest, config ``application/vnd.oci.image.config.v1+json``,
+exactly one layer of media type ``text/plain`` (the bytes a YAML stream) or
+``application/x-gzip`` (the bytes a gzip stream). A container image -- whose
+layers are ``application/vnd.oci.image.layer.v1.tar+gzip`` or Docker's
+``...rootfs.diff.tar.gzip`` -- is refused by these media types before its layer is
+fetched, however its files are named and whoever signed it: a key that signs
+images and bundles in one repository does not make every image a bundle
+(:data:`BUNDLE_LAYER_TYPES`; :mod:`provider.oci.bundles` checks the manifest,
+:func:`bundle_envelope` the layer again). The image is signed as cosign signs
+images: a manifest at tag ``sha256-<hex>.sig`` in the same repository whose
+layers are simple-signing payloads naming the image's manifest digest, each
+with its signature in the ``dev.cosignproject.cosign/signature`` annotation.
 
 Reading one (the verifier's step 1 for such an object):
 
@@ -56,16 +78,23 @@ from .envelope import (
     GZIP_MAGIC,
     Envelope,
     Payload,
+    PayloadFormat,
     SignatureSet,
     decode_base64,
     decode_message,
 )
-from .errors import PolicyError, Unsigned, VerificationFailure
+from .errors import PolicyError, ProviderError, Unsigned, VerificationFailure
 from .limits import DEFAULT_LIMITS, Limits
 from .schema import check_fields, read_list, read_str
 
 #: ``D/resourceBundleRef`` (``pkg/k8smanifest/option.go`` ``defaultResourceBundleRefAnnotationBaseName``).
 BUNDLE_REF_NAME = "resourceBundleRef"
+#: The manifest and config media types of a bundle image (cosign ``pkg/oci/static/file.go`` ``NewFile``,
+#: ``options.go``; go-containerregistry ``types.OCIManifestSchema1``, ``types.OCIConfigJSON``).
+BUNDLE_MANIFEST_MEDIA_TYPE = "application/vnd.oci.image.manifest.v1+json"
+BUNDLE_CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json"
+#: The bundle layer's media type -> the message format it holds (``http.DetectContentType`` of the message).
+BUNDLE_LAYER_TYPES: dict[str, PayloadFormat] = {"text/plain": "yaml", "application/x-gzip": "tarball"}
 #: cosign ``pkg/types/media.go`` ``SimpleSigningMediaType``: the layer type of a signature manifest.
 SIMPLE_SIGNING_MEDIA_TYPE = "application/vnd.dev.cosign.simplesigning.v1+json"
 #: sigstore ``pkg/signature/payload/payload.go`` ``CosignSignatureType``.
@@ -180,27 +209,28 @@ class BundleOptions:
     timeout: float = DEFAULT_TIMEOUT
 
     @classmethod
-    def from_dict(cls, data: Any, where: str) -> BundleOptions:
+    def from_dict(cls, data: Any, where: str, allowed: tuple[str, ...] | None = None) -> BundleOptions:
+        """The policy's ``resourceBundleRef``; ``allowed`` is the operator's list every entry must lie under.
+
+        ``None``: not bounded (the person running the CLI wrote the policy); ``()``: no registry at all.
+        A policy's list narrows the operator's and never widens it (:mod:`provider.bounds`).
+        """
         data = check_fields(data, where, ("repositories", "timeoutSeconds"))
+        if allowed is not None and not allowed:
+            raise PolicyError(
+                f"{where}: resource bundles are not allowed here: the operator lists no registry that bundles may "
+                "come from (MANIFEST_PROVIDER_BUNDLE_REPOSITORIES)"
+            )
         repositories = []
         for i, item in enumerate(read_list(data.get("repositories"), f"{where}.repositories")):
             spot = f"{where}.repositories[{i}]"
-            text = read_str(item, spot).rstrip("/")
-            try:
-                # A prefix is a registry, or a registry and the first components of a repository path.
-                parsed = Reference.parse(text + "/x" if "/" not in text else text, f"{spot}:")
-            except VerificationFailure as exc:
-                raise PolicyError(exc.message) from exc
-            if parsed.digest or (parsed.tag not in (None, "latest")) or text.endswith(":latest"):
-                raise PolicyError(f"{spot}: a repository prefix has no tag or digest")
-            if "/" not in text and parsed.registry != _registry_host(text):
-                # "myorg" would parse as Docker Hub's "library/myorg"; as a prefix it would have become all of
-                # Docker Hub, where anyone can push. A prefix without "/" must name a registry host itself.
+            prefix = parse_repository_prefix(read_str(item, spot), spot, PolicyError)
+            if allowed is not None and not any(under(prefix, bound) for bound in allowed):
                 raise PolicyError(
-                    f"{spot}: {text[:80]!r} is not a registry host (no '.', ':' or localhost); for a repository "
-                    f"on Docker Hub write {DEFAULT_REGISTRY}/{text[:80]}"
+                    f"{spot}: {prefix[:120]!r} is not under a registry or repository the operator allows bundles "
+                    "from (MANIFEST_PROVIDER_BUNDLE_REPOSITORIES); a policy may only narrow that list"
                 )
-            repositories.append(parsed.registry if "/" not in text else parsed.name)
+            repositories.append(prefix)
         if not repositories:
             raise PolicyError(
                 f"{where}.repositories: list the registries or repositories bundles may come from; the object names "
@@ -213,8 +243,42 @@ class BundleOptions:
 
     def allows(self, reference: Reference) -> bool:
         """Whether the reference's repository is one listed, or lies under one, at a ``/`` boundary."""
-        name = reference.name
-        return any(name == prefix or name.startswith(prefix + "/") for prefix in self.repositories)
+        return any(under(reference.name, prefix) for prefix in self.repositories)
+
+
+def under(name: str, prefix: str) -> bool:
+    """Whether repository ``name`` (``registry/path``) is ``prefix`` or lies under it, at a ``/`` boundary."""
+    return name == prefix or name.startswith(prefix + "/")
+
+
+def parse_repository_prefix(text: str, where: str, error: type[ProviderError]) -> str:
+    """A repository prefix, normalised: a registry host, or a registry and the first components of a path.
+
+    ``myorg`` would parse as Docker Hub's ``library/myorg``; as a prefix it would have become all of
+    Docker Hub, where anyone can push: a prefix without ``/`` must name a registry host itself.
+    """
+    text = text.rstrip("/")
+    try:
+        parsed = Reference.parse(text + "/x" if "/" not in text else text, f"{where}:")
+    except VerificationFailure as exc:
+        raise error(exc.message) from None
+    if parsed.digest or (parsed.tag not in (None, "latest")) or text.endswith(":latest"):
+        raise error(f"{where}: a repository prefix has no tag or digest")
+    if "/" not in text and parsed.registry != _registry_host(text):
+        raise error(
+            f"{where}: {text[:80]!r} is not a registry host (no '.', ':' or localhost); for a repository "
+            f"on Docker Hub write {DEFAULT_REGISTRY}/{text[:80]}"
+        )
+    if "/" not in text:
+        return parsed.registry
+    if parsed.registry == DEFAULT_REGISTRY:
+        # A reference "docker.io/nginx" is the official "library/nginx"; a *prefix* "docker.io/myorg" is the
+        # organisation myorg, whose repositories are "myorg/...": the path is taken as written (its components
+        # were checked by the parse above).
+        given = text.split("/")
+        path = given[1:] if _registry_host(given[0]) is not None else given
+        return f"{DEFAULT_REGISTRY}/{'/'.join(path)}"
+    return parsed.name
 
 
 @dataclass(frozen=True)
@@ -280,7 +344,7 @@ def bundle_envelope(fetched: FetchedBundle, domain: str, limits: Limits = DEFAUL
             f"the bundle's layer holds {len(layer)} bytes; at most {limits.max_payload_bytes} are read",
             reason="bundle-invalid",
         )
-    payload = Payload(layer, "tarball" if layer.startswith(GZIP_MAGIC) else "yaml")
+    payload = Payload(layer, bundle_layer_format(fetched.layer_media_type, layer, str(fetched.reference)))
     sets: list[SignatureSet] = []
     skipped = list(fetched.skipped)
     for index, image_signature in enumerate(fetched.signatures):
@@ -301,6 +365,33 @@ def bundle_envelope(fetched: FetchedBundle, domain: str, limits: Limits = DEFAUL
             f"the resource bundle {fetched.reference} carries no cosign signature for its digest{detail}",
         )
     return Envelope(domain, payload, tuple(sets), tuple(skipped), annotations)
+
+
+def not_a_bundle_layer(media_type: Any, reference: str) -> VerificationFailure:
+    """The answer for an image whose layer is not a resource bundle's (a container image's, an artifact's)."""
+    return VerificationFailure(
+        f"{reference} is not a resource bundle: its layer is a {str(media_type)[:80]!r}, and kubectl sigstore "
+        f"sign -i writes one layer of {' or '.join(BUNDLE_LAYER_TYPES)} (a YAML or a tarball message)",
+        reason="bundle-invalid",
+    )
+
+
+def bundle_layer_format(media_type: str, layer: bytes, reference: str) -> PayloadFormat:
+    """The message format a bundle's layer holds (``yaml`` or ``tarball``), from its media type and bytes.
+
+    The two must agree, as ``http.DetectContentType`` made one from the other: gzip bytes under
+    ``text/plain``, or other bytes under ``application/x-gzip``, are not what upstream writes.
+    """
+    kind = BUNDLE_LAYER_TYPES.get(media_type)
+    if kind is None:
+        raise not_a_bundle_layer(media_type, reference)
+    if (kind == "tarball") != layer.startswith(GZIP_MAGIC):
+        raise VerificationFailure(
+            f"{reference}: the bundle's layer is labelled {media_type!r} but its bytes are "
+            f"{'not ' if kind == 'tarball' else ''}a gzip stream",
+            reason="bundle-invalid",
+        )
+    return kind
 
 
 def _payload_mismatch(payload: bytes, digest: str, limits: Limits) -> str:
@@ -369,13 +460,21 @@ class ConfigMapRef:
         return cls(parts[1], parts[2])
 
 
+def no_signature_configmap(ref: ConfigMapRef) -> Unsigned:
+    """The one answer for a signature ConfigMap that is missing or holds no signature (no existence oracle)."""
+    return Unsigned(f"the signature ConfigMap {ref} holds no signature (a 'message' and a 'signature' entry)")
+
+
 def configmap_envelope(
     data: dict[str, Any], ref: ConfigMapRef, domain: str, limits: Limits = DEFAULT_LIMITS
 ) -> Envelope:
-    """The envelope a signature ConfigMap's ``data`` holds: one signature set (upstream reads no ``signature_N``)."""
+    """The envelope a signature ConfigMap's ``data`` holds: one signature set (upstream reads no ``signature_N``).
+
+    A ConfigMap without ``message`` and ``signature`` is :func:`no_signature_configmap`, word for word the
+    answer for one that does not exist: which of the two it was is not the policy author's to learn.
+    """
     if "message" not in data or "signature" not in data:
-        missing = "message" if "message" not in data else "signature"
-        raise Unsigned(f"the signature ConfigMap {ref} has no {missing!r} entry")
+        raise no_signature_configmap(ref)
     payload = decode_message(data["message"], limits)
     signature = decode_base64(data["signature"], f"{ref} signature", limits.max_signature_bytes)
 
@@ -402,6 +501,9 @@ __all__ = [
     "Sources",
     "bundle_envelope",
     "configmap_envelope",
+    "no_signature_configmap",
+    "parse_repository_prefix",
     "signature_tag",
     "simple_signing_payload",
+    "under",
 ]

@@ -64,6 +64,7 @@ from .errors import PolicyError
 from .kindschema import Shape
 from .objects import Glob
 from .parsing import api_server_number
+from .regexes import PolicyRegex
 
 # --- field patterns ---------------------------------------------------------------
 
@@ -241,17 +242,16 @@ def render_path(path: tuple[str | int, ...]) -> str:
     return ".".join(str(p) for p in path)
 
 
-def unanchored_matcher(pattern: str) -> re.Pattern[str]:
+def unanchored_matcher(pattern: str, where: str = "ignore pattern") -> PolicyRegex:
     """Upstream's matching, kept for users who depend on it (``unsafeUnanchoredIgnoreFields``).
 
     k8s-manifest-sigstore appends ``*`` to every ignore pattern, turns each ``*``
     into ``.*`` and searches the dotted path with an unanchored regular
-    expression, so ``status`` also ignores ``metadata.labels.status``.
+    expression, so ``status`` also ignores ``metadata.labels.status``. The
+    pattern is the policy author's, so it runs on RE2 (:mod:`provider.regexes`:
+    linear time), as Go's ``regexp`` runs it upstream.
     """
-    try:
-        return re.compile((pattern + "*").replace("*", ".*"))
-    except re.error as exc:
-        raise PolicyError(f"ignore pattern {pattern!r} is not a valid regular expression: {exc}") from exc
+    return PolicyRegex.compile((pattern + "*").replace("*", ".*"), where)
 
 
 Path = tuple[str | int, ...]
@@ -314,7 +314,7 @@ class IgnoreSet:
     """Anchored patterns (a trie) plus, when opted in, upstream-style regexes."""
 
     trie: FieldTrie
-    unanchored: tuple[re.Pattern[str], ...] = ()
+    unanchored: tuple[PolicyRegex, ...] = ()
 
     def ignores(self, path: Path) -> bool:
         """True when ``path`` (or one of its ancestors) is ignored."""

@@ -42,6 +42,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
 from .attestors import AnchorSet, Leaf, parse_attestors, read_keyring
+from .bounds import SERVICE, Bounds
 from .bundles import BundleOptions, ConfigMapRef
 from .compare import FieldTrie, IgnoreSet, Segment, diff, parse_field_pattern, unanchored_matcher
 from .controlplane import CONTROL_PLANE_OBJECTS, Written
@@ -54,6 +55,7 @@ from .limits import DEFAULT_LIMITS, Limits
 from .objects import NamePattern, ObjectIdentity, ObjectRef
 from .openpgp import OpenPGPKey, load_trusted_keys
 from .parsing import load_yaml_stream
+from .regexes import PolicyRegex
 from .resources import BUILTIN_KINDS, SCALABLE_KINDS
 from .review import Review
 from .schema import check_fields, read_list, read_str
@@ -480,13 +482,30 @@ class Policy:
     resource_bundle: BundleOptions | None = None
     #: A ConfigMap holding the message and signature for every object (``kubectl sigstore sign -o k8s://...``).
     signature_resource_ref: ConfigMapRef | None = None
+    #: What the operator lets this policy name (provider/bounds.py); the verifier checks the signature
+    #: ConfigMap's namespace against it for each object.
+    bounds: Bounds = field(default=SERVICE, compare=False)
     _ignore_cache: dict[tuple[int, ...], IgnoreSet] = field(default_factory=dict, repr=False, compare=False)
     _sensitive_cache: dict[tuple[int, ...], FieldTrie] = field(default_factory=dict, repr=False, compare=False)
 
     # -- construction --
 
     @classmethod
-    def from_dict(cls, data: Any, *, limits: Limits = DEFAULT_LIMITS, where: str = "policy") -> Policy:
+    def from_dict(
+        cls,
+        data: Any,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        where: str = "policy",
+        bounds: Bounds = SERVICE,
+        deadline: float | None = None,
+    ) -> Policy:
+        """Validate and compile a policy.
+
+        ``bounds`` is what the operator lets the policy name (:mod:`provider.bounds`; the default is
+        the service's: no trust-root files, signature ConfigMaps in the object's own namespace only,
+        no registries); ``deadline`` (a :func:`time.monotonic` instant) bounds reading a trust-root file.
+        """
         data = check_fields(data, where, _POLICY_FIELDS)
         loaded: list[PublicKey | OpenPGPKey] = []
         for i, item in enumerate(read_list(data.get("keys"), f"{where}.keys")):
@@ -526,7 +545,9 @@ class Policy:
         if not attestors and len({k.fingerprint for k in loaded}) != len(loaded):
             raise PolicyError(f"{where}.keys: the same key is listed twice; MustAll and threshold count distinct keys")
         bundle_options = (
-            BundleOptions.from_dict(data["resourceBundleRef"], f"{where}.resourceBundleRef")
+            BundleOptions.from_dict(
+                data["resourceBundleRef"], f"{where}.resourceBundleRef", allowed=bounds.bundle_repositories
+            )
             if "resourceBundleRef" in data
             else None
         )
@@ -568,6 +589,14 @@ class Policy:
         unanchored = data.get("unsafeUnanchoredIgnoreFields", False)
         if not isinstance(unanchored, bool):
             raise PolicyError(f"{where}.unsafeUnanchoredIgnoreFields: expected true or false")
+        ignore_fields = tuple(
+            IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]")
+            for i, r in enumerate(read_list(data.get("ignoreFields"), f"{where}.ignoreFields"))
+        )
+        if unanchored:  # refuse a pattern RE2 cannot run now, not at the first object it applies to
+            for i, rule in enumerate(ignore_fields):
+                for j, text in enumerate(rule.fields):
+                    unanchored_matcher(text, f"{where}.ignoreFields[{i}].fields[{j}]")
 
         trusted_root = None
         if signers:
@@ -576,7 +605,9 @@ class Policy:
             from .keyless.trust import load_signer_roots, load_trusted_root
 
             if any(spec.roots is None for spec in signers):
-                trusted_root = load_trusted_root(data.get("trustedRoot"), limits=limits)
+                trusted_root = load_trusted_root(
+                    data.get("trustedRoot"), limits=limits, bounds=bounds, deadline=deadline
+                )
             compiled = {
                 id(spec): dataclasses.replace(spec, anchors=load_signer_roots(spec.roots, limits))
                 for spec in signers
@@ -592,10 +623,7 @@ class Policy:
             threshold=threshold,
             trusted_root=trusted_root,
             annotation_domain=domain,
-            ignore_fields=tuple(
-                IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]")
-                for i, r in enumerate(read_list(data.get("ignoreFields"), f"{where}.ignoreFields"))
-            ),
+            ignore_fields=ignore_fields,
             sensitive_fields=tuple(
                 IgnoreRule.from_dict(r, f"{where}.sensitiveFields[{i}]", widens=False)
                 for i, r in enumerate(read_list(data.get("sensitiveFields"), f"{where}.sensitiveFields"))
@@ -613,6 +641,7 @@ class Policy:
             attestors=attestors,
             resource_bundle=bundle_options,
             signature_resource_ref=signature_ref,
+            bounds=bounds,
         )
 
     # -- derived --
@@ -667,7 +696,7 @@ class Policy:
         if cached is not None:
             return cached
         anchored: list[tuple[Segment, ...]] = []
-        unanchored: list[re.Pattern[str]] = []
+        unanchored: list[PolicyRegex] = []
         for i in applicable:
             if i >= own and self.unsafe_unanchored_ignore_fields:
                 unanchored.extend(unanchored_matcher(f) for f in rules[i].fields)

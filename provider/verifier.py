@@ -34,10 +34,12 @@ from .attestors import SEARCH_BUDGET, BudgetExceeded, Leaf, solve
 from .bundles import (
     BUNDLE_REF_NAME,
     BundleOptions,
+    ConfigMapRef,
     Reference,
     Sources,
     bundle_envelope,
     configmap_envelope,
+    no_signature_configmap,
 )
 from .compare import DiffItem, diff, redact
 from .controlplane import Deviation, Written, describe, deviations
@@ -47,6 +49,7 @@ from .errors import (
     ContentMismatch,
     MalformedMessage,
     NoMatchingManifest,
+    PolicyError,
     RequestError,
     SignatureInvalid,
     ThresholdNotMet,
@@ -109,37 +112,53 @@ def _unavailable(message: str, reason: str) -> VerificationFailure:
     return VerificationFailure(message, reason=reason, used_cluster=True)
 
 
-def _envelope(annotations: Any, policy: Policy, sources: Sources, limits: Limits) -> Envelope:
+def _until(seconds: float, deadline: float | None) -> float:
+    """A fetch's own deadline: ``seconds`` from now, and never past the request's ``deadline``."""
+    own = time.monotonic() + seconds
+    return own if deadline is None else min(own, deadline)
+
+
+def _envelope(  # noqa: PLR0917 - step 1's inputs
+    annotations: Any,
+    policy: Policy,
+    sources: Sources,
+    limits: Limits,
+    own_namespaces: tuple[str, ...],
+    deadline: float | None,
+) -> Envelope:
     """The signatures for this object (steps 1 of ``docs/architecture.md``), wherever the policy keeps them.
 
-    * ``signatureResourceRef``: the named ConfigMap, for every object (upstream's ``-s k8s://...``);
+    * ``signatureResourceRef``: the named ConfigMap, for every object (upstream's ``-s k8s://...``), if the
+      operator lets policies read that namespace (:func:`_check_configmap_namespace`);
     * ``resourceBundleRef`` enabled and the object names a bundle: the bundle, if its reference is
       allow-listed (upstream, too, prefers the bundle when an object names one);
     * otherwise the object's own annotations -- under the policy's domain, or, when the policy
       keeps the default and the object carries Integrity Shield's ``integrityshield.io/signature``
       and no message under the default, under ``integrityshield.io``.
+
+    Every fetch ends by its own timeout and by the request's ``deadline``, whichever comes first.
     """
     domain = policy.annotation_domain
     if policy.signature_resource_ref is not None:
         ref = policy.signature_resource_ref
+        _check_configmap_namespace(ref, policy, own_namespaces)
         if sources.configmaps is None:
             raise _unavailable(
                 f"the policy keeps signatures in {ref}, but no cluster is configured to read it",
                 "signature-configmap-unavailable",
             )
-        deadline = time.monotonic() + limits.dry_run_timeout
         try:
-            data = sources.configmaps.read_data(ref.namespace, ref.name, deadline)
+            data = sources.configmaps.read_data(ref.namespace, ref.name, _until(limits.dry_run_timeout, deadline))
         except TransientError as exc:
             raise _unavailable(f"the signature ConfigMap {ref} could not be read: {exc.message}",
                                "signature-configmap-unavailable") from exc  # fmt: skip
         if data is None:
-            raise Unsigned(f"the signature ConfigMap {ref} does not exist")
+            raise no_signature_configmap(ref)
         return configmap_envelope(data, ref, domain, limits)
     bundle_key = f"{domain}/{BUNDLE_REF_NAME}"
     named = isinstance(annotations, dict) and bundle_key in annotations
     if named and policy.resource_bundle is not None:
-        return _bundle_envelope(annotations[bundle_key], policy.resource_bundle, domain, sources, limits)
+        return _bundle_envelope(annotations[bundle_key], policy.resource_bundle, domain, sources, limits, deadline)
     if (
         isinstance(annotations, dict)
         and domain == DEFAULT_DOMAIN
@@ -158,7 +177,45 @@ def _envelope(annotations: Any, policy: Policy, sources: Sources, limits: Limits
         raise
 
 
-def _bundle_envelope(text: Any, options: BundleOptions, domain: str, sources: Sources, limits: Limits) -> Envelope:
+def _check_configmap_namespace(ref: ConfigMapRef, policy: Policy, own_namespaces: tuple[str, ...]) -> None:
+    """Refuse a signature ConfigMap in a namespace the operator does not let policies read (before any read).
+
+    A namespaced policy's author can name any namespace; reading another tenant's ConfigMap would hand
+    back what that tenant signed (document names in a message, values in a diff) and, through the
+    answer, whether it exists. The message depends only on the policy and the object, never on the
+    cluster.
+    """
+    if policy.bounds.allows_signature_namespace(ref.namespace, own_namespaces):
+        return
+    readable = (
+        "the admitted object's own namespace and the namespaces the operator lists"
+        if policy.bounds.own_namespace_signatures
+        else "only the namespaces the operator lists"
+    )
+    raise PolicyError(
+        f"signatureResourceRef: policies may not read signature ConfigMaps in namespace {ref.namespace!r} ({ref}); "
+        f"they may read {readable} (MANIFEST_PROVIDER_SIGNATURE_NAMESPACES)"
+    )
+
+
+def _check_dry_run_namespace(policy: Policy, own_namespaces: tuple[str, ...]) -> None:
+    """Refuse a ``dryRun.namespace`` the operator does not let policies send dry-runs to (before any is sent).
+
+    A dry-run creates the signed document there, through that namespace's admission webhooks, and the
+    verdict shows what the API server made of it: another tenant's defaults and mutations.
+    """
+    target = policy.dry_run.namespace
+    if not target or policy.bounds.allows_dry_run_namespace(target, own_namespaces):
+        return
+    raise PolicyError(
+        f"dryRun.namespace: policies may not send dry-runs to namespace {target[:63]!r}; they may use the "
+        "admitted object's own namespace and the namespaces the operator lists (MANIFEST_PROVIDER_DRY_RUN_NAMESPACES)"
+    )
+
+
+def _bundle_envelope(  # noqa: PLR0917 - step 1's inputs
+    text: Any, options: BundleOptions, domain: str, sources: Sources, limits: Limits, deadline: float | None
+) -> Envelope:
     reference = Reference.parse(text)
     if not options.allows(reference):
         raise VerificationFailure(
@@ -172,8 +229,7 @@ def _bundle_envelope(text: Any, options: BundleOptions, domain: str, sources: So
             f"the object is signed in the resource bundle {reference}, but no registry client is configured",
             "bundle-unavailable",
         )
-    seconds = min(options.timeout, limits.bundle_timeout)
-    fetched = sources.bundles.fetch(reference, time.monotonic() + seconds, limits)
+    fetched = sources.bundles.fetch(reference, _until(min(options.timeout, limits.bundle_timeout), deadline), limits)
     return bundle_envelope(fetched, domain, limits)
 
 
@@ -441,6 +497,7 @@ def verify(
     now: datetime | None = None,
     limits: Limits = DEFAULT_LIMITS,
     sources: Sources | None = None,
+    deadline: float | None = None,
     held: Held = "admitted",
 ) -> Verification:
     """Prove ``obj`` is what the policy's keys/signers signed, or raise why not.
@@ -449,12 +506,16 @@ def verify(
     bundle, a signature ConfigMap); without them a policy that needs one denies.
     A verdict read from a signature ConfigMap used the cluster (``used_cluster``,
     never cached): the ConfigMap can change -- a signature withdrawn, one
-    added -- while the object and the policy stay the same. ``held`` is the
-    word a difference's message uses for ``obj`` (:func:`describe_diff`).
+    added -- while the object and the policy stay the same. ``deadline`` (a
+    :func:`time.monotonic` instant, the request's) ends every fetch at the
+    latest. A signature ConfigMap in a namespace the policy's bounds do not
+    allow is a :class:`~provider.errors.PolicyError`, raised before it is read.
+    ``held`` is the word a difference's message uses for ``obj``
+    (:func:`describe_diff`).
     """
     if isinstance(obj, dict):  # not a mapping: _verify says so
         _bounded(obj, "the object to verify", limits)
-    return _verify_bounded(obj, policy, namespace, dry_runner, now, limits, sources, held=held)
+    return _verify_bounded(obj, policy, namespace, dry_runner, now, limits, sources, deadline, held=held)
 
 
 def _verify_bounded(  # noqa: PLR0917 - verify()'s arguments, passed on
@@ -465,14 +526,15 @@ def _verify_bounded(  # noqa: PLR0917 - verify()'s arguments, passed on
     now: datetime | None,
     limits: Limits,
     sources: Sources | None,
+    deadline: float | None = None,
     *,
     held: Held,
 ) -> Verification:
     """:func:`verify` for an object already bounded (:func:`decide` checks it once, before anything else)."""
     if policy.signature_resource_ref is None:
-        return _verify(obj, policy, namespace, dry_runner, now, limits, sources, held=held)
+        return _verify(obj, policy, namespace, dry_runner, now, limits, sources, deadline, held=held)
     try:
-        facts = _verify(obj, policy, namespace, dry_runner, now, limits, sources, held=held)
+        facts = _verify(obj, policy, namespace, dry_runner, now, limits, sources, deadline, held=held)
     except VerificationFailure as failure:
         failure.used_cluster = True
         raise
@@ -487,6 +549,7 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
     now: datetime | None,
     limits: Limits,
     sources: Sources | None,
+    deadline: float | None,
     *,
     held: Held,
 ) -> Verification:
@@ -497,7 +560,8 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
         raise MalformedMessage("metadata is not a mapping")
     meta = meta or {}
     # 1. the envelope: on the object, in a signature ConfigMap, or in an OCI resource bundle
-    envelope = _envelope(meta.get("annotations"), policy, sources or Sources(), limits)
+    own_namespaces = tuple(ns for ns in (namespace, meta.get("namespace")) if isinstance(ns, str) and ns)
+    envelope = _envelope(meta.get("annotations"), policy, sources or Sources(), limits, own_namespaces, deadline)
     # 2. keys and signers over the payload bytes
     signers = _check_anchors(envelope, policy, now, limits)
     # 3. the document signed for this object
@@ -550,6 +614,7 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
             signers=signers,
         )
     if policy.dry_run.enabled and dry_runner is not None:
+        _check_dry_run_namespace(policy, own_namespaces)
         try:
             items = compare_with_dry_run(
                 document, admitted, namespace, policy, ignore, dry_runner, envelope.annotations
@@ -776,6 +841,7 @@ def decide(
     now: datetime | None = None,
     limits: Limits = DEFAULT_LIMITS,
     sources: Sources | None = None,
+    deadline: float | None = None,
 ) -> Result:
     """The verdict for one admission review.
 
@@ -789,8 +855,11 @@ def decide(
     writer writes (``control-plane-object``, :mod:`provider.controlplane`); then
     :func:`verify` -- where such an object is unsigned and not as written,
     ``control-plane-object-changed`` naming the differences. Raises only
-    :class:`RequestError` (the review is unusable) and
+    :class:`RequestError` (the review is unusable),
+    :class:`~provider.errors.PolicyError` (the policy names what its bounds do not
+    allow: a signature ConfigMap in another namespace) and
     :class:`~provider.errors.TransientError` (the cluster could not be asked).
+    ``deadline`` (a :func:`time.monotonic` instant) ends every fetch at the latest.
     """
     if review.dry_run:
         return Result.allow(
@@ -865,7 +934,9 @@ def decide(
             "common",
         )
     try:
-        facts = _verify_bounded(obj, policy, review.namespace, dry_runner, now, limits, sources, held=review.held)
+        facts = _verify_bounded(
+            obj, policy, review.namespace, dry_runner, now, limits, sources, deadline, held=review.held
+        )
     except Unsigned as unsigned:
         if owned is None:
             return _denied(what, unsigned, limits, _profile_hint(review, policy, ident))

@@ -34,6 +34,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from dataclasses import dataclass
 from typing import Any
 
+from ..bounds import SERVICE, Bounds
 from ..bundles import Sources
 from ..cache import digest
 from ..dryrun import DryRunner
@@ -139,8 +140,9 @@ def _start_worker(
     policy_data: dict[str, Any],
     runner_factory: Callable[[], DryRunner] | None,
     sources_factory: SourcesFactory | None,
+    bounds: Bounds = SERVICE,
 ) -> None:
-    policy = Policy.from_dict(policy_data)
+    policy = Policy.from_dict(policy_data, bounds=bounds)
     runner = runner_factory() if runner_factory is not None else None
     _WORKER["state"] = (policy, runner, sources_factory(policy) if sources_factory is not None else None)
 
@@ -166,11 +168,13 @@ class LiveChecker:
         runner_factory: Callable[[], DryRunner] | None = None,
         sources_factory: SourcesFactory | None = None,
         batch_size: int = BATCH_SIZE,
+        bounds: Bounds = SERVICE,
     ) -> None:
+        """``bounds``: what the policy may name (:mod:`provider.bounds`; the CLI's is ``LOCAL``)."""
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, got {concurrency}")
         self.policy_data = policy_data
-        self.policy = Policy.from_dict(policy_data)  # an invalid policy fails here, before any object is read
+        self.policy = Policy.from_dict(policy_data, bounds=bounds)  # an invalid policy fails here, before any read
         self.digest = policy_digest(policy_data)
         self.concurrency = concurrency
         self.dry_runner = dry_runner
@@ -194,7 +198,12 @@ class LiveChecker:
                 concurrency,
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_start_worker,
-                initargs=(policy_data, runner_factory if self.policy.dry_run.enabled else None, sources_factory),
+                initargs=(
+                    policy_data,
+                    runner_factory if self.policy.dry_run.enabled else None,
+                    sources_factory,
+                    bounds,
+                ),
             )
             # Start every worker now (a spawned worker starts on a submit that finds none idle),
             # so that they import while the caller still sets up; nothing waits for these.

@@ -33,6 +33,7 @@ import time
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
+from ..bounds import LOCAL
 from ..result import TRAFFIC_CLASSES
 from . import EXIT_DENIED, EXIT_OK, EXIT_USAGE
 from ._common import add_policy_flags, build_policy, command_parser, names_trust
@@ -318,7 +319,7 @@ def run(args: argparse.Namespace) -> int:
     profiles_only = not names_trust(args)
     if profiles_only:
         data["keys"] = [profiles_only_key()]
-    policy = Policy.from_dict(data)
+    policy = Policy.from_dict(data, bounds=LOCAL)  # the operator's own policy (provider/bounds.py)
     summary = Summary(by=args.by, top=args.top)
     out = sys.stdout
     progress = None

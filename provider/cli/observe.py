@@ -30,6 +30,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from ..bounds import LOCAL
 from ..errors import PolicyError, RequestError
 from ..parsing import load_yaml_stream
 from . import EXIT_DENIED, EXIT_OK
@@ -157,6 +158,7 @@ def run(args: argparse.Namespace) -> int:
             dry_runner=runner,
             runner_factory=factory,
             sources_factory=functools.partial(signature_sources, args.kubeconfig, in_cluster=in_cluster),
+            bounds=LOCAL,  # the policy file is the operator's: provider/bounds.py
         ),
         sink=None if args.no_reports else KubeWriter(runner, labels=MANAGED_BY, same=same_content),
         cache=VerdictCache(args.cache_size),

@@ -22,6 +22,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..bounds import LOCAL
 from ..errors import ConfigError
 from ..version import __version__
 from . import EXIT_OK
@@ -146,7 +147,9 @@ def run(args: argparse.Namespace) -> int:
     if args.engine != "kyverno-cel" and not chose_ca:
         raise ConfigError(f"policy {args.engine}: give the service's CA: --ca-file, --ca-from-cluster or --without-ca")
     policy = build_policy(args)
-    Policy.from_dict(policy)  # refuse here what the service would refuse for every object
+    # Refuse here what the service would refuse for every object. What a policy may name (trust-root files,
+    # registries) is the serving operator's choice, unknown here: the service refuses what it does not allow.
+    Policy.from_dict(policy, bounds=LOCAL)
     request = Request(
         engine=args.engine,
         policy=policy,

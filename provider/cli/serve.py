@@ -52,6 +52,45 @@ FLAGS: tuple[tuple[str, str, type, str, str], ...] = (
         "FILE",
         "cluster for dry-runs and token reviews (default: in-cluster config inside a pod, else none)",
     ),
+    (
+        "--trusted-root-files",
+        "trusted_root_files",
+        str,
+        "LIST",
+        "absolute paths of trust-root files a policy's trustedRoot may name, comma-separated (default: none; "
+        "inline TrustedRoots and the shipped root only)",
+    ),
+    (
+        "--signature-namespaces",
+        "signature_namespaces",
+        str,
+        "LIST",
+        "namespaces any policy's signatureResourceRef may read besides the object's own, comma-separated "
+        "(default: none)",
+    ),
+    (
+        "--dry-run-namespaces",
+        "dry_run_namespaces",
+        str,
+        "LIST",
+        "namespaces any policy's dryRun.namespace may name besides the object's own, comma-separated (default: none)",
+    ),
+    (
+        "--bundle-repositories",
+        "bundle_repositories",
+        str,
+        "LIST",
+        "registries or repositories (registry[/path]) resource bundles may come from; a policy's list must lie "
+        "under them (default: none, no bundle is fetched)",
+    ),
+    (
+        "--registry-hosts",
+        "registry_hosts",
+        str,
+        "LIST",
+        "host[:port] a registry may redirect a bundle fetch to or name as its token realm, besides itself "
+        "(default: none)",
+    ),
     ("--deadline-seconds", "deadline_seconds", float, "S", "answer within S seconds or fail the request (default 1.5)"),
     ("--max-body-bytes", "max_body_bytes", int, "N", "largest request body (default 16 MiB; 413 beyond)"),
     ("--max-keys", "max_keys", int, "N", "most keys in one Gatekeeper request (default 128)"),
@@ -95,6 +134,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         f"[{env_name('unsafe_http')}]",
     )
     p.add_argument(
+        "--no-signature-own-namespace",
+        dest="signature_own_namespace",
+        action="store_const",
+        const=False,
+        help="signatureResourceRef may not read the admitted object's own namespace either, only "
+        f"--signature-namespaces [{env_name('signature_own_namespace')}=false]",
+    )
+    p.add_argument(
         "--no-metrics-port",
         dest="metrics_port",
         action="store_const",
@@ -106,7 +153,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The settings given as flags, by upper-case name (flags not given are left to the environment)."""
-    names = [setting for _, setting, *_ in FLAGS] + ["unsafe_http"]
+    names = [setting for _, setting, *_ in FLAGS] + ["unsafe_http", "signature_own_namespace"]
     return {name.upper(): getattr(args, name) for name in names if getattr(args, name) is not None}
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..bounds import LOCAL
 from ._common import (
     add_output_flag,
     add_policy_flags,
@@ -44,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     from ..policy import Policy
     from ..verifier import decide
 
-    policy = Policy.from_dict(build_policy(args))
+    # The person running the CLI wrote the policy: it may name their files, namespaces and registries.
+    policy = Policy.from_dict(build_policy(args), bounds=LOCAL)
     runner = None
     if args.dry_run or (policy.dry_run.enabled and args.kubeconfig):
         from ..kube.dryrun import dry_runner_for

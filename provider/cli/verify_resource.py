@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from ..bounds import LOCAL
 from ..errors import RequestError
 from . import EXIT_DENIED, EXIT_OK, EXIT_UNVERIFIED
 from ._common import add_policy_flags, build_policy, command_parser, signature_sources
@@ -308,8 +309,8 @@ def run(args: argparse.Namespace) -> int:
     factory = functools.partial(dry_runner_for, args.kubeconfig)
     # Built first: its worker processes start (and import) while this one imports the kubernetes client.
     sources = functools.partial(signature_sources, args.kubeconfig)
-    with LiveChecker(
-        policy_data, concurrency=args.concurrency, runner_factory=factory, sources_factory=sources
+    with LiveChecker(  # the policy file is the person's running this: LOCAL bounds (provider/bounds.py)
+        policy_data, concurrency=args.concurrency, runner_factory=factory, sources_factory=sources, bounds=LOCAL
     ) as checker:
         runner = dry_runner_for(args.kubeconfig)
         with runner:

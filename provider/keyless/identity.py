@@ -1,7 +1,7 @@
 """Who a signer is: a policy's ``signers`` entry, the identity a certificate names, and the match between them.
 
 A :class:`SignerSpec` is one ``signers`` entry: a subject (exact, or a regular
-expression that must match the whole value), an issuer likewise, and for
+expression that must match the whole value -- RE2, :mod:`provider.regexes`), an issuer likewise, and for
 certificate signers the PEM ``roots`` their certificates chain to. An
 :class:`Identity` is what a certificate names (``docs/keyless.md``):
 its SAN values and the OIDC issuer Fulcio recorded (or the issuing CA's
@@ -10,11 +10,11 @@ name). :func:`match_identity` is step 6 of a keyless check.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import PolicyError, VerificationFailure
+from ..regexes import PolicyRegex
 from ..schema import check_fields, read_str
 
 if TYPE_CHECKING:
@@ -38,9 +38,9 @@ class SignerSpec:
     """A keyless (Fulcio) or certificate signer identity; verified by :mod:`provider.keyless.signer`."""
 
     subject: str | None = None
-    subject_regexp: re.Pattern[str] | None = None
+    subject_regexp: PolicyRegex | None = None
     issuer: str | None = None
-    issuer_regexp: re.Pattern[str] | None = None
+    issuer_regexp: PolicyRegex | None = None
     roots: str | None = None  # PEM CA bundle for certificate signers without Fulcio
     #: ``roots`` parsed (Policy.from_dict fills it in, so a verification never parses them).
     anchors: SignerRoots | None = field(default=None, compare=False, repr=False)
@@ -59,13 +59,10 @@ class SignerSpec:
                 f"{where}: subject or subjectRegExp is required; a signer without an identity would accept anyone"
             )
 
-        def regexp(name: str) -> re.Pattern[str] | None:
+        def regexp(name: str) -> PolicyRegex | None:
             if name not in data:
                 return None
-            try:
-                return re.compile(read_str(data[name], f"{where}.{name}"))
-            except re.error as exc:
-                raise PolicyError(f"{where}.{name}: not a valid regular expression: {exc}") from exc
+            return PolicyRegex.compile(read_str(data[name], f"{where}.{name}"), f"{where}.{name}")
 
         subject = read_str(data["subject"], f"{where}.subject") if "subject" in data else None
         issuer = read_str(data["issuer"], f"{where}.issuer") if "issuer" in data else None

@@ -5,8 +5,10 @@ Contract:
 * :func:`load_trusted_root` turns a policy's ``trustedRoot`` value into a
   :class:`TrustRoot`: ``None`` is the public-good root shipped with this
   package (``provider/data/trusted_root.json``), a mapping is a TrustedRoot
-  JSON object given inline, a string is the path of a TrustedRoot JSON file.
-  Anything else, or a document that is not a usable TrustedRoot, raises
+  JSON object given inline, a string is the path of a TrustedRoot JSON file
+  -- one the operator allows (:class:`~provider.bounds.Bounds`
+  ``trusted_root_files``), read by :func:`read_root_file`. Anything else, or a
+  document that is not a usable TrustedRoot, raises
   :class:`~provider.errors.PolicyError`. Parsed roots are cached by the SHA-256
   of their canonical JSON, so a policy that arrives with every request costs
   one hash, not one parse.
@@ -26,6 +28,27 @@ certified (TLS issuing CAs, retired code-signing CAs, enrolment CAs).
 Nothing here touches the network: the TrustedRoot is data the operator
 provides (``docs/keyless.md`` says how to refresh it).
 
+A path comes from the policy, and the policy's author is not always the
+operator (``docs/security.md``, "Threat model"), so:
+
+* a path the operator did not allow is refused by comparing strings, before
+  the disk is touched, with one message for every path -- a readable file,
+  a missing one, a directory and a FIFO all read alike;
+* an allowed path is read only if it is a regular file (``stat`` before
+  ``open``, so a FIFO, a device, a socket, a directory or a
+  ``/proc/self/fd/N`` naming a pipe is never opened), opened with
+  ``O_NONBLOCK`` (a file that only looks regular, such as ``/proc/kmsg``,
+  answers at once instead of waiting), checked again on the open descriptor
+  (the same inode: nothing swapped in between), read in chunks up to
+  ``Limits.max_trusted_root_bytes`` and only until the request's deadline;
+* under the service's bounds, what went wrong with an allowed file (missing,
+  not regular, not JSON, which key, which line) goes to the service's log, and
+  the policy gets one message: the file's name is the operator's, its state is
+  not the policy author's to learn.
+
+Symbolic links are followed: the operator named the path, and Kubernetes
+mounts ConfigMap and Secret keys as links (kubelet's atomic writer, ``..data``).
+
 The TrustedRoot schema is sigstore's (``dev.sigstore.trustroot.v1``), parsed
 with ``sigstore_models``, the model package sigstore-python itself uses. Two
 leniencies, both for files that real tools write: a missing ``mediaType`` is
@@ -41,6 +64,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import stat
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -51,8 +77,9 @@ from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
+from ..bounds import SERVICE, Bounds
 from ..cache import LRUCache, digest
-from ..errors import PolicyError
+from ..errors import PolicyError, TransientError
 from ..keys import PublicKey
 from ..limits import DEFAULT_LIMITS, Limits
 from ..parsing import check_shape, load_json
@@ -133,22 +160,45 @@ class TrustRoot:
 _cache: LRUCache[TrustRoot] = LRUCache(_CACHE_SIZE)
 
 
-def load_trusted_root(value: Any, *, limits: Limits = DEFAULT_LIMITS) -> TrustRoot:
-    """The :class:`TrustRoot` a policy's ``trustedRoot`` names (see the module docstring)."""
+def load_trusted_root(
+    value: Any, *, limits: Limits = DEFAULT_LIMITS, bounds: Bounds = SERVICE, deadline: float | None = None
+) -> TrustRoot:
+    """The :class:`TrustRoot` a policy's ``trustedRoot`` names (see the module docstring).
+
+    ``deadline`` (a :func:`time.monotonic` instant) bounds reading a file: past it,
+    :class:`~provider.errors.TransientError` ``deadline-exceeded``.
+    """
     if value is None:
         return _default_root()
     if isinstance(value, str):
-        document = load_json(
-            _read_file(value, limits), limits=limits, error=PolicyError, what=f"trustedRoot file {value[:200]}"
-        )
-    elif isinstance(value, dict):
+        return _root_from_file(value, limits, bounds, deadline)
+    if isinstance(value, dict):
         check_shape(value, limits=limits, error=PolicyError, what="trustedRoot")
-        document = value
-    else:
+        return _parse_cached(value, limits)
+    raise PolicyError(f"trustedRoot: expected a TrustedRoot JSON object or the path of one, got {type(value).__name__}")
+
+
+def _root_from_file(path: str, limits: Limits, bounds: Bounds, deadline: float | None) -> TrustRoot:
+    shown = path[:200]
+    if not bounds.allows_trusted_root_file(path):
+        # Decided on the string alone: the disk is not touched, so the answer is the same for every path.
         raise PolicyError(
-            f"trustedRoot: expected a TrustedRoot JSON object or the path of one, got {type(value).__name__}"
+            f"trustedRoot: {shown!r} is not a trust-root file the operator allows; a policy may name only the "
+            "files listed in MANIFEST_PROVIDER_TRUSTED_ROOT_FILES (none by default): give the TrustedRoot inline, "
+            "or leave trustedRoot out for the shipped public-good root"
         )
-    return _parse_cached(document, limits)
+    try:
+        document = load_json(
+            read_root_file(path, limits, deadline), limits=limits, error=PolicyError, what=f"trustedRoot file {shown}"
+        )
+        return _parse_cached(document, limits)
+    except PolicyError as exc:
+        if bounds.trusted_root_files is None:  # the person running this named the file: tell them everything
+            raise
+        log.warning("the trust-root file %s is not usable: %s", shown, exc.message)
+        raise PolicyError(
+            f"trustedRoot: the trust-root file {shown!r} could not be used; the service's log says why"
+        ) from None
 
 
 @lru_cache(maxsize=1)
@@ -157,15 +207,59 @@ def _default_root() -> TrustRoot:
     return _parse_cached(load_json(data, error=PolicyError, what="the shipped trusted root"), DEFAULT_LIMITS)
 
 
-def _read_file(path: str, limits: Limits) -> bytes:
+#: Bytes read from a trust-root file at a time; the deadline is checked between reads.
+_CHUNK = 64 * 1024
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))  # fmt: skip
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
+
+
+def read_root_file(path: str, limits: Limits = DEFAULT_LIMITS, deadline: float | None = None) -> bytes:
+    """The bytes of a trust-root file: a regular file only, never blocking, at most the limit (module docstring)."""
+    shown = path[:200]
+    limit = limits.max_trusted_root_bytes
+    if not path or "\x00" in path:
+        raise PolicyError("trustedRoot: not a file path")
     try:
-        with open(path, "rb") as handle:
-            data = handle.read(limits.max_trusted_root_bytes + 1)
+        before = os.stat(path)
     except OSError as exc:
-        raise PolicyError(f"trustedRoot: cannot read {path[:200]}: {exc.strerror or exc}") from exc
-    if len(data) > limits.max_trusted_root_bytes:
-        raise PolicyError(f"trustedRoot: {path[:200]} is larger than {limits.max_trusted_root_bytes} bytes")
-    return data
+        raise PolicyError(f"trustedRoot: cannot read {shown}: {exc.strerror or type(exc).__name__}") from None
+    if not stat.S_ISREG(before.st_mode):
+        # Never opened: opening a FIFO waits for a writer, a device may do anything on open.
+        raise PolicyError(f"trustedRoot: {shown} is {_file_kind(before.st_mode)}, not a regular file")
+    if before.st_size > limit:
+        raise PolicyError(f"trustedRoot: {shown} is larger than {limit} bytes")
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise PolicyError(f"trustedRoot: cannot read {shown}: {exc.strerror or type(exc).__name__}") from None
+    try:
+        opened = os.fstat(descriptor)
+        if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (before.st_dev, before.st_ino):
+            raise PolicyError(f"trustedRoot: {shown} changed while it was opened")
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TransientError(
+                    f"the request's deadline passed while the trust-root file {shown} was read",
+                    reason="deadline-exceeded",
+                )
+            try:
+                chunk = os.read(descriptor, _CHUNK)
+            except OSError as exc:  # EAGAIN from a file that only looks regular (/proc/kmsg), EIO, ...
+                raise PolicyError(f"trustedRoot: cannot read {shown}: {exc.strerror or type(exc).__name__}") from None
+            if not chunk:
+                return b"".join(chunks)
+            total += len(chunk)
+            if total > limit:
+                raise PolicyError(f"trustedRoot: {shown} is larger than {limit} bytes")
+            chunks.append(chunk)
+    finally:
+        os.close(descriptor)
 
 
 def _parse_cached(document: Any, limits: Limits) -> TrustRoot:

@@ -3,22 +3,43 @@
 
 ``GET /api/v1/namespaces/<ns>/configmaps/<name>`` through the same client and
 the same deadline machinery as the dry-run (:class:`provider.kube.dryrun.KubeDryRunner`:
-one absolute deadline for the whole exchange, the answer bounded by
-``Limits.max_api_response_bytes``), so a slow or silent API server is a
-:class:`~provider.errors.TransientError` by the deadline, which the verifier
-turns into the denial ``signature-configmap-unavailable``. A 404 is "no such
-ConfigMap" (``None``: the object is unsigned); 401/403 and 5xx are transient.
-The service account needs ``get`` on ``configmaps`` in that namespace.
+one absolute deadline for the whole exchange), so a slow or silent API server
+is a :class:`~provider.errors.TransientError` by the deadline, which the
+verifier turns into the denial ``signature-configmap-unavailable``. The
+deadline is the one the verifier passes: the dry-run timeout, and never past
+the request's own deadline. The answer is read up to
+:data:`MAX_CONFIGMAP_RESPONSE_BYTES`, not the dry-run's 8 MiB: a ConfigMap
+holds at most 1 MiB of data. A 404 is "no such ConfigMap" (``None``: the
+object is unsigned, in the same words as a ConfigMap without a signature);
+401/403 and 5xx are transient. The service account needs ``get`` on
+``configmaps`` in the namespaces it reads.
+
+Which namespaces may be read at all is the policy's bound, checked by the
+verifier before it calls here (:mod:`provider.bounds`: the admitted object's own
+namespace and the operator's list). This reader only refuses a namespace or
+name that is not a Kubernetes name, so nothing but that one object's path is
+ever asked for.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import time
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import TransientError
 from .dryrun import KubeDryRunner, _Deadline
+
+#: Bytes of the API server's answer read for one ConfigMap. The API server refuses a ConfigMap whose
+#: data and binaryData together exceed 1 MiB (kubernetes pkg/apis/core/validation/validation.go
+#: ``ValidateConfigMap``, ``corev1.MaxSecretSize``; k8s.io/api core/v1/types.go); a signature
+#: ConfigMap's values are base64, which JSON does not escape, so 2 MiB leaves room for its metadata.
+MAX_CONFIGMAP_RESPONSE_BYTES = 2 * 1024 * 1024
+
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
 
 
 class KubeConfigMapReader:
@@ -34,12 +55,16 @@ class KubeConfigMapReader:
         return self._built
 
     def read_data(self, namespace: str, name: str, deadline: float) -> dict[str, str] | None:
+        if not _NAMESPACE.match(namespace) or not _NAME.match(name):
+            raise TransientError("the signature ConfigMap's namespace or name is not a Kubernetes name")
         seconds = deadline - time.monotonic()
         if seconds <= 0:
             raise TransientError("no time was left to read the signature ConfigMap", reason="transient-error")
         runner = self._client()
         path = f"/api/v1/namespaces/{namespace}/configmaps/{name}"
-        response = runner._exchange("GET", path, _Deadline(seconds), what=f"GET {path}")
+        limit = min(runner.limits.max_api_response_bytes, MAX_CONFIGMAP_RESPONSE_BYTES)
+        limits = dataclasses.replace(runner.limits, max_api_response_bytes=limit)
+        response = runner._exchange("GET", path, _Deadline(seconds), what=f"GET {path}", limits=limits)
         if response.status == 404:
             return None
         if response.status != 200:

@@ -27,7 +27,7 @@ reason                                rule
 ``csr-dns-name-invalid``              each DNS SAN is an RFC 1123 host name (no wildcard), <= 253
 ``csr-dns-name-not-prefixed``         each DNS SAN is the node name or ``<node-name>.<domain>``
                                       (unless ``bypassHostnameCheck``)
-``csr-dns-name-not-allowed``          each DNS SAN matches ``providerRegex`` (``re.search``, like Go's
+``csr-dns-name-not-allowed``          each DNS SAN matches ``providerRegex`` (RE2 search, like Go's
                                       ``MatchString``: anchor it with ``^...$``)
 ``csr-ip-not-allowed``                each IP SAN lies in ``providerIpPrefixes``
 ``csr-dns-unresolvable``              (``resolveDnsNames`` only) each DNS SAN resolves
@@ -66,6 +66,7 @@ from typing import Any, Protocol
 
 from ..errors import PolicyError, RequestError, TransientError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
+from ..regexes import PolicyRegex
 from ..result import Reason, Result
 from ..review import Review
 from ..schema import check_fields, read_bool, read_int
@@ -113,7 +114,7 @@ _POLICY_FIELDS = (
 class CsrPolicy:
     """The ``kubelet-serving-csr`` check's policy: kubelet-csr-approver's settings, by their Helm value names."""
 
-    provider_regex: re.Pattern[str] | None = None
+    provider_regex: PolicyRegex | None = None
     #: ``None``: every address (upstream's default ``0.0.0.0/0,::/0``).
     ip_prefixes: tuple[Network, ...] | None = None
     max_expiration_seconds: int = MAX_EXPIRATION_SECONDS
@@ -130,10 +131,8 @@ class CsrPolicy:
             text = data["providerRegex"]
             if not isinstance(text, str) or not text or len(text) > 1024:
                 raise PolicyError("providerRegex: expected a regular expression of 1 to 1024 characters")
-            try:
-                regex = re.compile(text)
-            except re.error as exc:
-                raise PolicyError(f"providerRegex: not a valid regular expression ({exc})") from exc
+            # RE2 (provider/regexes.py): linear time, and Go's regexp syntax, as kubelet-csr-approver reads it.
+            regex = PolicyRegex.compile(text, "providerRegex")
         prefixes = None
         if data.get("providerIpPrefixes") is not None:
             prefixes = parse_prefixes(data["providerIpPrefixes"])

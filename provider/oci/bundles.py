@@ -9,8 +9,12 @@ The layouts are in :mod:`provider.bundles` and ``docs/format.md``. A fetch
    bytes received (a ``Docker-Content-Digest`` that disagrees, or a digest in
    the reference that does, is ``bundle-invalid``). This is the one request a
    tag costs: everything after is fetched by digest;
-2. the one layer, at most ``Limits.max_payload_bytes``, its size and SHA-256
-   checked against the manifest's descriptor;
+2. the layout checked by media type (:mod:`provider.bundles`: an OCI
+   manifest, config ``application/vnd.oci.image.config.v1+json``, exactly one
+   layer of ``text/plain`` or ``application/x-gzip``) -- a container image is
+   refused here, before its layer is asked for -- then the one layer, at most
+   ``Limits.max_payload_bytes``, its size and SHA-256 checked against the
+   manifest's descriptor;
 3. ``GET /v2/<name>/manifests/sha256-<hex>.sig`` (404: no signatures), and
    each simple-signing layer (at most ``Limits.max_signatures``, each at most
    ``Limits.max_certificate_bytes``), checked likewise.
@@ -25,12 +29,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from ..bundles import (
     BUNDLE_ANNOTATION,
+    BUNDLE_CONFIG_MEDIA_TYPE,
+    BUNDLE_LAYER_TYPES,
+    BUNDLE_MANIFEST_MEDIA_TYPE,
     CERTIFICATE_ANNOTATION,
     CHAIN_ANNOTATION,
     SIGNATURE_ANNOTATION,
@@ -38,12 +46,15 @@ from ..bundles import (
     FetchedBundle,
     ImageSignature,
     Reference,
+    not_a_bundle_layer,
     signature_tag,
 )
 from ..cache import LRUCache, digest
 from ..errors import RequestError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
 from .registry import MANIFEST_TYPES, OCI_CONFIG, OCI_MANIFEST, Answer, RegistryClient, RegistryError, json_document
+
+log = logging.getLogger("provider.bundles")
 
 #: Seconds the signatures fetched for a digest are reused.
 SIGNATURES_TTL = 30.0
@@ -71,6 +82,31 @@ def _failure(error: RegistryError, reference: Reference) -> VerificationFailure:
     )
 
 
+def _bundle_layer(reference: Reference, document: dict[str, Any]) -> dict[str, Any]:
+    """The one layer descriptor of a bundle image, after its layout is checked by media type (module docstring)."""
+    media_type = document.get("mediaType")
+    config = document.get("config")
+    config_type = config.get("mediaType") if isinstance(config, dict) else None
+    if media_type != BUNDLE_MANIFEST_MEDIA_TYPE or config_type != BUNDLE_CONFIG_MEDIA_TYPE:
+        raise VerificationFailure(
+            f"{reference} is not a resource bundle: a {str(media_type)[:60]!r} with a config of "
+            f"{str(config_type)[:60]!r}, where kubectl sigstore sign -i writes a {BUNDLE_MANIFEST_MEDIA_TYPE!r} with "
+            f"a config of {BUNDLE_CONFIG_MEDIA_TYPE!r}",
+            reason="bundle-invalid",
+        )
+    layers = document["layers"]
+    if len(layers) != 1:
+        raise VerificationFailure(
+            f"{reference} is not a resource bundle: {len(layers)} layers, where kubectl sigstore sign -i writes one "
+            "(the message)",
+            reason="bundle-invalid",
+        )
+    (descriptor,) = layers
+    if descriptor.get("mediaType") not in BUNDLE_LAYER_TYPES:
+        raise not_a_bundle_layer(descriptor.get("mediaType"), str(reference))
+    return dict(descriptor)
+
+
 class OciBundleSource:
     """:class:`provider.bundles.BundleSource` over a registry (see the module docstring)."""
 
@@ -91,6 +127,17 @@ class OciBundleSource:
                 self._signatures.put(key, signatures)
         except RegistryError as error:
             raise _failure(error, reference) from None
+        except (ValueError, TypeError, AttributeError, OverflowError, LookupError) as error:
+            # The registry's answers are the registry's to write: whatever in them this code did not
+            # foresee is this fetch's denial (logged, never cached), never an error that takes the other
+            # keys of a Gatekeeper batch with it.
+            log.error("an answer of the registry for %s could not be read", reference, exc_info=error)
+            raise VerificationFailure(
+                f"the resource bundle {reference} could not be read: the registry answered something unexpected "
+                f"({type(error).__name__})",
+                reason="bundle-invalid",
+                used_cluster=True,
+            ) from None
         return FetchedBundle(
             reference.with_digest(image.digest), image.digest, image.layer, image.media_type, *signatures
         )
@@ -158,12 +205,7 @@ class OciBundleSource:
         cached = self._images.get(digest(reference.name, manifest_digest))
         if cached is not None:
             return cached
-        layers = document["layers"]
-        if len(layers) != 1:
-            raise RegistryError(
-                f"the bundle image has {len(layers)} layers; kubectl sigstore writes one (the message)", "invalid"
-            )
-        (descriptor,) = layers
+        descriptor = _bundle_layer(reference, document)
         layer = self._blob(reference, descriptor, deadline, limits.max_payload_bytes)
         image = _Image(manifest_digest, layer, str(descriptor.get("mediaType", "")))
         self._images.put(digest(reference.name, manifest_digest), image)

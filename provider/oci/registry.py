@@ -22,7 +22,20 @@ Transport rules:
   (``WWW-Authenticate``, the distribution token spec) -- or with the basic
   credentials the caller's ``credentials`` callback gives for the host;
 * redirects (blob storage behind a registry) followed three times at most,
-  HTTPS only, the ``Authorization`` header never sent to another host.
+  HTTPS only;
+* where a registry may send the client -- a redirect's ``Location``, a token
+  ``realm`` -- is pinned: to the registry's own host and port, or to a host the
+  operator lists (``hosts``; the service's ``MANIFEST_PROVIDER_REGISTRY_HOSTS``,
+  none by default). Without the pin an allow-listed registry could send the
+  service to any host and port, cluster-internal names included. ``hosts=None``
+  follows any HTTPS host, as docker and cosign do: the CLI, whose user chose
+  the registry;
+* credentials (the registry's bearer token, basic credentials) go to the
+  registry's own scheme, host and port only -- every hop of a redirect chain is
+  compared with the registry, not with the hop before it;
+* everything a registry sends that is a URL is parsed inside the exchange: a
+  broken IPv6 literal or a port of 99999 is a :class:`RegistryError`
+  (``invalid``) for this fetch, never a ``ValueError`` out of the verifier.
 """
 
 from __future__ import annotations
@@ -82,13 +95,53 @@ class Answer:
 
 
 def is_loopback(host: str) -> bool:
-    name = host.rsplit(":", 1)[0] if not host.startswith("[") else host[1 : host.index("]")]
+    name = (host[1 : host.find("]")] if "]" in host else "") if host.startswith("[") else host.rsplit(":", 1)[0]
     if name == "localhost":
         return True
     try:
         return ipaddress.ip_address(name).is_loopback
     except ValueError:
         return False
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a URL points: scheme, host (lower case, no brackets) and port (the scheme's default filled in)."""
+
+    scheme: str
+    host: str
+    port: int
+    #: The path and query, as sent in the request line.
+    target: str = "/"
+
+    @property
+    def netloc(self) -> str:
+        """``host:port``, brackets around an IPv6 address: the form hosts are compared in."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+    @property
+    def loopback(self) -> bool:
+        return is_loopback(self.netloc)
+
+
+def parse_url(url: str, what: str) -> Target:
+    """``url`` as a :class:`Target`, or :class:`RegistryError` ``invalid`` (a broken IPv6 literal, a bad port)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host, port = parts.hostname, parts.port  # .port raises ValueError for 99999 or "x"
+    except ValueError:
+        raise RegistryError(f"{what} is not a usable URL: {url[:80]!r}", "invalid") from None
+    if parts.scheme not in ("http", "https") or not host:
+        raise RegistryError(f"{what} is not an HTTP(S) URL with a host: {url[:80]!r}", "invalid")
+    target = parts.path or "/"
+    if parts.query:
+        target += f"?{parts.query}"
+    return Target(parts.scheme, host, port or (443 if parts.scheme == "https" else 80), target)
+
+
+def host_key(text: str) -> str:
+    """A configured host (``host`` or ``host:port``; HTTPS's 443 when no port) in :attr:`Target.netloc` form."""
+    return parse_url(f"https://{text}/", f"the host {text[:80]!r}").netloc
 
 
 @dataclass
@@ -98,22 +151,37 @@ class RegistryClient:
     ca_file: str | None = None
     credentials: Credentials | None = None
     plain_http: Sequence[str] = ()
+    #: Hosts (``host[:port]``, 443 when no port) a registry may send this client to besides itself, by a
+    #: redirect or a token realm; ``None``: any (module docstring).
+    hosts: Sequence[str] | None = None
     _tokens: LRUCache[str] = field(default_factory=lambda: LRUCache(MAX_TOKENS), repr=False)
     _tls: ssl.SSLContext | None = field(default=None, repr=False)
+    _allowed: frozenset[str] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._allowed = None if self.hosts is None else frozenset(host_key(h) for h in self.hosts)
 
     def _scheme(self, registry: str) -> str:
         return "http" if is_loopback(registry) or registry in self.plain_http else "https"
 
-    def _may_go(self, registry: str, target: urllib.parse.SplitResult) -> bool:
-        """Whether a redirect or a token realm of ``registry`` may send us to ``target``.
+    def _origin(self, registry: str) -> Target:
+        return parse_url(f"{self._scheme(registry)}://{registry}/", f"the registry {registry[:80]!r}")
 
-        HTTPS anywhere; plain HTTP only on loopback and only from a registry reached over
-        plain HTTP itself (a local test registry): an HTTPS registry must not be able to
-        point the service at its own loopback ports.
+    def _refusal(self, origin: Target, target: Target) -> str:
+        """Why a redirect or a token realm of the registry at ``origin`` may not send us to ``target`` ('' if it may).
+
+        The scheme: HTTPS anywhere; plain HTTP only on loopback and only from a registry reached
+        over plain HTTP itself (a local test registry): an HTTPS registry must not be able to point
+        the service at its own loopback ports. The host: the registry's own, or one the operator lists.
         """
-        if target.scheme == "https":
-            return True
-        return target.scheme == "http" and self._scheme(registry) == "http" and is_loopback(target.netloc)
+        if target.scheme != "https" and not (target.scheme == "http" and origin.scheme == "http" and target.loopback):
+            return "which is not an HTTPS URL"
+        if self._allowed is None or target.netloc == origin.netloc or target.netloc in self._allowed:
+            return ""
+        return (
+            f"a host the operator does not let registries send the service to ({target.netloc[:80]}; "
+            "MANIFEST_PROVIDER_REGISTRY_HOSTS)"
+        )
 
     def _context(self) -> ssl.SSLContext:
         """One TLS context per client: reading the CA bundle is not work for every connection of a fetch."""
@@ -129,14 +197,12 @@ class RegistryClient:
     def _once(
         self, method: str, url: str, headers: dict[str, str], body: bytes | None, *, deadline: float, max_bytes: int
     ) -> Answer:
-        parts = urllib.parse.urlsplit(url)
-        host = parts.hostname or ""
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        parts = parse_url(url, f"{method} {url[:80]}")
+        host, port, target = parts.host, parts.port, parts.target
         connection = http.client.HTTPConnection(host, port)
         response: http.client.HTTPResponse | None = None
         try:
             connection.sock = self._connect(parts.scheme, host, port, deadline)
-            target = parts.path + (f"?{parts.query}" if parts.query else "")
             connection.request(method, target, body, {"User-Agent": f"manifest-provider/{__version__}", **headers})
             response = connection.getresponse()
             answer_headers = {k.lower(): v for k, v in response.getheaders()}
@@ -148,34 +214,37 @@ class RegistryClient:
                 and int(declared) > max_bytes
                 and response.status < 300
             ):
-                raise RegistryError(f"{method} {parts.path} answered {declared} bytes; at most {max_bytes} are read",
+                raise RegistryError(f"{method} {target[:80]} answered {declared} bytes; at most {max_bytes} are read",
                                     "invalid")  # fmt: skip
             data = b"" if method == "HEAD" else response.read(max_bytes + 1)
         except TimeoutError as exc:
-            raise RegistryError(f"{host} did not answer {method} {parts.path} by the deadline") from exc
+            raise RegistryError(f"{host} did not answer {method} {target[:80]} by the deadline") from exc
         except (OSError, http.client.HTTPException, ValueError) as exc:
-            raise RegistryError(f"{host} could not be asked ({method} {parts.path}): {type(exc).__name__}") from exc
+            raise RegistryError(f"{host} could not be asked ({method} {target[:80]}): {type(exc).__name__}") from exc
         finally:
             if response is not None:
                 response.close()
             connection.close()
         if time.monotonic() > deadline:
-            raise RegistryError(f"{host} answered {method} {parts.path} only after the deadline")
+            raise RegistryError(f"{host} answered {method} {parts.target[:80]} only after the deadline")
         if len(data) > max_bytes and response.status < 300:
-            raise RegistryError(f"{method} {parts.path} answered more than {max_bytes} bytes", "invalid")
+            raise RegistryError(f"{method} {parts.target[:80]} answered more than {max_bytes} bytes", "invalid")
         return Answer(response.status, answer_headers, data)
 
     def _token(self, registry: str, challenge: str, scope: str, deadline: float) -> str | None:
         params = dict(_CHALLENGE.findall(challenge))
         realm = params.get("realm", "")
-        if not self._may_go(registry, urllib.parse.urlsplit(realm)):
-            raise RegistryError(f"{registry} asks for a token from {realm[:80]!r}, which is not an HTTPS URL")
+        origin = self._origin(registry)
+        refusal = self._refusal(origin, parse_url(realm, f"{registry}'s token realm"))
+        if refusal:
+            raise RegistryError(f"{registry} asks for a token from {realm[:80]!r}, {refusal}")
         query = urllib.parse.urlencode({k: v for k, v in (("service", params.get("service")), ("scope", scope)) if v})
         headers = {}
         creds = self.credentials(registry) if self.credentials else None
         if creds:
             headers["Authorization"] = "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
-        answer = self._once("GET", f"{realm}?{query}", headers, None, deadline=deadline, max_bytes=MAX_TOKEN_BYTES)
+        url = f"{realm}{'&' if '?' in realm else '?'}{query}"
+        answer = self._once("GET", url, headers, None, deadline=deadline, max_bytes=MAX_TOKEN_BYTES)
         if answer.status != 200:
             raise RegistryError(f"{registry}'s token service answered HTTP {answer.status}")
         try:
@@ -185,12 +254,22 @@ class RegistryClient:
             raise RegistryError(f"{registry}'s token service did not answer JSON", "invalid") from exc
         if not isinstance(token, str):
             raise RegistryError(f"{registry}'s token service answered no token", "invalid")
-        expires = document.get("expires_in", DEFAULT_TOKEN_LIFETIME)
-        finite = isinstance(expires, (int, float)) and math.isfinite(expires)  # json reads NaN and Infinity
-        lifetime = min(float(expires) if finite else DEFAULT_TOKEN_LIFETIME, MAX_TOKEN_LIFETIME) - 5
+        self._keep(registry, scope, token, document.get("expires_in", DEFAULT_TOKEN_LIFETIME))
+        return token
+
+    def _keep(self, registry: str, scope: str, token: str, expires: Any) -> None:
+        """Cache ``token`` for its lifetime, at most :data:`MAX_TOKEN_LIFETIME`, less a margin.
+
+        ``expires_in`` is the token service's to write: json reads NaN, Infinity and integers of
+        any length, and ``float()`` of a 400-digit integer raises OverflowError.
+        """
+        lifetime = DEFAULT_TOKEN_LIFETIME
+        number = (type(expires) is int) or (isinstance(expires, float) and not math.isnan(expires))
+        if number:
+            lifetime = float(max(0, min(expires, MAX_TOKEN_LIFETIME)))  # clamped before float(): no overflow
+        lifetime -= 5
         if lifetime > 0:
             self._tokens.put(digest(registry, scope), token, ttl=lifetime)
-        return token
 
     def request(
         self,
@@ -205,7 +284,8 @@ class RegistryClient:
         body: bytes | None = None,
     ) -> Answer:
         """One exchange with ``registry`` (``host[:port]``), authenticating and following redirects as needed."""
-        url = f"{self._scheme(registry)}://{registry}{path}"
+        origin = self._origin(registry)
+        url = f"{origin.scheme}://{registry}{path}"
         sent = dict(headers or {})
         cached = self._tokens.get(digest(registry, scope))
         if cached is not None:
@@ -222,16 +302,23 @@ class RegistryClient:
             else:
                 return answer
             answer = self._once(method, url, sent, body, deadline=deadline, max_bytes=max_bytes)
+        anonymous = {k: v for k, v in sent.items() if k.lower() != "authorization"}
         for _ in range(MAX_REDIRECTS):
             if answer.status not in (301, 302, 303, 307, 308) or method not in ("GET", "HEAD"):
                 break
-            location = urllib.parse.urljoin(url, answer.headers.get("location", ""))
-            target = urllib.parse.urlsplit(location)
-            if not self._may_go(registry, target):
-                raise RegistryError(f"{registry} redirected to {location[:80]!r}, which is not an HTTPS URL")
-            same_host = target.netloc == urllib.parse.urlsplit(url).netloc
-            url = location
-            answer = self._once(method, url, sent if same_host else {}, body, deadline=deadline, max_bytes=max_bytes)
+            location = answer.headers.get("location", "")
+            try:
+                url = urllib.parse.urljoin(url, location)
+            except ValueError:  # a broken IPv6 literal in the Location
+                raise RegistryError(f"{registry} redirected to {location[:80]!r}: not a URL", "invalid") from None
+            target = parse_url(url, f"{registry}'s redirect")
+            refusal = self._refusal(origin, target)
+            if refusal:
+                raise RegistryError(f"{registry} redirected to {url[:80]!r}, {refusal}")
+            # Credentials are the registry's: every hop is compared with the registry, not with the hop
+            # before it, so a chain A -> B -> B never hands A's token to B.
+            own = (target.scheme, target.netloc) == (origin.scheme, origin.netloc)
+            answer = self._once(method, url, sent if own else anonymous, body, deadline=deadline, max_bytes=max_bytes)
         return answer
 
 

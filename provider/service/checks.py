@@ -30,6 +30,7 @@ cache hit or a repeated key in a request reuses the text.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -40,6 +41,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
+from ..bounds import SERVICE, Bounds
 from ..bundles import Sources
 from ..cache import LRUCache, digest
 from ..dryrun import DryRunner
@@ -66,15 +68,18 @@ class PolicyCache:
     def __init__(self, max_entries: int = 256) -> None:
         self._cache: LRUCache[Policy] = LRUCache(max_entries)
 
-    def compile(self, raw: Any, limits: Limits = DEFAULT_LIMITS) -> Policy:
+    def compile(
+        self, raw: Any, limits: Limits = DEFAULT_LIMITS, bounds: Bounds = SERVICE, deadline: float | None = None
+    ) -> Policy:
+        """The compiled policy; ``bounds`` are the operator's, ``deadline`` ends reading a trust-root file."""
         try:
             canonical = json.dumps(raw, sort_keys=True, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise PolicyError(f"policy: not JSON data ({str(exc)[:80]})") from exc
-        key = digest(canonical, str(limits.max_keys))
+        key = digest(canonical, str(limits.max_keys), repr(bounds))
         policy = self._cache.get(key)
         if policy is None:
-            policy = Policy.from_dict(raw, limits=limits)
+            policy = Policy.from_dict(raw, limits=limits, bounds=bounds, deadline=deadline)
             self._cache.put(key, policy)
         return policy
 
@@ -92,6 +97,10 @@ class CheckContext:
     limits: Limits = DEFAULT_LIMITS
     #: Where signatures kept outside objects are fetched from (OCI bundles, signature ConfigMaps).
     sources: Sources | None = None
+    #: What the operator lets a policy name (provider/bounds.py): the service's configuration.
+    bounds: Bounds = SERVICE
+    #: The request's deadline (a :func:`time.monotonic` instant): every read and fetch ends by it.
+    deadline: float | None = None
     #: The app's compiled policies; a context made without one compiles into a cache of its own.
     policies: PolicyCache = field(default_factory=PolicyCache, compare=False, repr=False)
 
@@ -106,8 +115,16 @@ DEFAULT_CHECK = "manifest"
 
 def check_manifest(review: Review, policy_raw: Any, ctx: CheckContext) -> Result:
     """The object matches what the policy's keys/signers signed (:func:`provider.verifier.decide`)."""
-    policy = ctx.policies.compile(policy_raw, ctx.limits)
-    return decide(review, policy, dry_runner=ctx.dry_runner, now=ctx.now, limits=ctx.limits, sources=ctx.sources)
+    policy = ctx.policies.compile(policy_raw, ctx.limits, ctx.bounds, ctx.deadline)
+    return decide(
+        review,
+        policy,
+        dry_runner=ctx.dry_runner,
+        now=ctx.now,
+        limits=ctx.limits,
+        sources=ctx.sources,
+        deadline=ctx.deadline,
+    )
 
 
 #: Every check by name. Other modules add theirs here (``CHECKS["name"] = check``).
@@ -298,6 +315,8 @@ class Dispatcher:
         ``deadline`` is a :func:`time.monotonic` instant. Jobs with the same
         cache key are computed once.
         """
+        if ctx.deadline is None or ctx.deadline > deadline:
+            ctx = dataclasses.replace(ctx, deadline=deadline)  # every read and fetch of the checks ends by it
         answers: list[Answer | None] = [None] * len(jobs)
         groups: dict[bytes | int, list[int]] = {}
         for index, job in enumerate(jobs):

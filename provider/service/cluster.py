@@ -148,9 +148,15 @@ def _token_reviewer(kubeconfig: str | None) -> TokenReviewer | None:
 
 
 def signature_sources(config: Config, limits: Limits) -> Sources:
-    """Registries for resource bundles (always: a policy opts in), and the cluster's ConfigMaps when there is one."""
+    """Registries for resource bundles, and the cluster's ConfigMaps when there is one.
+
+    The registry client follows redirects and token realms only to the registry itself and the
+    operator's ``MANIFEST_PROVIDER_REGISTRY_HOSTS``; which registries a policy may name at all is
+    the policy's bound (``MANIFEST_PROVIDER_BUNDLE_REPOSITORIES``, :mod:`provider.bounds`).
+    """
     from ..kube.configmaps import KubeConfigMapReader
     from ..oci.bundles import OciBundleSource
+    from ..oci.registry import RegistryClient
 
     kubeconfig = config.kubeconfig
     configmaps = (
@@ -158,4 +164,5 @@ def signature_sources(config: Config, limits: Limits) -> Sources:
         if cluster_configured(config)
         else None
     )
-    return Sources(bundles=OciBundleSource(), configmaps=configmaps)
+    bundles = OciBundleSource(RegistryClient(hosts=config.registry_hosts))
+    return Sources(bundles=bundles, configmaps=configmaps)

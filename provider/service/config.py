@@ -27,6 +27,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -36,6 +37,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
+from ..bounds import Bounds
+from ..bundles import parse_repository_prefix
 from ..errors import ConfigError
 from ..limits import DEFAULT_LIMITS, Limits
 
@@ -83,6 +86,24 @@ class Config:
     cache_ttl_seconds: float = 600.0
     #: Compiled policies kept per worker process (LRU, keyed by canonical JSON).
     policy_cache_entries: int = 256
+    # -- what a policy may make the service read or reach (provider/bounds.py) --
+    #: Trust-root files a policy's ``trustedRoot`` may name, as absolute paths compared exactly.
+    #: Default none: inline TrustedRoots and the shipped public-good root only.
+    trusted_root_files: tuple[str, ...] = ()
+    #: Namespaces any policy's ``signatureResourceRef`` may read, besides the admitted object's own.
+    signature_namespaces: tuple[str, ...] = ()
+    #: Whether ``signatureResourceRef`` may read the admitted object's own namespace. A Kyverno body is
+    #: its policy's template, so its author writes the namespace too (docs/security.md, "Threat model").
+    signature_own_namespace: bool = True
+    #: Namespaces any policy's ``dryRun.namespace`` may name besides the admitted object's own (a dedicated
+    #: dry-run namespace, docs/dryrun.md "Which namespace").
+    dry_run_namespaces: tuple[str, ...] = ()
+    #: Registries or repositories (``registry[/path]``) bundles may come from; every entry of a policy's
+    #: ``resourceBundleRef.repositories`` must lie under one. Default none: no bundle is fetched.
+    bundle_repositories: tuple[str, ...] = ()
+    #: Hosts (``host[:port]``, 443 without a port) a registry may send a bundle fetch to by a redirect or
+    #: a token realm, besides itself (Docker Hub: ``auth.docker.io,production.cloudflare.docker.com``).
+    registry_hosts: tuple[str, ...] = ()
     # -- the cluster --
     #: kubeconfig for dry-runs and Secret reads; unset: in-cluster config inside a pod, else no cluster.
     kubeconfig: str | None = None
@@ -166,6 +187,17 @@ class Config:
             max_body_bytes=self.max_body_bytes,
             max_keys_per_request=self.max_keys,
             dry_run_timeout=self.dry_run_timeout,
+        )
+
+    @property
+    def bounds(self) -> Bounds:
+        """What any policy may make the service read or reach (:mod:`provider.bounds`)."""
+        return Bounds(
+            trusted_root_files=self.trusted_root_files,
+            signature_namespaces=self.signature_namespaces,
+            own_namespace_signatures=self.signature_own_namespace,
+            bundle_repositories=self.bundle_repositories,
+            dry_run_namespaces=self.dry_run_namespaces,
         )
 
     @property
@@ -313,7 +345,38 @@ def _check(config: Config) -> Config:
         raise ConfigError(f"{env_name('log_level')}: {config.log_level[:20]!r} is not one of {', '.join(LOG_LEVELS)}")
     if config.token_audience is not None and not config.token_audience:
         raise ConfigError(f"{env_name('token_audience')}: must not be empty")
-    return config
+    return _check_bounds(config)
+
+
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+
+
+def _check_bounds(config: Config) -> Config:
+    """The policy bounds, checked and normalised: a typo must not widen them, nor fail on the first request."""
+    where = env_name("trusted_root_files")
+    for path in config.trusted_root_files:
+        if not os.path.isabs(path) or os.path.normpath(path) != path or "\x00" in path:
+            raise ConfigError(f"{where}: {path[:80]!r} is not an absolute, normalised path (no '..', '.', '//')")
+    for name in ("signature_namespaces", "dry_run_namespaces"):
+        for namespace in getattr(config, name):
+            if not _NAMESPACE.match(namespace):
+                raise ConfigError(
+                    f"{env_name(name)}: {namespace[:80]!r} is not a namespace name (no patterns: list each one)"
+                )
+    repositories = tuple(
+        parse_repository_prefix(text, env_name("bundle_repositories"), ConfigError)
+        for text in config.bundle_repositories
+    )
+    from ..oci.registry import RegistryError, host_key  # the host syntax lives with the client that compares it
+
+    for host in config.registry_hosts:
+        if any(c in host for c in "/@?#*") or any(c.isspace() for c in host):
+            raise ConfigError(f"{env_name('registry_hosts')}: {host[:80]!r} is not host or host:port (no patterns)")
+        try:
+            host_key(host)
+        except RegistryError as exc:
+            raise ConfigError(f"{env_name('registry_hosts')}: {exc.message}") from None
+    return dataclasses.replace(config, bundle_repositories=repositories)
 
 
 def load_config(overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Config:

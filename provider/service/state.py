@@ -56,6 +56,7 @@ class Service:
             limits=self.limits,
             policies=self.policies,
             sources=self.sources,
+            bounds=self.config.bounds,
         )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from provider import Policy, Review, decide
+from provider import Bounds, Policy, Review, decide
 from provider.errors import TransientError
 from provider.kube.dryrun import KubeDryRunner
 from provider.result import Result
@@ -43,8 +43,10 @@ def runner(fake: FakeApiServer, tmp_path: Path) -> Iterator[KubeDryRunner]:
 
 
 def policy(dry_run: bool = True, namespace: str = "", key: str | None = None, **fields: Any) -> Policy:
+    # A dedicated dry-run namespace is the operator's to allow (MANIFEST_PROVIDER_DRY_RUN_NAMESPACES).
     return Policy.from_dict(
-        {"keys": [key or public_key_pem(KEY)], "dryRun": {"enabled": dry_run, "namespace": namespace}, **fields}
+        {"keys": [key or public_key_pem(KEY)], "dryRun": {"enabled": dry_run, "namespace": namespace}, **fields},
+        bounds=Bounds(dry_run_namespaces=(namespace,) if namespace else ()),
     )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from provider import Policy, Review, decide
+from provider.bounds import LOCAL
 from provider.bundles import BundleOptions, Sources
 from provider.errors import PolicyError
 from provider.kube.configmaps import KubeConfigMapReader
@@ -126,7 +127,8 @@ def test_objects_naming_ever_new_repositories_do_not_grow_the_token_cache_withou
     server, issued = _token_registry()
     client = RegistryClient()
     policy = Policy.from_dict(
-        {"keys": [public_key_pem(KEY)], "resourceBundleRef": {"repositories": [f"{server.host}/bundles"]}}
+        {"keys": [public_key_pem(KEY)], "resourceBundleRef": {"repositories": [f"{server.host}/bundles"]}},
+        bounds=LOCAL,
     )
     sources = Sources(bundles=OciBundleSource(client))
     names = 2 * MAX_TOKENS
@@ -637,7 +639,7 @@ def test_a_verdict_read_from_a_signature_configmap_is_never_cached(
     _serve(fake, served)
     reader = KubeConfigMapReader(lambda: runner_for(fake, tmp_path))
     policy = Policy.from_dict(
-        {"keys": [public_key_pem(KEY)], "signatureResourceRef": "k8s://ConfigMap/sigs/app-signature"}
+        {"keys": [public_key_pem(KEY)], "signatureResourceRef": "k8s://ConfigMap/sigs/app-signature"}, bounds=LOCAL
     )
     result = decide(Review.for_object(admitted), policy, sources=Sources(configmaps=reader))
     assert (result.reason, result.used_cluster) == (reason, True), result.message

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from provider import policy as policy_module
+from provider.bounds import LOCAL
 from provider.objects import _REF_FIELDS
 from provider.policy import KEY_OPERATIONS, OPERATIONS, PROFILES, Policy
 from provider.review import Review
@@ -504,10 +505,10 @@ def test_every_schema_field_is_accepted_by_the_policy() -> None:
     }
     attestors = [{"name": "team", "count": 1, "entries": [{"keys": {"publicKeys": pem}}]}]
     assert set(example) | {"attestors"} == set(props)
-    Policy.from_dict(example)  # raises PolicyError on any field the policy does not accept
+    Policy.from_dict(example, bounds=LOCAL)  # raises PolicyError on any field the policy does not accept
     # attestors replace keys, signers, keyOperation and threshold: checked on their own
     flat = ("keys", "signers", "keyOperation", "threshold")
-    Policy.from_dict({**{k: v for k, v in example.items() if k not in flat}, "attestors": attestors})
+    Policy.from_dict({**{k: v for k, v in example.items() if k not in flat}, "attestors": attestors}, bounds=LOCAL)
 
 
 # --- the Provider -------------------------------------------------------------------

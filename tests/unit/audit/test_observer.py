@@ -17,6 +17,7 @@ import pytest
 from provider.audit.live import Checked, LiveChecker
 from provider.audit.observer import Observer, PassStats, Target, VerdictCache, WriteOutcome, read_targets
 from provider.audit.reports import same_content
+from provider.bounds import LOCAL
 from provider.bundles import Sources
 from provider.errors import PolicyError, TransientError
 from tests.support.keys import make_key, public_key_pem
@@ -270,7 +271,7 @@ def test_under_a_signature_configmap_every_pass_verifies_again_as_the_configmap_
     world = World([stored(web, "10", "uid-web"), stored(api, "11", "uid-api")])
     world.policy = {**POLICY, "signatureResourceRef": "k8s://ConfigMap/sigs/signatures"}
     world.observer._make_checker = lambda data: CountingChecker(data, sources_factory=lambda _: Sources(
-        configmaps=signatures))  # fmt: skip
+        configmaps=signatures), bounds=LOCAL)  # fmt: skip
     first = world.run()
     assert (first.verified_now, dict(first.by_outcome)) == (2, {"pass": 2})
     again = world.run()

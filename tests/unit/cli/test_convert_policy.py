@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from provider.bounds import LOCAL
 from provider.cli import main
 from provider.cli.convert_policy import convert, convert_document, not_in_the_output, outputs
 from provider.policy import Policy
@@ -48,7 +49,7 @@ def test_an_integrity_shield_constraint_lists_what_it_cannot_carry() -> None:
         },
     }  # fmt: skip
     policy, lost = convert(constraint)
-    Policy.from_dict(policy)
+    Policy.from_dict(policy, bounds=LOCAL)
     assert policy["resourceBundleRef"] == {"repositories": ["registry.example.com/sigs/cm"]}
     assert policy["signatureResourceRef"] == "k8s://ConfigMap/sigs/cm-sig"
     assert any("keyConfigs" in item for item in lost)

@@ -15,12 +15,14 @@ from typing import Any
 import pytest
 from cryptography import x509
 
-from provider import Policy, Review, decide
+from provider import Bounds, Policy, Review, decide
 from provider.envelope import read_envelope
 from provider.keys import fingerprint_of
 from tests.support.data import UPSTREAM, load_yaml
 
 TRUST = str(UPSTREAM / "trust" / "sigstore-public-good-trusted_root.json")
+#: An operator who lets policies name the interop root file (MANIFEST_PROVIDER_TRUSTED_ROOT_FILES).
+BOUNDS = Bounds(trusted_root_files=(TRUST,))
 EXPECTED = json.loads((UPSTREAM / "expected.json").read_text())
 KEYLESS = [(case, sig) for case in EXPECTED["cases"] for sig in case.get("signatures", []) if sig.get("keyless")]
 KEYLESS_CASES = list({id(case): case for case, _ in KEYLESS}.values())
@@ -32,7 +34,9 @@ def obj_of(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(obj: dict[str, Any], signer: Any, root: Any = TRUST, now: datetime | None = None, **fields: Any) -> Any:
-    policy = Policy.from_dict({"signers": [signer], **({"trustedRoot": root} if root is not None else {}), **fields})
+    policy = Policy.from_dict(
+        {"signers": [signer], **({"trustedRoot": root} if root is not None else {}), **fields}, bounds=BOUNDS
+    )
     return decide(Review.for_object(obj), policy, now=now)
 
 
@@ -101,7 +105,7 @@ def test_upstream_e2e_signer_config_fails() -> None:
     """``configs/e2e-config-sample-1-signers.yaml`` (upstream's bare-string form) rejects the gmail signature."""
     (config,) = load_yaml(UPSTREAM / "configs" / "e2e-config-sample-1-signers.yaml")
     (obj,) = load_yaml(UPSTREAM / "manifests" / "cm-tarball-keyless-signed.yaml")
-    policy = Policy.from_dict({**config, "trustedRoot": TRUST})
+    policy = Policy.from_dict({**config, "trustedRoot": TRUST}, bounds=BOUNDS)
     result = decide(Review.for_object(obj), policy)
     assert (result.allowed, result.reason) == (False, "identity-mismatch")
     assert "test-signer@example.com" in result.message
@@ -110,7 +114,9 @@ def test_upstream_e2e_signer_config_fails() -> None:
 def test_modified_fixture_verifies_with_upstream_ignore_config() -> None:
     (config,) = load_yaml(UPSTREAM / "configs" / "e2e-config-sample-2-ignorefields.yaml")
     (obj,) = load_yaml(UPSTREAM / "manifests" / "cm-tarball-keyless-modified-after-signing.yaml")
-    policy = Policy.from_dict({**config, "signers": ["hirokuni.kitahara1@gmail.com"], "trustedRoot": TRUST})
+    policy = Policy.from_dict(
+        {**config, "signers": ["hirokuni.kitahara1@gmail.com"], "trustedRoot": TRUST}, bounds=BOUNDS
+    )
     assert decide(Review.for_object(obj), policy).reason == "verified"
 
 
@@ -128,7 +134,8 @@ def test_both_keyless_signers_with_must_all() -> None:
             "signers": ["hkitahar@redhat.com", "hirokuni.kitahara1@ibm.com"],
             "keyOperation": "MustAll",
             "trustedRoot": TRUST,
-        }
+        },
+        bounds=BOUNDS,
     )
     result = decide(Review.for_object(obj), policy)
     assert result.reason == "verified"

@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from provider import Policy
+from provider.bounds import LOCAL
 from provider.errors import PolicyError
 from provider.keyless.trust import DEFAULT_ROOT, load_trusted_root
 from provider.limits import Limits
@@ -32,7 +33,7 @@ def test_shipped_root_is_the_public_good_instance() -> None:
     anchors = {a.subject.rfc4514_string() for ca in root.authorities for a in ca.anchors}
     assert anchors == {"CN=sigstore,O=sigstore.dev"}
     shipped = Path(__file__).resolve().parents[3] / "provider" / "data" / DEFAULT_ROOT
-    assert load_trusted_root(str(shipped)) is root  # same content, same cached object
+    assert load_trusted_root(str(shipped), bounds=LOCAL) is root  # same content, same cached object
 
 
 def test_inline_and_file_roots_are_one_cached_root(tmp_path: Path) -> None:
@@ -40,7 +41,7 @@ def test_inline_and_file_roots_are_one_cached_root(tmp_path: Path) -> None:
     path = tmp_path / "root.json"
     path.write_text(json.dumps(document, indent=2))
     inline = load_trusted_root(document)
-    assert load_trusted_root(str(path)) is inline
+    assert load_trusted_root(str(path), bounds=LOCAL) is inline
     assert load_trusted_root(copy.deepcopy(document)) is inline
 
 
@@ -149,7 +150,7 @@ def test_unusable_root_file(tmp_path: Path, content: bytes | None, message: str)
     if content is not None:
         path.write_bytes(content)
     with pytest.raises(PolicyError, match=message):
-        load_trusted_root(str(path), limits=Limits(max_trusted_root_bytes=1024))
+        load_trusted_root(str(path), limits=Limits(max_trusted_root_bytes=1024), bounds=LOCAL)
 
 
 def test_too_many_ca_certificates(tmp_path: Path) -> None:

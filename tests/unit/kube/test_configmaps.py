@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from provider.bounds import Bounds
 from provider.bundles import Sources
 from provider.errors import PolicyError
 from provider.kube.configmaps import KubeConfigMapReader
@@ -26,6 +27,8 @@ from tests.support.manifests import configmap, sign
 
 KEY = make_key("ecdsa-p256", 50)
 PATH = "/api/v1/namespaces/sigs/configmaps/app-signature"
+#: The operator lets policies read signature ConfigMaps in ``sigs`` (MANIFEST_PROVIDER_SIGNATURE_NAMESPACES).
+BOUNDS = Bounds(signature_namespaces=("sigs",))
 
 
 @dataclass
@@ -48,7 +51,7 @@ def serve_signature(fake: FakeApiServer, obj: dict[str, Any]) -> None:
 def verdict(fake: FakeApiServer, tmp_path: Path, obj: dict[str, Any]) -> Result:
     reader = KubeConfigMapReader(lambda: runner_for(fake, tmp_path))
     policy = Policy.from_dict(
-        {"keys": [public_key_pem(KEY)], "signatureResourceRef": "k8s://ConfigMap/sigs/app-signature"}
+        {"keys": [public_key_pem(KEY)], "signatureResourceRef": "k8s://ConfigMap/sigs/app-signature"}, bounds=BOUNDS
     )
     return decide(Review.for_object(obj), policy, sources=Sources(configmaps=reader))
 
@@ -63,7 +66,7 @@ def test_an_object_verifies_against_the_signature_configmap(fake: FakeApiServer,
 
 def test_a_missing_configmap_means_unsigned(fake: FakeApiServer, tmp_path: Path) -> None:
     result = verdict(fake, tmp_path, configmap("app"))
-    assert (result.reason, "does not exist" in result.message) == ("unsigned", True)
+    assert (result.reason, "holds no signature" in result.message) == ("unsigned", True)
 
 
 def test_a_silent_api_server_is_a_denial_by_the_deadline(fake: FakeApiServer, tmp_path: Path) -> None:
@@ -78,7 +81,9 @@ def test_a_silent_api_server_is_a_denial_by_the_deadline(fake: FakeApiServer, tm
 
 
 def test_without_a_cluster_the_policy_denies(tmp_path: Path) -> None:
-    policy = Policy.from_dict({"keys": [public_key_pem(KEY)], "signatureResourceRef": "k8s://ConfigMap/sigs/x"})
+    policy = Policy.from_dict(
+        {"keys": [public_key_pem(KEY)], "signatureResourceRef": "k8s://ConfigMap/sigs/x"}, bounds=BOUNDS
+    )
     assert decide(Review.for_object(configmap("app")), policy).reason == "signature-configmap-unavailable"
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from provider.bounds import LOCAL
 from provider.bundles import Reference, Sources
 from provider.cli import main
 from provider.keys import private_pem
@@ -74,7 +75,7 @@ def policy(registry_host: str, **extra: Any) -> dict[str, Any]:
 
 def verdict(obj: dict[str, Any], raw_policy: dict[str, Any], source: Any = None) -> Result:
     sources = Sources(bundles=source if source is not None else OciBundleSource())
-    return decide(Review.for_object(obj), Policy.from_dict(raw_policy), sources=sources)
+    return decide(Review.for_object(obj), Policy.from_dict(raw_policy, bounds=LOCAL), sources=sources)
 
 
 def get_json(url: str, accept: str = "application/vnd.oci.image.manifest.v1+json") -> Any:
@@ -226,7 +227,7 @@ def test_a_registry_that_refuses_connections_is_a_denial_at_once() -> None:
 
 def test_without_a_registry_client_a_bundle_is_a_denial(registry: Registry, tmp_path: Path) -> None:
     signed = sign_image(tmp_path, f"{registry.host}/bundles/noclient:v1")
-    result = decide(Review.for_object(signed), Policy.from_dict(policy(registry.host)))
+    result = decide(Review.for_object(signed), Policy.from_dict(policy(registry.host), bounds=LOCAL))
     assert (result.reason, result.allowed) == ("bundle-unavailable", False)
 
 

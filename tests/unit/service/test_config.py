@@ -157,3 +157,55 @@ def test_the_metrics_port_is_gatekeepers_8888_by_default_and_configurable(
 def test_an_unusable_metrics_port_is_a_config_error(overrides: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load_config(overrides, {})
+
+
+# --- what a policy may make the service read or reach (provider/bounds.py) ---------------------------------------
+
+
+def test_by_default_a_policy_may_name_no_file_no_other_namespace_and_no_registry() -> None:
+    bounds = load_config({}, {}).bounds
+    assert (bounds.trusted_root_files, bounds.signature_namespaces, bounds.bundle_repositories) == ((), (), ())
+    assert bounds.own_namespace_signatures
+    assert load_config({}, {}).registry_hosts == ()
+
+
+def test_the_bounds_are_read_from_the_environment_and_normalised() -> None:
+    config = load_config(
+        {},
+        {
+            "MANIFEST_PROVIDER_TRUSTED_ROOT_FILES": "/etc/roots/a.json,/etc/roots/b.json",
+            "MANIFEST_PROVIDER_SIGNATURE_NAMESPACES": "signatures",
+            "MANIFEST_PROVIDER_SIGNATURE_OWN_NAMESPACE": "false",
+            "MANIFEST_PROVIDER_BUNDLE_REPOSITORIES": "docker.io/myorg,Registry.Example.com/bundles/",
+            "MANIFEST_PROVIDER_REGISTRY_HOSTS": "auth.docker.io,[::1]:5000",
+        },
+    )
+    bounds = config.bounds
+    assert bounds.trusted_root_files == ("/etc/roots/a.json", "/etc/roots/b.json")
+    assert (bounds.signature_namespaces, bounds.own_namespace_signatures) == (("signatures",), False)
+    assert bounds.bundle_repositories == ("index.docker.io/myorg", "registry.example.com/bundles")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("TRUSTED_ROOT_FILES", "roots/a.json", "not an absolute, normalised path"),
+        ("TRUSTED_ROOT_FILES", "/etc/roots/../shadow", "not an absolute, normalised path"),
+        ("TRUSTED_ROOT_FILES", "/etc/roots//a.json", "not an absolute, normalised path"),
+        ("SIGNATURE_NAMESPACES", "team-*", "not a namespace name"),
+        ("SIGNATURE_NAMESPACES", "Team", "not a namespace name"),
+        ("BUNDLE_REPOSITORIES", "myorg", "not a registry host"),
+        ("BUNDLE_REPOSITORIES", "registry.example.com/team:v1", "no tag or digest"),
+        ("REGISTRY_HOSTS", "https://auth.docker.io", "not host or host:port"),
+        ("REGISTRY_HOSTS", "*.docker.io", "not host or host:port"),
+        ("REGISTRY_HOSTS", "auth.docker.io:99999", "not a usable URL"),
+        ("TRUSTED_ROOT_FILES", "/etc/roots/a.json,", "an empty element"),
+    ],
+    ids=["relative-path", "dot-dot", "double-slash", "namespace-pattern", "namespace-upper-case",
+         "registry-not-a-host", "repository-with-tag", "host-with-scheme", "host-pattern", "host-port-range",
+         "trailing-comma"],
+)  # fmt: skip
+def test_a_bound_that_does_not_parse_stops_the_service_from_starting(name: str, value: str, message: str) -> None:
+    """A typo must neither widen a bound nor fail on the first request that meets it."""
+    with pytest.raises(ConfigError, match=message):
+        load_config({}, {f"MANIFEST_PROVIDER_{name}": value})
