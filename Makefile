@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install system-packages run test lock lint bench soak fuzz clean kind-schemas data-sums
+.PHONY: install system-packages run test test-fast lock lint bench soak fuzz clean kind-schemas data-sums
 
 install: system-packages $(STAMP)
 
@@ -65,6 +65,10 @@ run:
 ## test: the whole suite (unit, interop, integration, hostile input, short load/fault runs)
 test: install
 	$(PY) -m pytest
+
+## test-fast: the quick subset (no slow or integration tests: no server, CLI process or load run)
+test-fast: install
+	$(PY) -m pytest -m "not slow and not integration"
 
 ## lock: refresh requirements/*.txt to the newest releases setup.cfg's ranges allow (then make test)
 # uv pip compile, not pip-tools' pip-compile: requirements/lock.txt's header says why. Resolved
