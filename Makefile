@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install system-packages run test test-fast lock lint bench soak fuzz clean kind-schemas data-sums
+.PHONY: install system-packages run test test-fast test-latest lock lint bench soak fuzz clean kind-schemas data-sums
 
 install: system-packages $(STAMP)
 
@@ -112,6 +112,16 @@ lock: $(LOCK_VENV)/.installed
 	$(call lock-one,requirements/opa.txt,3.14,$(LOCK_UPGRADE) requirements/opa.in)
 	$(call lock-one,requirements/uv.txt,3.11,$(LOCK_UPGRADE) requirements/uv.in)
 
+## test-latest: the suite in .venv-latest against the newest releases setup.cfg allows, to meet a new release on purpose
+LATEST := .venv-latest
+test-latest: system-packages
+	$(PYTHON) -m venv --clear $(LATEST)
+	$(LATEST)/bin/python -m pip install --quiet --upgrade pip setuptools wheel
+	$(LATEST)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[test]'
+	$(LATEST)/bin/python -m pip install --quiet --ignore-requires-python -r requirements/opa.in
+	$(LATEST)/bin/python -m tests.support.lock || true
+	$(LATEST)/bin/python -m pytest --deselect tests/unit/test_lock.py::test_installed_versions_match_the_lock
+
 lint: install
 	$(VENV)/bin/ruff check provider tests bench tools
 	$(VENV)/bin/ruff format --check provider tests bench tools
@@ -132,7 +142,7 @@ fuzz: install
 	$(PY) tests/fuzz/run.py --seconds $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(VENV) $(LOCK_VENV) .dev build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOCK_VENV) $(LATEST) .dev build *.egg-info .pytest_cache .mypy_cache .ruff_cache
 
 ## kind-schemas: regenerate provider/data/kind_schemas.json from the installed kubernetes client's models
 kind-schemas: install
