@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install system-packages run test test-fast test-latest lock lint bench soak fuzz clean kind-schemas data-sums
+.PHONY: install system-packages run test test-fast test-latest lock lock-venv lint bench soak fuzz clean kind-schemas data-sums
 
 install: system-packages $(STAMP)
 
@@ -91,10 +91,13 @@ define LOCK_WHY
 endef
 export LOCK_WHY
 
-$(LOCK_VENV)/.installed: requirements/uv.txt
-	$(PYTHON) -m venv --clear $(LOCK_VENV)
-	$(LOCK_VENV)/bin/python $(PIP_LOCKED) -r requirements/uv.txt
-	touch $@
+# .venv-lock holds uv as requirements/uv.txt pins it; rebuilt only when that file's content changes
+# (make lock rewrites it every time, so its date says nothing).
+lock-venv:
+	@cmp -s requirements/uv.txt $(LOCK_VENV)/uv.txt || { \
+		$(PYTHON) -m venv --clear $(LOCK_VENV) && \
+		$(LOCK_VENV)/bin/python $(PIP_LOCKED) -r requirements/uv.txt && \
+		cp requirements/uv.txt $(LOCK_VENV)/uv.txt; }
 
 # lock-one OUT, PYTHON VERSION, ARGS: compile into a copy of OUT (so LOCK_UPGRADE= keeps its
 # pins; uv rewrites the copy whole), then write LOCK_WHY above uv's own header.
@@ -105,7 +108,7 @@ define lock-one
 	rm -f $(1).new
 endef
 
-lock: $(LOCK_VENV)/.installed
+lock: lock-venv
 	$(call lock-one,requirements/lock.txt,3.11,$(LOCK_UPGRADE) setup.cfg requirements/build.in --extra test)
 	$(call lock-one,requirements/serve.txt,3.11,setup.cfg -c requirements/lock.txt)
 	$(call lock-one,requirements/build.txt,3.11,requirements/build.in -c requirements/lock.txt)
