@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install system-packages run test lint bench soak fuzz clean kind-schemas data-sums
+.PHONY: install system-packages run test test-fast test-latest lock lock-venv lint bench soak fuzz clean kind-schemas data-sums
 
 install: system-packages $(STAMP)
 
@@ -24,13 +24,22 @@ system-packages:
 		fi; \
 	fi
 
-$(STAMP): setup.cfg pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
-	$(PY) -m pip install --quiet -e '.[test]'
-	# OPA's Go engine for the Rego tests; its wheel declares Python >= 3.12 but
-	# runs on 3.11 (the tests prove it), hence --ignore-requires-python.
-	$(PY) -m pip install --quiet --ignore-requires-python 'opa-golib-python-bindings==0.4.4'
+# Every package .venv holds comes from requirements/ (a lock with the sha256 of every file), so a
+# new machine installs exactly the versions the tests passed with; `make lock` refreshes it. The
+# venv is rebuilt from nothing (--clear) whenever a lock changes, so nothing outside it lingers.
+# The project itself goes in last: editable, --no-deps (the lock holds its dependencies) and
+# --no-build-isolation (its build backend is the locked setuptools, not an unpinned download).
+LOCKS := requirements/build.txt requirements/lock.txt requirements/opa.txt
+PIP_LOCKED = -m pip install --quiet --require-hashes --only-binary=:all:
+
+$(STAMP): setup.cfg pyproject.toml $(LOCKS)
+	$(PYTHON) -m venv --clear $(VENV)
+	$(PY) $(PIP_LOCKED) -r requirements/build.txt
+	$(PY) $(PIP_LOCKED) -r requirements/lock.txt
+	# OPA's Go engine for the Rego tests; its wheel declares a newer Python but runs on 3.11
+	# (the tests prove it), hence --ignore-requires-python, for this one package (requirements/opa.in).
+	$(PY) $(PIP_LOCKED) --ignore-requires-python -r requirements/opa.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
 ## run: the service on https://127.0.0.1:8443 and its metrics on http://127.0.0.1:8888/metrics, with throw-away dev certificates (mTLS); RUN_PORT=N and METRICS_PORT=N (0: none) choose other ports
@@ -67,6 +76,65 @@ run:
 test: install
 	$(PY) -m pytest
 
+## test-fast: the quick subset (no slow or integration tests: no server, CLI process or load run)
+test-fast: install
+	$(PY) -m pytest -m "not slow and not integration"
+
+## lock: refresh requirements/*.txt to the newest releases setup.cfg's ranges allow (then make test)
+# uv pip compile, not pip-tools' pip-compile: requirements/lock.txt's header says why. Resolved
+# for CPython 3.11 on Linux (the interpreter CI, the image and `make install` use), with the
+# hashes of every file of each release, so a lock made on one machine installs on any Linux.
+# LOCK_UPGRADE= (empty) keeps today's pins and only adds or drops what setup.cfg changed.
+# opa.txt is resolved for Python 3.14, what opa-golib-python-bindings 0.4.4 declares (requirements/opa.in).
+LOCK_VENV    := .venv-lock
+LOCK_UPGRADE ?= --upgrade
+UV_COMPILE    = $(LOCK_VENV)/bin/uv pip compile --quiet --no-config --generate-hashes \
+                --python-platform linux --custom-compile-command "make lock"
+define LOCK_WHY
+# Locked with `uv pip compile --generate-hashes` (uv is itself pinned in requirements/uv.txt).
+# Why uv rather than pip-tools' `pip-compile --generate-hashes --allow-unsafe`: both pick the
+# same versions and list the same hashes (every file of each release), but pip-compile cannot
+# lock opa-golib-python-bindings, whose wheel declares a newer Python than ours (pip-tools
+# always resolves honouring Requires-Python; uv resolves it for the Python it declares, see
+# requirements/opa.in), and uv takes a second where pip-compile takes half a minute.
+# Installed by pip with --require-hashes (Makefile, Dockerfile): never edit by hand.
+endef
+export LOCK_WHY
+
+# .venv-lock holds uv as requirements/uv.txt pins it; rebuilt only when that file's content changes
+# (make lock rewrites it every time, so its date says nothing).
+lock-venv:
+	@cmp -s requirements/uv.txt $(LOCK_VENV)/uv.txt || { \
+		$(PYTHON) -m venv --clear $(LOCK_VENV) && \
+		$(LOCK_VENV)/bin/python $(PIP_LOCKED) -r requirements/uv.txt && \
+		cp requirements/uv.txt $(LOCK_VENV)/uv.txt; }
+
+# lock-one OUT, PYTHON VERSION, ARGS: compile into a copy of OUT (so LOCK_UPGRADE= keeps its
+# pins; uv rewrites the copy whole), then write LOCK_WHY above uv's own header.
+define lock-one
+	cp $(1) $(1).new 2>/dev/null || true
+	$(UV_COMPILE) --python-version $(2) $(3) -o $(1).new
+	{ printf '%s\n' "$$LOCK_WHY"; cat $(1).new; } > $(1)
+	rm -f $(1).new
+endef
+
+lock: lock-venv
+	$(call lock-one,requirements/lock.txt,3.11,$(LOCK_UPGRADE) setup.cfg requirements/build.in --extra test)
+	$(call lock-one,requirements/serve.txt,3.11,setup.cfg -c requirements/lock.txt)
+	$(call lock-one,requirements/build.txt,3.11,requirements/build.in -c requirements/lock.txt)
+	$(call lock-one,requirements/opa.txt,3.14,$(LOCK_UPGRADE) requirements/opa.in)
+	$(call lock-one,requirements/uv.txt,3.11,$(LOCK_UPGRADE) requirements/uv.in)
+
+## test-latest: the suite in .venv-latest against the newest releases setup.cfg allows, to meet a new release on purpose
+LATEST := .venv-latest
+test-latest: system-packages
+	$(PYTHON) -m venv --clear $(LATEST)
+	$(LATEST)/bin/python -m pip install --quiet --upgrade pip setuptools wheel
+	$(LATEST)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[test]'
+	$(LATEST)/bin/python -m pip install --quiet --ignore-requires-python -r requirements/opa.in
+	$(LATEST)/bin/python -m tests.support.lock || true
+	$(LATEST)/bin/python -m pytest --deselect tests/unit/test_lock.py::test_installed_versions_match_the_lock
+
 lint: install
 	$(VENV)/bin/ruff check provider tests bench tools
 	$(VENV)/bin/ruff format --check provider tests bench tools
@@ -87,7 +155,7 @@ fuzz: install
 	$(PY) tests/fuzz/run.py --seconds $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(VENV) .dev build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(LOCK_VENV) $(LATEST) .dev build *.egg-info .pytest_cache .mypy_cache .ruff_cache
 
 ## kind-schemas: regenerate provider/data/kind_schemas.json from the installed kubernetes client's models
 kind-schemas: install

@@ -1,4 +1,4 @@
-"""The deployment: every YAML parses, the kustomize overlays render consistently, the image is safe.
+"""The deployment: every YAML parses, the kustomize overlays render consistently (the image: test_dockerfile.py).
 
 Rendering uses ``kubectl kustomize`` (or a ``kustomize`` binary) when one is
 installed; the structural checks on the base files run either way. What
@@ -564,36 +564,3 @@ def test_policy_paths_the_script_patches_exist() -> None:
         (REPO / "policies/kyverno/verify-manifest-signature/verify-manifest-signature.yaml").read_text()
     )
     assert "caBundle" in doc["spec"]["rules"][0]["context"][0]["apiCall"]["service"]
-
-
-# --- the image ------------------------------------------------------------------------------------
-
-
-def test_dockerfile_runs_the_service_unprivileged() -> None:
-    lines = [
-        line.strip()
-        for line in (REPO / "Dockerfile").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
-    froms = [line for line in lines if line.startswith("FROM ")]
-    assert froms and all("python:3.11-slim" in line for line in froms)
-    (user,) = [line for line in lines if line.startswith("USER ")]
-    uid = user.split()[1].split(":")[0]
-    assert uid.isdigit() and int(uid) != 0  # numeric, so runAsNonRoot can check it
-    assert uid == str(base_doc("deployment.yaml")["spec"]["template"]["spec"]["securityContext"]["runAsUser"])
-    assert 'ENTRYPOINT ["manifest-provider"]' in lines
-    assert 'CMD ["serve"]' in lines
-    assert "EXPOSE 8443" in lines
-
-
-def test_dockerignore_keeps_the_build_context_small() -> None:
-    rules = [r for r in (REPO / ".dockerignore").read_text().splitlines() if r and not r.startswith("#")]
-    assert rules[0] == "*"
-    included = {r[1:].rstrip("/") for r in rules if r.startswith("!")}
-    assert included == {"pyproject.toml", "setup.cfg", "README.md", "provider"}
-    copied = [
-        line.split()[1:-1]
-        for line in (REPO / "Dockerfile").read_text().splitlines()
-        if line.startswith("COPY ") and "--from" not in line
-    ]
-    assert {p.rstrip("/") for parts in copied for p in parts} <= included

@@ -20,6 +20,9 @@ checkout (the old layout fails every one).
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -158,3 +161,15 @@ def test_the_scan_finds_every_form_of_import(tmp_path: Path, source: str, module
     path.parent.mkdir(parents=True)
     path.write_text(source)
     assert bool(imports_of_test_modules(tmp_path)) is imported
+
+
+def test_the_quick_subset_holds_no_integration_test() -> None:
+    """``make test-fast`` deselects by marker; every test under tests/integration/ must carry it."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "-m", "not slow and not integration", "tests/integration"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    # pytest exits 5 when every collected test was deselected: nothing of tests/integration is quick.
+    assert proc.returncode == 5, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert re.search(r"no tests collected \([1-9]\d* deselected\)", proc.stdout), proc.stdout[-500:]
