@@ -126,11 +126,14 @@ class KubeTokenReviewer:
                            "spec": {"token": token, "audiences": [audience]}}).encode()  # fmt: skip
         headers = {"Content-Type": "application/json", "Accept": "application/json",
                    "User-Agent": f"manifest-provider/{__version__}"}  # fmt: skip
-        connection = http.client.HTTPConnection(self._host, self._port)
-        response: http.client.HTTPResponse | None = None
         try:
             # The client's own header (its refresh hook rereads a rotated token), asked for per review.
             headers.update(auth_headers(self._config))
+        except TransientError as exc:
+            raise _failed(f"TokenReview failed: {exc.message}") from exc
+        connection = http.client.HTTPConnection(self._host, self._port)
+        response: http.client.HTTPResponse | None = None
+        try:
             connection.sock = self._connect(deadline)
             connection.request("POST", self._path, body, headers)
             response = connection.getresponse()
