@@ -359,6 +359,8 @@ class FakeApiServer:
     unprivileged: set[str] = field(default_factory=set)
     #: Tokens a TokenReview finds valid, and for which audiences.
     reviewable: dict[str, Identity] = field(default_factory=dict, repr=False)
+    #: The port to listen on (0: an ephemeral one); a server started again on a stopped one's port is "back up".
+    listen_port: int = 0
 
     def __post_init__(self) -> None:
         self.store = Store()
@@ -416,7 +418,7 @@ class FakeApiServer:
                     target=self.process_request_thread, args=(request, client_address), name=name, daemon=True
                 ).start()
 
-        self._server = Server(("127.0.0.1", 0), _handler(self))
+        self._server = Server(("127.0.0.1", self.listen_port), _handler(self))
         serve = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"{THREAD_PREFIX}serve", daemon=True
         )
