@@ -220,6 +220,15 @@ def test_an_identity_without_grants_is_refused_and_the_message_names_it(
         cluster.reviewer().review(KYVERNO_TOKEN, AUDIENCE, time.monotonic() + TIMEOUT)
 
 
+def test_with_anonymous_authentication_off_no_credentials_is_401(fake_with_objects: TokenApi, tmp_path: Path) -> None:
+    fake = fake_with_objects
+    fake.anonymous = False  # kube-apiserver --anonymous-auth=false
+    cluster = Cluster(str(fake.kubeconfig(tmp_path / "kubeconfig", user={})))
+    with pytest.raises(TransientError, match="HTTP 401"):
+        cluster.reviewer().review(KYVERNO_TOKEN, AUDIENCE, time.monotonic() + TIMEOUT)
+    assert [(r.user, r.status) for r in fake.requests] == [("", 401)]
+
+
 def test_an_unknown_token_is_401_never_anonymous(fake_with_objects: TokenApi, tmp_path: Path) -> None:
     fake = fake_with_objects
     cluster = Cluster(str(fake.kubeconfig(tmp_path / "kubeconfig", user={"token": "not-issued"})))
