@@ -355,7 +355,9 @@ def evaluate_documents(
     return exit_code(results, admission=admission)
 
 
-def signature_sources(kubeconfig: str | None, policy: Any, *, in_cluster: bool = False) -> Any:
+def signature_sources(
+    kubeconfig: str | None, policy: Any, *, in_cluster: bool = False, service_account_dir: str | None = None
+) -> Any:
     """The policy's signature sources: the cluster for a signature ConfigMap, a registry client for resource bundles.
 
     Module-level, so that a worker process can be sent it (``verify``, ``verify-resource`` and ``observe``).
@@ -371,5 +373,8 @@ def signature_sources(kubeconfig: str | None, policy: Any, *, in_cluster: bool =
         from ..kube.configmaps import KubeConfigMapReader
         from ..kube.dryrun import dry_runner_for
 
-        configmaps = KubeConfigMapReader(functools.partial(dry_runner_for, kubeconfig, in_cluster=in_cluster))
+        runner = functools.partial(
+            dry_runner_for, kubeconfig, in_cluster=in_cluster, service_account_dir=service_account_dir
+        )
+        configmaps = KubeConfigMapReader(runner)
     return Sources(bundles=bundles, configmaps=configmaps)

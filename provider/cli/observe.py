@@ -96,6 +96,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         metavar="FILE",
         help="kubeconfig of the cluster (default: in a pod its service account, else $KUBECONFIG or ~/.kube/config)",
     )
+    p.add_argument(
+        "--service-account-dir",
+        metavar="DIR",
+        help="in a pod without --kubeconfig: where its service-account token, ca.crt and namespace are "
+        "(default: /var/run/secrets/kubernetes.io/serviceaccount)",
+    )
     p.set_defaults(run=run)
 
 
@@ -143,8 +149,9 @@ def run(args: argparse.Namespace) -> int:
         )
     targets = read_targets_file(args.targets)
     in_cluster = not args.kubeconfig and "KUBERNETES_SERVICE_HOST" in os.environ
-    runner = dry_runner_for(args.kubeconfig, in_cluster=in_cluster)
-    factory = functools.partial(dry_runner_for, args.kubeconfig, in_cluster=in_cluster)
+    accounts = args.service_account_dir
+    runner = dry_runner_for(args.kubeconfig, in_cluster=in_cluster, service_account_dir=accounts)
+    factory = functools.partial(dry_runner_for, args.kubeconfig, in_cluster=in_cluster, service_account_dir=accounts)
     metrics = PrometheusObserverMetrics()
     if args.metrics_port:
         metrics.serve(args.metrics_port, args.metrics_address)
@@ -157,7 +164,9 @@ def run(args: argparse.Namespace) -> int:
             concurrency=args.concurrency,
             dry_runner=runner,
             runner_factory=factory,
-            sources_factory=functools.partial(signature_sources, args.kubeconfig, in_cluster=in_cluster),
+            sources_factory=functools.partial(
+                signature_sources, args.kubeconfig, in_cluster=in_cluster, service_account_dir=accounts
+            ),
             bounds=LOCAL,  # the policy file is the operator's: provider/bounds.py
         ),
         sink=None if args.no_reports else KubeWriter(runner, labels=MANAGED_BY, same=same_content),

@@ -1,6 +1,8 @@
 """The Kubernetes adapters: the only home of the ``kubernetes`` client.
 
-``dryrun``: server-side dry-runs (discovery, create with ``dryRun=All``) and
+``credentials``: who the service and the CLI are to the API server (the
+client's own configuration, loaded one way, and the headers and TLS settings
+derived from it); ``dryrun``: server-side dry-runs (discovery, create with ``dryRun=All``) and
 :func:`~provider.kube.dryrun.dry_runner_for`, the one way the service and the
 CLI build a runner; ``tokens``: bootstrap tokens read as Secrets, through the
 client :func:`~provider.kube.tokens.api_client_for` builds; ``tokenreview``:

@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import http.client
 import io
-import os
 import re
 import secrets
 import threading
@@ -74,11 +73,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..dryrun import DryRunPlan, answer_mismatch, renamed_for_retry
-from ..errors import DataError, PolicyError, TransientError, VerificationFailure
+from ..errors import ConfigError, DataError, PolicyError, TransientError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
 from ..objects import split_api_version
 from ..parsing import load_json
 from ..version import __version__
+from . import credentials
 
 #: Seconds a discovery document is trusted (kubectl's disk cache keeps them
 #: for 6 hours; a shorter life here bounds how long a removed kind lingers).
@@ -87,8 +87,6 @@ DISCOVERY_TTL_SECONDS = 600.0
 MISS_REFETCH_SECONDS = 10.0
 #: ``fieldManager`` of the dry-run creates (shows in their managedFields).
 FIELD_MANAGER = "manifest-provider"
-#: Where a pod finds its own namespace (the service account volume).
-POD_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 #: How long after its deadline a dry-run may still return or raise. Past the
 #: deadline no socket operation starts and every one in progress was given the
 #: time left as its timeout, so what remains is waking from that one wait,
@@ -344,42 +342,26 @@ class KubeDryRunner:
     @classmethod
     def from_kubeconfig(cls, path: str | None = None, *, context: str | None = None, **options: Any) -> KubeDryRunner:
         """A runner for the cluster of a kubeconfig (None: ``$KUBECONFIG``, else ``~/.kube/config``)."""
-        import yaml
-        from kubernetes import client, config
-        from kubernetes.config.config_exception import ConfigException
-
-        files = path or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-        configuration = client.Configuration()
         try:
-            config.load_kube_config(
-                config_file=files, context=context, client_configuration=configuration, persist_config=False
-            )  # type: ignore[no-untyped-call]
-            contexts, active = config.list_kube_config_contexts(config_file=files)  # type: ignore[no-untyped-call]
-        except (ConfigException, yaml.YAMLError, OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-            raise PolicyError(f"kubeconfig {files}: {str(exc)[:300] or type(exc).__name__}") from exc
-        chosen = next((c for c in contexts or [] if c.get("name") == context), active) if context else active
-        namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
-        label = f"the cluster of kubeconfig {files} (context {(chosen or {}).get('name', '?')})"
-        return cls(api_client(configuration), source=label, default_namespace=namespace, **options)
+            identity = credentials.from_kubeconfig(path, context=context)
+        except ConfigError as exc:
+            raise PolicyError(exc.message) from exc
+        return cls.for_identity(identity, **options)
 
     @classmethod
-    def in_cluster(cls, **options: Any) -> KubeDryRunner:
-        """A runner for the cluster this pod runs in, as the pod's service account."""
-        from kubernetes import client, config
-        from kubernetes.config.config_exception import ConfigException
+    def in_cluster(cls, service_account_dir: str | None = None, **options: Any) -> KubeDryRunner:
+        """A runner for the cluster this pod runs in, as its service account (:mod:`provider.kube.credentials`)."""
+        try:
+            identity = credentials.in_cluster(service_account_dir)
+        except ConfigError as exc:
+            raise PolicyError(exc.message) from exc
+        return cls.for_identity(identity, **options)
 
-        configuration = client.Configuration()
-        try:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except ConfigException as exc:
-            raise PolicyError(f"in-cluster configuration: {exc}") from exc
-        try:
-            with open(POD_NAMESPACE_FILE, encoding="utf-8") as handle:
-                namespace = handle.read().strip() or "default"
-        except OSError:
-            namespace = "default"
+    @classmethod
+    def for_identity(cls, identity: credentials.Identity, **options: Any) -> KubeDryRunner:
+        """A runner that makes its requests as ``identity`` (its cluster's default namespace for namespaced kinds)."""
         return cls(
-            api_client(configuration), source="the API server (in-cluster)", default_namespace=namespace, **options
+            api_client(identity.configuration), source=identity.source, default_namespace=identity.namespace, **options
         )
 
     def close(self) -> None:
@@ -445,14 +427,19 @@ class KubeDryRunner:
         timeout = deadline.remaining(what)
         if query is None:
             query = [("dryRun", "All"), ("fieldManager", FIELD_MANAGER)] if method == "POST" else None
-        params = self._client.param_serialize(
-            method,
-            path,
-            query_params=query,
-            header_params={"Accept": "application/json", "Content-Type": "application/json"},
-            body=body,
-            auth_settings=["BearerToken"],
-        )
+        try:
+            # The client adds its own credentials here (Configuration.auth_settings(),
+            # whose refresh hook rereads a rotated token): provider/kube/credentials.py.
+            params = self._client.param_serialize(
+                method,
+                path,
+                query_params=query,
+                header_params={"Accept": "application/json", "Content-Type": "application/json"},
+                body=body,
+                auth_settings=list(credentials.AUTH_SETTINGS),
+            )
+        except Exception as exc:  # the refresh hook: a token file gone or empty, a failing exec plugin
+            raise _failed(f"{self.source}: the credentials could not be refreshed ({type(exc).__name__})") from exc
         limits = limits or self.limits
         limit = limits.max_api_response_bytes
         _EXCHANGE.deadline = deadline
@@ -688,22 +675,27 @@ class KubeDryRunner:
 
 
 def dry_runner_for(
-    kubeconfig: str | None, limits: Limits = DEFAULT_LIMITS, *, in_cluster: bool = False
+    kubeconfig: str | None,
+    limits: Limits = DEFAULT_LIMITS,
+    *,
+    in_cluster: bool = False,
+    service_account_dir: str | None = None,
 ) -> KubeDryRunner:
     """The one way the service and the CLI build a :class:`KubeDryRunner`.
 
     ``kubeconfig`` names the cluster when given. Without one, the two faces
     keep the defaults they document: the service (``in_cluster=True``; it only
     builds a runner inside a pod or with ``MANIFEST_PROVIDER_KUBECONFIG``) uses
-    the pod's service account, the rule of
-    :func:`provider.kube.tokenreview.kube_configuration`; the CLI, run from an
+    the pod's service account (its files in ``service_account_dir``, default
+    :data:`provider.kube.credentials.SERVICE_ACCOUNT_DIR`), the rule of
+    :func:`provider.kube.credentials.cluster_identity`; the CLI, run from an
     engineer's shell, uses ``$KUBECONFIG``, else ``~/.kube/config``, as
     ``--kubeconfig`` documents (and kubectl does). An unusable configuration is a
     :class:`~provider.errors.PolicyError` naming the file.
     """
     if kubeconfig or not in_cluster:
         return KubeDryRunner.from_kubeconfig(kubeconfig, limits=limits)
-    return KubeDryRunner.in_cluster(limits=limits)
+    return KubeDryRunner.in_cluster(service_account_dir, limits=limits)
 
 
 def api_client(configuration: Any) -> Any:

@@ -20,18 +20,12 @@ TIMEOUT = 10.0
 
 
 def _core_api(kubeconfig: str | None) -> Any:
-    from kubernetes import client, config
+    from kubernetes import client
 
-    configuration = client.Configuration()
-    try:
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, client_configuration=configuration, persist_config=False
-        )
-    except Exception as exc:  # the client raises ConfigException, TypeError, OSError, YAML errors...
-        where = kubeconfig or "$KUBECONFIG or ~/.kube/config"
-        raise ConfigError(f"kubeconfig {where}: {str(exc)[:300] or type(exc).__name__}") from exc
-    configuration.retries = False
-    return client.CoreV1Api(client.ApiClient(configuration))
+    from .credentials import from_kubeconfig
+    from .dryrun import api_client
+
+    return client.CoreV1Api(api_client(from_kubeconfig(kubeconfig).configuration))
 
 
 def read_secret_value(kubeconfig: str | None, namespace: str, name: str, key: str) -> bytes:

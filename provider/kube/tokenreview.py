@@ -12,9 +12,11 @@ answer that completes after it is never used: the caller gets
 
 Where to connect and how to authenticate come from the kubernetes client's own
 configuration (a kubeconfig, or the pod's service account: host, CA, client
-certificate, bearer token with its refresh hook), so nothing about the cluster
-is read twice. Proxies are not supported (a kubeconfig ``proxy-url`` is a
-:class:`~provider.errors.ConfigError`).
+certificate, bearer token with its refresh hook), read through its public API
+(:mod:`provider.kube.credentials`: the ``Authorization`` header the client
+itself would send, asked anew for every review so a rotated token is used),
+so nothing about the cluster is read twice. Proxies are not supported (a
+kubeconfig ``proxy-url`` is a :class:`~provider.errors.ConfigError`).
 
 Every failure is a :class:`~provider.errors.TransientError` whose ``reason`` is
 ``token-review-failed`` or ``token-review-timeout`` and whose message names the
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import socket
 import ssl
 import time
@@ -36,6 +37,7 @@ from typing import Any, Protocol
 from ..deadlines import DeadlineSSLSocket, connect
 from ..errors import ConfigError, TransientError
 from ..version import __version__
+from .credentials import auth_headers, cluster_identity, server_name, tls_context
 
 #: The TokenReview collection (``authentication.k8s.io/v1``).
 REVIEW_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
@@ -109,20 +111,19 @@ class KubeTokenReviewer:
     def _context(self) -> ssl.SSLContext:
         # Built per review (reviews are rare: accepted tokens are cached and
         # reviews rate-limited), so a rotated CA or client certificate is read anew.
-        config = self._config
-        context = ssl.create_default_context(cafile=config.ssl_ca_cert or None)
-        if config.cert_file:
-            context.load_cert_chain(config.cert_file, config.key_file or None)
-        if not config.verify_ssl:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
+        context = tls_context(self._config)
         context.sslsocket_class = DeadlineSSLSocket
         return context
 
     def _connect(self, deadline: float) -> socket.socket:
-        name = getattr(self._config, "tls_server_name", None) or self._host
         context = self._context() if self._https else None
-        return connect(self._host, self._port, deadline, context=context, server_name=name)
+        name = server_name(self._config, self._host)
+        sock = connect(self._host, self._port, deadline, context=context, server_name=name)
+        # http.client writes the head and the body in two sends: with Nagle's algorithm the body
+        # waits for the server's delayed ACK of the head, 40 ms on Linux -- on every review, each
+        # on a new connection. urllib3 (the client's other requests) and Go turn it off too.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
 
     def review(self, token: str, audience: str, deadline: float) -> TokenStatus:
         started = time.monotonic()
@@ -130,9 +131,11 @@ class KubeTokenReviewer:
                            "spec": {"token": token, "audiences": [audience]}}).encode()  # fmt: skip
         headers = {"Content-Type": "application/json", "Accept": "application/json",
                    "User-Agent": f"manifest-provider/{__version__}"}  # fmt: skip
-        credential = self._config.get_api_key_with_prefix("authorization")
-        if credential:
-            headers["Authorization"] = credential
+        try:
+            # The client's own header (its refresh hook rereads a rotated token), asked for per review.
+            headers.update(auth_headers(self._config))
+        except TransientError as exc:
+            raise _failed(f"TokenReview failed: {exc.message}") from exc
         connection = http.client.HTTPConnection(self._host, self._port)
         response: http.client.HTTPResponse | None = None
         try:
@@ -165,16 +168,11 @@ class KubeTokenReviewer:
         return status_from_answer(answer, audience)
 
 
-def kube_configuration(kubeconfig: str | None) -> Any:
-    """A kubernetes client ``Configuration`` from a kubeconfig, else in-cluster inside a pod, else ``None``."""
-    from kubernetes import client, config
+def kube_configuration(kubeconfig: str | None, service_account_dir: str | None = None) -> Any:
+    """A kubernetes client ``Configuration`` from a kubeconfig, else in-cluster inside a pod, else ``None``.
 
-    configuration = client.Configuration()
-    if kubeconfig:
-        load = config.load_kube_config
-        load(config_file=kubeconfig, client_configuration=configuration, persist_config=False)  # type: ignore[no-untyped-call]
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        return None
-    return configuration
+    :func:`provider.kube.credentials.cluster_identity`'s rule; a
+    :class:`~provider.errors.ConfigError` when the one that applies cannot be loaded.
+    """
+    identity = cluster_identity(kubeconfig, service_account_dir)
+    return identity.configuration if identity is not None else None

@@ -106,14 +106,14 @@ class KubeTokenSource:
         return token
 
 
-def api_client_for(kubeconfig: str | None) -> Any:
+def api_client_for(kubeconfig: str | None, service_account_dir: str | None = None) -> Any:
     """The client a :class:`KubeTokenSource` reads Secrets with, for the service's cluster.
 
-    The cluster is the one :func:`~provider.kube.tokenreview.kube_configuration`
+    The cluster is the one :func:`~provider.kube.credentials.cluster_identity`
     finds: ``kubeconfig``, else the pod's service account inside a pod;
     :class:`~provider.errors.ConfigError` when there is neither.
     """
-    configuration = kube_configuration(kubeconfig)
+    configuration = kube_configuration(kubeconfig, service_account_dir)
     if configuration is None:
         raise ConfigError(
             "no cluster is configured to read bootstrap token Secrets (set MANIFEST_PROVIDER_KUBECONFIG or run in a "

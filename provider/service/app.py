@@ -92,6 +92,17 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     return app
 
 
+def prepare_worker(app: Flask) -> None:
+    """What a worker does before it takes its first connection: build the app's cluster clients.
+
+    gunicorn's ``post_worker_init`` hook (:mod:`provider.service.serve`) calls
+    it in each worker after the fork; nothing here talks to the cluster
+    (:mod:`provider.service.cluster`).
+    """
+    service: Service = app.extensions[EXTENSION]
+    service.prepare()
+
+
 def _split_config(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """Settings of ours, and Flask's own (``TESTING``, ...); anything else is a ConfigError in load_config."""
     ours: dict[str, Any] = {}

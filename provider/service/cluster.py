@@ -1,23 +1,35 @@
-"""The service's cluster clients, each built on first use.
+"""The service's cluster clients: imported before the workers fork, built as each worker starts.
 
 A cluster is configured when ``MANIFEST_PROVIDER_KUBECONFIG`` names one or the
 service runs in a pod (``KUBERNETES_SERVICE_HOST``; its service account is
-used) -- the rule of :func:`provider.kube.tokenreview.kube_configuration`. The
-service then has three clients, all built in :mod:`provider.kube`, the only
-home of the ``kubernetes`` client:
+used, its files read from ``MANIFEST_PROVIDER_SERVICE_ACCOUNT_DIR``) -- the
+rule of :func:`provider.kube.credentials.cluster_identity`. The service then
+has three clients, all built in :mod:`provider.kube`, the only home of the
+``kubernetes`` client, each authenticating as the client itself does
+(:mod:`provider.kube.credentials`):
 
-* the dry-runner (:func:`provider.kube.dryrun.dry_runner_for`);
+* the dry-runner (:func:`provider.kube.dryrun.dry_runner_for`), which also
+  reads signature ConfigMaps (:class:`provider.kube.configmaps.KubeConfigMapReader`);
 * the client the ``cluster-info`` check reads bootstrap token Secrets with
   (:func:`provider.kube.tokens.api_client_for`);
 * the TokenReviewer for bearer-token callers
   (:class:`provider.kube.tokenreview.KubeTokenReviewer`).
 
-Each is built on first use, not at start-up: a service whose policies never
-dry-run never connects, and a cluster that is down when the service starts is
-asked again on the next request. A failure to build is a
-:class:`~provider.errors.TransientError` (the whole request fails, Gatekeeper
-caches nothing), never a verdict. Objects given in the configuration
-(``DRY_RUNNER``, ``KUBE_CLIENT``, ``TOKEN_REVIEWER``) are used as they are.
+What a first cluster call would otherwise pay inside its deadline is done
+before the worker takes its first connection (``docs/performance.md``,
+"The first cluster call"): the ``kubernetes`` modules are imported in
+gunicorn's master before it forks (:func:`preload_kubernetes`: imports only,
+no connection or thread crosses the fork), and each worker builds its
+clients -- configuration, credentials, client objects -- as it starts
+(:meth:`ClusterClients.prepare`, from the ``post_worker_init`` hook of
+:mod:`provider.service.serve`), before it accepts, so before it can answer
+``/readyz``. Nothing there talks to the cluster: a cluster that is down when
+the service starts is asked again on the next request. A client that cannot be
+built then (a kubeconfig not there yet) is logged and built again on the next
+use; a failure to build is a :class:`~provider.errors.TransientError` (the
+whole request fails, Gatekeeper caches nothing), never a verdict. Objects
+given in the configuration (``DRY_RUNNER``, ``KUBE_CLIENT``,
+``TOKEN_REVIEWER``) are used as they are.
 """
 
 from __future__ import annotations
@@ -33,7 +45,7 @@ from typing import Any
 from ..bundles import Sources
 from ..dryrun import DryRunner
 from ..errors import ConfigError, ProviderError, TransientError
-from ..kube.dryrun import dry_runner_for
+from ..kube.dryrun import KubeDryRunner, dry_runner_for
 from ..kube.tokenreview import KubeTokenReviewer, TokenReviewer, kube_configuration
 from ..kube.tokens import api_client_for
 from ..limits import Limits
@@ -46,21 +58,26 @@ def cluster_configured(config: Config) -> bool:
     return bool(config.kubeconfig or os.environ.get("KUBERNETES_SERVICE_HOST"))
 
 
+#: What the first cluster call of a worker would import (kubernetes 37.x imports lazily):
+#: ``kubernetes.client`` itself, the configuration loaders, and ``CoreV1Api``, whose module
+#: pulls in some 250 model classes -- 0.3 s on an idle machine, 2 s with both cores busy,
+#: more than the cluster-info check's 1 s Secret read (docs/performance.md).
+PRELOADED = ("kubernetes.client", "kubernetes.config", "kubernetes.client.api.core_v1_api")
+
+
 def preload_kubernetes() -> None:
     """Import the ``kubernetes`` client now, at start-up, not inside the first request's deadline.
 
-    The import takes about 0.4 s (more on a busy node): paid by the first dry-run or
-    token lookup of every worker, it would use up most of that request's dry-run
-    timeout. With the app preloaded this runs once, in gunicorn's master, before the
-    workers fork; it imports modules only (no connections or threads, which must not
-    cross a fork). The CLI never builds a service, so it stays fast.
+    With the app preloaded this runs once, in gunicorn's master, before the
+    workers fork; it imports modules only (no connections or threads, which
+    must not cross a fork). The CLI never builds a service, so it stays fast.
     """
-    importlib.import_module("kubernetes.client")
-    importlib.import_module("kubernetes.config")
+    for module in PRELOADED:
+        importlib.import_module(module)
 
 
 class _Lazy:
-    """Builds its target on first use; a failure to build is transient (asked again next time)."""
+    """Builds its target on first use (or :meth:`prepare`); a failure to build is transient (asked again next time)."""
 
     def __init__(self, build: Callable[[], Any], what: str, reason: str) -> None:
         self._build = build
@@ -79,6 +96,14 @@ class _Lazy:
                     detail = exc.message if isinstance(exc, ProviderError) else type(exc).__name__
                     raise TransientError(f"the {self._what} is not available: {detail}", reason=self._reason) from exc
             return self._target
+
+    def prepare(self) -> bool:
+        """Build the target now if it is not built; False (logged by :meth:`target`) when it cannot be yet."""
+        try:
+            self.target()
+        except TransientError:
+            return False
+        return True
 
 
 class LazyDryRunner(_Lazy):
@@ -108,6 +133,15 @@ class ClusterClients:
     kube_client: Any
     #: Builds the TokenReviewer on the first bearer token (:class:`~provider.service.auth.Authenticator`).
     reviewer: Callable[[], TokenReviewer | None] | None
+    #: What reads signature ConfigMaps: the dry-runner's client (None without a cluster).
+    configmap_runner: Callable[[], KubeDryRunner] | None = None
+    #: The clients built on first use, which :meth:`prepare` builds ahead.
+    lazy: tuple[_Lazy, ...] = ()
+
+    def prepare(self) -> None:
+        """Build every client now, as a worker starts (module docstring); one that cannot be built waits for its use."""
+        for client in self.lazy:
+            client.prepare()
 
 
 def cluster_clients(config: Config, limits: Limits) -> ClusterClients:
@@ -117,17 +151,31 @@ def cluster_clients(config: Config, limits: Limits) -> ClusterClients:
     no cluster could review them.
     """
     cluster = cluster_configured(config)
-    kubeconfig = config.kubeconfig
-    if cluster and (config.dry_runner is None or config.kube_client is None):
+    kubeconfig, accounts = config.kubeconfig, config.service_account_dir
+    if cluster and (config.dry_runner is None or config.kube_client is None or config.token_reviewer is None):
         preload_kubernetes()
-    dry_runner: DryRunner | None = config.dry_runner
-    if dry_runner is None and cluster:
-        dry_runner = LazyDryRunner(
-            lambda: dry_runner_for(kubeconfig, limits, in_cluster=True), "cluster dry-run client", "dry-run-failed"
+    lazy: list[_Lazy] = []
+    runner: LazyDryRunner | None = None
+    if cluster:
+        runner = LazyDryRunner(
+            lambda: dry_runner_for(kubeconfig, limits, in_cluster=True, service_account_dir=accounts),
+            "cluster dry-run client",
+            "dry-run-failed",
         )
+    dry_runner: DryRunner | None = config.dry_runner
+    if dry_runner is None and runner is not None:
+        dry_runner = runner
+        lazy.append(runner)
+    configmap_runner: Callable[[], KubeDryRunner] | None = None
+    if runner is not None:
+        # The same client, connection pool and discovery cache as the dry-runs.
+        configmap_runner = runner.target
+        if runner not in lazy:
+            lazy.append(runner)
     kube_client: Any = config.kube_client
     if kube_client is None and cluster:
-        kube_client = LazyClient(lambda: api_client_for(kubeconfig), "cluster client", "transient-error")
+        kube_client = LazyClient(lambda: api_client_for(kubeconfig, accounts), "cluster client", "transient-error")
+        lazy.append(kube_client)
     reviewer: Callable[[], TokenReviewer | None] | None = None
     if config.token_reviewer is not None:
         given: TokenReviewer = config.token_reviewer
@@ -138,31 +186,29 @@ def cluster_clients(config: Config, limits: Limits) -> ClusterClients:
                 "MANIFEST_PROVIDER_TOKEN_AUDIENCE is set but no cluster is configured to review tokens "
                 "(set MANIFEST_PROVIDER_KUBECONFIG or run in a pod)"
             )
-        reviewer = lambda: _token_reviewer(kubeconfig)  # noqa: E731
-    return ClusterClients(dry_runner, kube_client, reviewer)
+        reviews = _Lazy(lambda: _token_reviewer(kubeconfig, accounts), "TokenReview client", "token-review-failed")
+        lazy.append(reviews)
+        reviewer = reviews.target
+    return ClusterClients(dry_runner, kube_client, reviewer, configmap_runner, tuple(lazy))
 
 
-def _token_reviewer(kubeconfig: str | None) -> TokenReviewer | None:
-    configuration = kube_configuration(kubeconfig)
+def _token_reviewer(kubeconfig: str | None, service_account_dir: str | None) -> TokenReviewer | None:
+    configuration = kube_configuration(kubeconfig, service_account_dir)
     return KubeTokenReviewer(configuration) if configuration is not None else None
 
 
-def signature_sources(config: Config, limits: Limits) -> Sources:
+def signature_sources(clients: ClusterClients, config: Config) -> Sources:
     """Registries for resource bundles, and the cluster's ConfigMaps when there is one.
 
     The registry client follows redirects and token realms only to the registry itself and the
     operator's ``MANIFEST_PROVIDER_REGISTRY_HOSTS``; which registries a policy may name at all is
-    the policy's bound (``MANIFEST_PROVIDER_BUNDLE_REPOSITORIES``, :mod:`provider.bounds`).
+    the policy's bound (``MANIFEST_PROVIDER_BUNDLE_REPOSITORIES``, :mod:`provider.bounds`). ConfigMaps
+    are read with the dry-runner's client (its identity, pool and deadlines).
     """
     from ..kube.configmaps import KubeConfigMapReader
     from ..oci.bundles import OciBundleSource
     from ..oci.registry import RegistryClient
 
-    kubeconfig = config.kubeconfig
-    configmaps = (
-        KubeConfigMapReader(lambda: dry_runner_for(kubeconfig, limits, in_cluster=True))
-        if cluster_configured(config)
-        else None
-    )
-    bundles = OciBundleSource(RegistryClient(hosts=config.registry_hosts))
-    return Sources(bundles=bundles, configmaps=configmaps)
+    runner = clients.configmap_runner
+    configmaps = KubeConfigMapReader(runner) if runner is not None else None
+    return Sources(bundles=OciBundleSource(RegistryClient(hosts=config.registry_hosts)), configmaps=configmaps)

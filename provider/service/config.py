@@ -15,7 +15,7 @@ Objects that cannot come from the environment are given in the mapping only:
 ``TOKEN_REVIEWER`` (a :class:`provider.service.auth.TokenReviewer`) and ``NOW`` (a fixed
 clock for tests). When ``DRY_RUNNER``/``KUBE_CLIENT`` are absent the service
 builds them from ``KUBECONFIG`` or, inside a pod, from the in-cluster
-configuration (see :mod:`provider.service.app`).
+configuration (see :mod:`provider.service.cluster`).
 
 This module also sets up logging: JSON lines on standard error, one object per
 line, so that a log pipeline never has to parse prose.
@@ -107,6 +107,9 @@ class Config:
     # -- the cluster --
     #: kubeconfig for dry-runs and Secret reads; unset: in-cluster config inside a pod, else no cluster.
     kubeconfig: str | None = None
+    #: Where the pod's service-account ``token``, ``ca.crt`` and ``namespace`` are, when no kubeconfig
+    #: is given (a projected token mounted elsewhere); unset: /var/run/secrets/kubernetes.io/serviceaccount.
+    service_account_dir: str | None = None
     #: Seconds one dry-run (discovery, create, one retry) may take; must stay under
     #: ``deadline_seconds`` so a slow API server is ``dry-run-failed``, not a passed
     #: deadline. Unset: 1.5 s, or 60% of the deadline when that is shorter.

@@ -11,8 +11,12 @@ Why these choices:
   ``head_timeout_seconds``), and body and answer have deadlines.
 * **Preloaded app.** :func:`provider.service.app.create_app` runs once in the master,
   so a configuration error stops the server before any worker forks, and
-  workers share the imported code. Everything that must not cross a fork
-  (the verification thread pool, cluster connections) is built on first use.
+  workers share the imported code (the ``kubernetes`` client's too, when a
+  cluster is configured). Everything that must not cross a fork (the
+  verification thread pool, cluster connections) is built after it: the
+  cluster clients as each worker starts, before it accepts
+  (:func:`provider.service.app.prepare_worker`, gunicorn's ``post_worker_init``),
+  so a worker's first cluster call does not pay for them inside its deadline.
 * **TLS.** One :class:`ssl.SSLContext` (:func:`tls_context`), rebuilt only
   when a certificate file changes (cert-manager rotates them in place):
   TLS 1.2 at least, 1.3 whenever the client offers it, ECDHE+AEAD ciphers for
@@ -309,6 +313,7 @@ def gunicorn_options(config: Config, tls: _RotatingContext | None = None) -> dic
         "loglevel": config.log_level,
         "logconfig_dict": _log_config(config.log_level),
         "child_exit": _child_exit,
+        "post_worker_init": _post_worker_init,
         "logger_class": QuietLogger,
         "proc_name": "manifest-provider",
         # gunicorn >= 25.1 opens a control socket at a fixed per-user path: one
@@ -344,6 +349,16 @@ class ProviderApplication(BaseApplication):  # type: ignore[misc]
         from .app import create_app  # after the metrics directory is set
 
         return create_app(self._app_config)
+
+
+def _post_worker_init(worker: Any) -> None:
+    """gunicorn's hook in each new worker, after the fork and before it accepts: build the cluster clients."""
+    from .app import prepare_worker
+
+    try:
+        prepare_worker(worker.app.wsgi())
+    except Exception:  # a worker that raises here stops gunicorn ("failed to boot"); it can build them later
+        log.exception("preparing the worker failed; its cluster clients are built on first use")
 
 
 def check_serving(config: Config) -> None:

@@ -37,7 +37,8 @@ class Service:
         clients = cluster_clients(config, self.limits)
         self.dry_runner: Any = clients.dry_runner
         self.kube_client: Any = clients.kube_client
-        self.sources = signature_sources(config, self.limits)
+        self.sources = signature_sources(clients, config)
+        self.clients = clients
         self.auth = Authenticator(
             client_certificates=ClientCertificates(config.client_ca) if config.client_ca else None,
             audience=config.token_audience,
@@ -47,6 +48,10 @@ class Service:
             cache_seconds=config.token_cache_seconds,
             reviews_per_second=config.token_reviews_per_second,
         )
+
+    def prepare(self) -> None:
+        """Build the cluster clients ahead of the first request (:mod:`provider.service.cluster`)."""
+        self.clients.prepare()
 
     def context(self) -> CheckContext:
         return CheckContext(

@@ -202,9 +202,13 @@ def test_a_full_run_logs_decisions_but_no_secret_and_no_object_content(server: S
         fake.fault = None
     assert status == 200 and b"dry-run-failed" in data
     # A caller without a certificate, with a bearer token the cluster cannot review (503, no detail).
-    status, data = post(
-        server, KYVERNO, json.dumps({"request": review(obj), "policy": POLICY}).encode(), client_cert=False
-    )
+    fake.fault = "500"
+    try:
+        status, data = post(
+            server, KYVERNO, json.dumps({"request": review(obj), "policy": POLICY}).encode(), client_cert=False
+        )
+    finally:
+        fake.fault = None
     assert status == 503 and MARK.encode() not in data
 
     # The markers reached the service: the tampered value and the dry-run change come back in diffs.

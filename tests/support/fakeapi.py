@@ -5,7 +5,23 @@ to this one: a standard-library HTTPS server on 127.0.0.1 (ephemeral port,
 its own throw-away CA) that answers with the *real* responses a
 kube-apiserver v1.36 gave (``tests/data/dryrun/README.md``). The real
 ``kubernetes`` client reaches it through a generated kubeconfig
-(:meth:`FakeApiServer.kubeconfig`) with a bearer token, which it checks.
+(:meth:`FakeApiServer.kubeconfig`), or as a pod does
+(:meth:`FakeApiServer.service_account`: ``KUBERNETES_SERVICE_HOST``/``_PORT``
+and a token file).
+
+Who may call
+------------
+As a real API server (the rules and their sources: :mod:`tests.support.apiauth`):
+the service's own bearer token (:attr:`FakeApiServer.token`, as
+:attr:`FakeApiServer.username`; ``Bearer`` in any case), any other token in
+:attr:`FakeApiServer.tokens` (a rotated one; tokens can be added and removed
+while serving), or a client certificate issued by the fake's client CA
+(:meth:`FakeApiServer.client_certificate`: user = CommonName, groups =
+Organizations; the TLS handshake asks every client for one). A request without
+credentials is ``system:anonymous`` (``anonymous=False``: 401), which may read
+``/version`` and nothing else: 403. An unknown token is 401. A user in
+:attr:`FakeApiServer.unprivileged` has no RBAC grants: discovery, then 403.
+Each logged request names who made it (:attr:`Logged.user`).
 
 What it answers
 ---------------
@@ -33,6 +49,9 @@ What it answers
   Recorded error answers (422, 400) are replayed with the requested name.
 * A POST to a namespace that does not exist: the recorded 404 NotFound for
   a missing namespace (``namespaces`` lists the ones that do).
+* ``POST /apis/authentication.k8s.io/v1/tokenreviews``: a TokenReview of a
+  token in :attr:`FakeApiServer.reviewable`, answered as
+  :func:`tests.support.tokenreview.review_answer` does.
 * Anything else: a real-shaped 404 -- the plain-text ``404 page not found``
   the server gives for a group/version it does not serve, the JSON ``Status``
   NotFound for an unknown resource of a known one; a dry-run POST without a
@@ -42,7 +61,7 @@ What it answers
 
 Faults (``server.fault = ...``; ``fault_scope`` = "post" (default) or "all"):
 ``slow`` (sleep ``slow_seconds``, then answer), ``500`` (a Status
-InternalError; no recording exists, the shape is the API server's),
+InternalError, for dry-runs and TokenReviews; no recording exists, the shape is the API server's),
 ``403`` (the recorded RBAC denials, re-worded for the resource asked),
 ``422`` (the recorded Invalid Deployment, re-named), ``conflict-once`` (the
 first create of each original name gets the recorded 409 AlreadyExists).
@@ -118,8 +137,18 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from provider.dryrun import CRD_GROUP_PREFIX, DRY_RUN_SUFFIX
+from tests.support.apiauth import (
+    Authentication,
+    Caller,
+    Unauthorized,
+    allowed_without_grants,
+    forbidden_path_status,
+    forbidden_status,
+    unauthorized_status,
+)
 from tests.support.data import DRYRUN
 from tests.support.fakestore import Answer, Kind, Store
+from tests.support.tokenreview import REVIEW_PATH, Identity, review_answer
 
 FAULTS = ("slow", "500", "403", "422", "conflict-once")
 PACES = ("late-headers", "late-body", "late-headers-and-body", "trickle-headers", "trickle-body", "silent", "tls-stall")
@@ -141,6 +170,9 @@ _COLLECTION = re.compile(
 _OBJECT = re.compile(
     r"/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))(?:/namespaces/(?P<ns>[^/]+))?/(?P<res>[^/]+)/(?P<name>[^/]+)\Z"
 )
+#: The shape of the API server's 500 (no recording exists).
+_INTERNAL_ERROR = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "InternalError", "code": 500,
+                   "message": "Internal error occurred: etcdserver: request timed out", "details": {"causes": [{"message": "etcdserver: request timed out"}]}}  # fmt: skip
 _NOT_FOUND = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
               "message": "the server could not find the requested resource", "reason": "NotFound", "details": {}, "code": 404}  # fmt: skip
 
@@ -255,6 +287,42 @@ def _tls_material() -> tuple[bytes, bytes, bytes]:
     return ca.public_bytes(pem), cert.public_bytes(pem), key_pem
 
 
+@lru_cache(maxsize=1)
+def _client_ca() -> tuple[bytes, Any]:
+    """(PEM, key) of the CA the fake trusts for client certificates (kube-apiserver's ``--client-ca-file``)."""
+    now = datetime.datetime.now(datetime.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "fake kube-apiserver client CA")])
+    ca = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+          .sign(key, hashes.SHA256()))  # fmt: skip
+    return ca.public_bytes(serialization.Encoding.PEM), key
+
+
+def issue_client_certificate(
+    username: str, groups: tuple[str, ...] = (), ca: tuple[bytes, Any] | None = None
+) -> tuple[bytes, bytes]:
+    """(certificate PEM, key PEM) for ``username`` in ``groups`` (CN and O, as kube-apiserver reads them), from ``ca``."""
+    ca_pem, ca_key = ca or _client_ca()
+    issuer = x509.load_pem_x509_certificate(ca_pem)
+    now = datetime.datetime.now(datetime.UTC)
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, g) for g in groups]
+                        + [x509.NameAttribute(NameOID.COMMON_NAME, username)])  # fmt: skip
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer.subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256()))  # fmt: skip
+    pem = serialization.Encoding.PEM
+    return cert.public_bytes(pem), key.private_bytes(
+        pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
 @dataclass
 class Logged:
     method: str
@@ -263,6 +331,8 @@ class Logged:
     headers: dict[str, str]
     body: Any
     status: int = 0
+    #: Who the fake took the caller for (``system:anonymous`` without credentials; "" when refused with 401).
+    user: str = ""
 
 
 @dataclass
@@ -281,6 +351,16 @@ class FakeApiServer:
     username: str = "system:serviceaccount:manifest-provider:manifest-provider"
     requests: list[Logged] = field(default_factory=list, repr=False)
     forbidden_resources: set[str] = field(default_factory=set)
+    #: Other bearer tokens the fake accepts, and as whom (module docstring).
+    tokens: dict[str, Caller] = field(default_factory=dict, repr=False)
+    #: kube-apiserver's ``--anonymous-auth`` (on by default there too).
+    anonymous: bool = True
+    #: Users authenticated but granted nothing by RBAC.
+    unprivileged: set[str] = field(default_factory=set)
+    #: Tokens a TokenReview finds valid, and for which audiences.
+    reviewable: dict[str, Identity] = field(default_factory=dict, repr=False)
+    #: The port to listen on (0: an ephemeral one); a server started again on a stopped one's port is "back up".
+    listen_port: int = 0
 
     def __post_init__(self) -> None:
         self.store = Store()
@@ -311,6 +391,9 @@ class FakeApiServer:
             Path(tmp, "c.pem").write_bytes(chain)
             Path(tmp, "k.pem").write_bytes(key)
             context.load_cert_chain(Path(tmp, "c.pem"), Path(tmp, "k.pem"))
+        # Every client is asked for a certificate and may come without one (apiauth, rule 1).
+        context.load_verify_locations(cadata=_client_ca()[0].decode())
+        context.verify_mode = ssl.CERT_OPTIONAL
         fake = self
 
         class Server(ThreadingHTTPServer):
@@ -335,7 +418,7 @@ class FakeApiServer:
                     target=self.process_request_thread, args=(request, client_address), name=name, daemon=True
                 ).start()
 
-        self._server = Server(("127.0.0.1", 0), _handler(self))
+        self._server = Server(("127.0.0.1", self.listen_port), _handler(self))
         serve = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"{THREAD_PREFIX}serve", daemon=True
         )
@@ -371,18 +454,74 @@ class FakeApiServer:
     def url(self) -> str:
         return f"https://127.0.0.1:{self.port}"
 
-    def kubeconfig(self, path: Path, namespace: str = "default") -> Path:
-        """Write a kubeconfig for the real client (bearer token, this server's CA)."""
+    def kubeconfig(self, path: Path, namespace: str = "default", user: dict[str, Any] | None = None) -> Path:
+        """Write a kubeconfig for the real client: this server's CA, and ``user`` (default: the service's token)."""
         import yaml
 
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": "fake", "preferences": {},
             "clusters": [{"name": "fake", "cluster": {"server": self.url, "certificate-authority-data": base64.b64encode(self.ca_pem).decode()}}],
-            "users": [{"name": "fake", "user": {"token": self.token}}],
+            "users": [{"name": "fake", "user": user if user is not None else {"token": self.token}}],
             "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake", "namespace": namespace}}],
         }  # fmt: skip
         path.write_text(yaml.safe_dump(config))
         return path
+
+    def client_certificate(
+        self, directory: Path, username: str | None = None, groups: tuple[str, ...] = ()
+    ) -> dict[str, str]:
+        """Issue a client certificate from the fake's client CA into ``directory``: a kubeconfig ``user`` naming its files."""
+        cert, key = issue_client_certificate(username or self.username, groups)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "client.crt").write_bytes(cert)
+        (directory / "client.key").write_bytes(key)
+        return {"client-certificate": str(directory / "client.crt"), "client-key": str(directory / "client.key")}
+
+    def service_account(self, directory: Path, token: str | None = None, namespace: str = "default") -> dict[str, str]:
+        """The files the kubelet mounts in a pod (``token``, ``ca.crt``, ``namespace``) in ``directory``.
+
+        Returns the environment that makes this the pod's API server
+        (``KUBERNETES_SERVICE_HOST``/``_PORT``) and points the service at the
+        files (``MANIFEST_PROVIDER_SERVICE_ACCOUNT_DIR``).
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "token").write_text(token or self.token)
+        (directory / "ca.crt").write_bytes(self.ca_pem)
+        (directory / "namespace").write_text(namespace)
+        return {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(self.port),
+                "MANIFEST_PROVIDER_SERVICE_ACCOUNT_DIR": str(directory)}  # fmt: skip
+
+    def authentication(self) -> Authentication:
+        """Who may call now (module docstring)."""
+        own = Caller(self.username, ("system:serviceaccounts", "system:authenticated"))
+        return Authentication({self.token: own, **self.tokens}, anonymous=self.anonymous)
+
+    def authorize(self, caller: Caller, logged: Logged) -> tuple[int, Any, dict[str, str]] | None:
+        """RBAC's refusal of ``logged`` for ``caller`` (403), or None when it may go on."""
+        if not (caller.anonymous or caller.username in self.unprivileged):
+            return None
+        if allowed_without_grants(caller, logged.path):
+            return None
+        match = _OBJECT.match(logged.path) or _COLLECTION.match(logged.path)
+        verbs = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+        verb = verbs.get(logged.method, "get")
+        if match is None:
+            # A non-resource request's verb is its method, lower-cased (apiserver's RequestInfoFactory).
+            return 403, forbidden_path_status(caller, logged.method.lower(), logged.path), {}
+        named = match.groupdict().get("name") or ""
+        if logged.method == "GET" and not named:
+            verb = "list"
+        return 403, forbidden_status(caller, verb, match["res"], match["g"] or "", match["ns"], name=named), {}
+
+    def review(self, logged: Logged) -> tuple[int, Any, dict[str, str]]:
+        """A TokenReview (``create tokenreviews``; its caller was authorized already); ``fault = "500"`` fails it."""
+        if self.fault == "500":
+            return 500, copy.deepcopy(_INTERNAL_ERROR), {}
+        spec = logged.body.get("spec") if isinstance(logged.body, dict) else None
+        if not isinstance(spec, dict):
+            return 400, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "BadRequest", "code": 400,
+                         "message": "TokenReview: spec is required"}, {}  # fmt: skip
+        return 201, review_answer(spec, self.reviewable), {}
 
     # -- what was asked --
 
@@ -613,8 +752,7 @@ class FakeApiServer:
         group = match["g"] or ""
         name = (body.get("metadata") or {}).get("name", "")
         if self.fault == "500":
-            return 500, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "InternalError", "code": 500,
-                         "message": "Internal error occurred: etcdserver: request timed out", "details": {"causes": [{"message": "etcdserver: request timed out"}]}}, {}  # fmt: skip
+            return 500, copy.deepcopy(_INTERNAL_ERROR), {}
         if self.fault == "403":
             return 403, _forbidden(resource["name"], group, match["ns"]), {}
         if self.fault == "422":
@@ -770,11 +908,7 @@ def _handler(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 fake._closing.wait()
                 return
-            if self.headers.get("Authorization") != f"Bearer {fake.token}":
-                status, answer, extra = 401, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                                              "message": "Unauthorized", "reason": "Unauthorized", "code": 401}, {}  # fmt: skip
-            else:
-                status, answer, extra = fake.answer(logged)
+            status, answer, extra = self._authorized_answer(logged)
             logged.status = status
             if isinstance(answer, str):
                 data, content_type = answer.encode(), "text/plain; charset=utf-8"
@@ -793,6 +927,19 @@ def _handler(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(data)
             except OSError:
                 pass  # the client gave up (a timeout test)
+
+        def _authorized_answer(self, logged: Logged) -> tuple[int, Any, dict[str, str]]:
+            try:
+                caller = fake.authentication().caller(self.headers.get("Authorization"), self.request.getpeercert())
+            except Unauthorized:
+                return 401, unauthorized_status(), {}
+            logged.user = caller.username
+            refused = fake.authorize(caller, logged)
+            if refused is not None:
+                return refused
+            if logged.method == "POST" and logged.path == REVIEW_PATH:
+                return fake.review(logged)
+            return fake.answer(logged)
 
         def _send_paced(self, pace: str, status: int, content_type: str, data: bytes, extra: dict[str, str]) -> None:
             phrase = self.responses.get(status, ("",))[0]

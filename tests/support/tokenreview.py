@@ -5,7 +5,14 @@ a token in :attr:`TokenReviewApi.tokens` is authenticated for the audiences it
 lists, as its user and groups; a token listed with no audiences is one for the
 API server itself (authenticated, ``audiences: []``), which an audience-aware
 server returns when asked for another audience it does not carry. Anything
-else is ``authenticated: false``. The answer is 201 Created, as the real server gives.
+else is ``authenticated: false``. The answer is 201 Created, as the real server gives
+(:func:`review_answer`; :class:`~tests.support.fakeapi.FakeApiServer` answers
+TokenReviews with it too).
+
+Like the real server it asks who is calling first (:mod:`tests.support.apiauth`):
+only the service's own token (:data:`PROVIDER_TOKEN`, the one ``kubeconfig()``
+writes) may create TokenReviews; a request without credentials is
+``system:anonymous`` and gets 403 Forbidden, one with another token 401.
 
 Faults for the deadline tests: ``late_headers`` (seconds before the status
 line), ``late_body`` (seconds between the headers and the body), ``trickle``
@@ -13,7 +20,7 @@ line), ``late_body`` (seconds between the headers and the body), ``trickle``
 :class:`StalledTls` accepts TCP connections and never answers a ClientHello.
 
 ``kubeconfig(path)`` writes a kubeconfig that points the real ``kubernetes``
-client at it, with a token of the service's own. With ``tls`` (a
+client at it, with the service's own token. With ``tls`` (a
 :class:`~provider.service.devcerts.DevPki`) it serves HTTPS with the dev server
 certificate, and the kubeconfig trusts the dev CA.
 """
@@ -31,11 +38,17 @@ from pathlib import Path
 from typing import Any
 
 from provider.service.devcerts import DevPki
+from tests.support.apiauth import Authentication, Caller, Unauthorized, forbidden_status, unauthorized_status
 
 AUDIENCE = "kyverno-svc.kyverno.io"
 KYVERNO_USER = "system:serviceaccount:kyverno:kyverno-admission-controller"
 #: The groups the API server gives a service account (k8s.io/apiserver pkg/authentication/serviceaccount).
 KYVERNO_GROUPS = ["system:serviceaccounts", "system:serviceaccounts:kyverno", "system:authenticated"]
+#: The service's own credential in the kubeconfig ``TokenReviewApi.kubeconfig`` writes, and its user.
+PROVIDER_TOKEN = "the-provider's-own-token"
+PROVIDER_USER = "system:serviceaccount:manifest-provider:manifest-provider"
+#: The collection TokenReviews are created in.
+REVIEW_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
 
 
 @dataclass
@@ -43,6 +56,20 @@ class Identity:
     audiences: list[str]
     username: str = KYVERNO_USER
     groups: list[str] = field(default_factory=lambda: list(KYVERNO_GROUPS))
+
+
+def review_answer(spec: dict[str, Any], tokens: dict[str, Identity]) -> dict[str, Any]:
+    """The TokenReview an audience-aware API server answers for ``spec`` (module docstring)."""
+    identity = tokens.get(spec.get("token", ""))
+    asked = spec.get("audiences") or []
+    status: dict[str, Any] = {"authenticated": False, "error": "invalid bearer token"}
+    if identity is not None:
+        user = {"username": identity.username, "groups": identity.groups}
+        if not identity.audiences:
+            status = {"authenticated": True, "user": user, "audiences": []}
+        elif set(asked) & set(identity.audiences):
+            status = {"authenticated": True, "user": user, "audiences": sorted(set(asked) & set(identity.audiences))}
+    return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec, "status": status}
 
 
 @dataclass
@@ -54,6 +81,9 @@ class TokenReviewApi:
     trickle: float = 0.0
     reviews: list[dict[str, Any]] = field(default_factory=list)
     tls: DevPki | None = None
+    #: Who may call (the service's own token); ``callers_seen`` lists every authenticated caller in turn.
+    callers: Authentication = field(default_factory=lambda: Authentication({PROVIDER_TOKEN: Caller(PROVIDER_USER)}))
+    callers_seen: list[str] = field(default_factory=list)
     _server: ThreadingHTTPServer | None = field(default=None, repr=False)
 
     def __enter__(self) -> TokenReviewApi:
@@ -67,27 +97,18 @@ class TokenReviewApi:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                try:
+                    caller = api.callers.caller(self.headers.get("Authorization"), None)
+                except Unauthorized:
+                    self._refuse(401, unauthorized_status())
+                    return
+                api.callers_seen.append(caller.username)
+                if caller.anonymous:  # RBAC: only the service's own account may create TokenReviews
+                    self._refuse(403, forbidden_status(caller, "create", "tokenreviews", "authentication.k8s.io", None))
+                    return
                 api.reviews.append(body)
                 spec = body["spec"]
-                identity = api.tokens.get(spec["token"])
-                asked = spec.get("audiences") or []
-                status: dict[str, Any] = {"authenticated": False, "error": "invalid bearer token"}
-                if self.path == "/apis/authentication.k8s.io/v1/tokenreviews" and identity is not None:
-                    user = {"username": identity.username, "groups": identity.groups}
-                    if not identity.audiences:
-                        status = {"authenticated": True, "user": user, "audiences": []}
-                    elif set(asked) & set(identity.audiences):
-                        status = {
-                            "authenticated": True,
-                            "user": user,
-                            "audiences": sorted(set(asked) & set(identity.audiences)),
-                        }
-                answer = {
-                    "apiVersion": "authentication.k8s.io/v1",
-                    "kind": "TokenReview",
-                    "spec": spec,
-                    "status": status,
-                }
+                answer = review_answer(spec, api.tokens) if self.path == REVIEW_PATH else {}
                 data = json.dumps(answer if api.status == 201 else {"kind": "Status", "code": api.status}).encode()
                 time.sleep(api.late_headers)
                 self.send_response(api.status)
@@ -106,6 +127,14 @@ class TokenReviewApi:
                         self.wfile.write(data)
                 except OSError:
                     pass  # the client gave up: that is the point of the slow modes
+
+            def _refuse(self, status: int, answer: dict[str, Any]) -> None:
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -134,7 +163,7 @@ class TokenReviewApi:
         path.write_text(json.dumps({
             "apiVersion": "v1", "kind": "Config", "current-context": "c",
             "clusters": [{"name": "k", "cluster": cluster}],
-            "users": [{"name": "u", "user": {"token": "the-provider's-own-token"}}],
+            "users": [{"name": "u", "user": {"token": PROVIDER_TOKEN}}],
             "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
         }))  # fmt: skip
         return path

@@ -46,6 +46,17 @@ def test_a_prompt_review_is_read_whole(api: TokenReviewApi, tmp_path: Path) -> N
     assert review["kind"] == "TokenReview" and review["spec"] == {"token": TOKEN, "audiences": [AUDIENCE]}
 
 
+def test_a_reviews_connection_sends_without_waiting_for_acknowledgements(api: TokenReviewApi, tmp_path: Path) -> None:
+    """Head and body go out in two writes; with Nagle's algorithm on, the body waited 40 ms for the server's ACK."""
+    import socket
+
+    sock = reviewer(api.kubeconfig(tmp_path / "kc"))._connect(time.monotonic() + DEADLINE)
+    try:
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        sock.close()
+
+
 def test_a_review_over_tls_trusts_the_clusters_ca(tmp_path: Path) -> None:
     pki = make_dev_pki(tmp_path / "pki")
     with TokenReviewApi(tokens={TOKEN: Identity([AUDIENCE])}, tls=pki) as api:
