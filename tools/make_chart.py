@@ -142,7 +142,7 @@ def update_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """The schema with its code-derived parts replaced."""
     from provider.policy import _POLICY_FIELDS, PROFILES
 
-    defs = schema["$defs"]
+    defs = schema["definitions"]
     defs["kind"]["enum"] = sorted(kinds_table())
     defs["profile"]["enum"] = list(PROFILES)
     settings = schema["properties"]["settings"]
