@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import datetime
 import importlib.util
 import json
 import os
@@ -39,6 +40,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from provider.audit.observer import read_targets
 from provider.policy import Policy
+from provider.service.certificates import inspect
 from provider.service.config import ENV_PREFIX, Config
 from tests.support.data import CRDS, REPO, load_yaml
 from tests.support.gatekeeper_framework import provider_problems
@@ -597,6 +599,9 @@ def test_the_generated_certificate_is_trusted_through_what_the_engine_is_given(e
     assert ca == base64.b64decode(secret["data"]["ca.crt"]).decode()
     host = url.split("/")[2].split(":")[0]
     port, thread = serve_once(cert, key, tmp_path)
+    # The service's own start-up check of its files (refuse expired, warn within 14 days): nothing to say.
+    health = inspect(str(tmp_path / "tls.crt"), None, datetime.datetime.now(datetime.UTC), margin_days=14)
+    assert (health.fatal, health.warnings) == ((), ())
     client = ssl.create_default_context(cadata=ca)
     with (
         socket.create_connection(("127.0.0.1", port), timeout=30) as raw,
