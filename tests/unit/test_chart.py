@@ -802,3 +802,23 @@ def test_alerts_and_dashboard_are_the_components_for_this_releases_job() -> None
 def test_notes_tell_how_to_test_for_real() -> None:
     notes = render_files(policy_values("kyverno"))["manifest-provider/templates/NOTES.txt"]
     assert "--dry-run=server request" in notes and "audit mode" in notes
+
+
+def test_the_provider_timeout_sets_the_services_deadline() -> None:
+    docs = render({"engine": "gatekeeper", "gatekeeper": {"provider": {"timeout": 3}}}, namespace="gatekeeper-system")
+    assert find(docs, "Provider")["spec"]["timeout"] == 3
+    assert env(find(docs, "Deployment"))["MANIFEST_PROVIDER_DEADLINE_SECONDS"] == "2.5"
+
+
+def test_a_packaged_chart_carries_the_shipped_files(tmp_path: Path) -> None:
+    """``helm package`` follows the links in files/: the archive holds the shipped policies themselves."""
+    archive = helm_python.package(CHART, destination=tmp_path)
+    with helm_python.Chart.load(archive) as packaged:
+        files = {f["name"]: f["data"] for f in packaged.files}
+        for link in sorted((CHART / "files").iterdir()):
+            if link.is_symlink():
+                assert files[f"files/{link.name}"] == link.resolve().read_text(), link.name
+        out = packaged.render(policy_values("kyverno-cel"), name="manifest-provider", namespace="manifest-provider")
+    texts = [text for path, text in out.items() if not path.endswith("NOTES.txt")]
+    (doc,) = [d for text in texts for d in yaml.safe_load_all(text) if d and d["kind"] == "ValidatingPolicy"]
+    assert validate_object(doc, CRD[("policies.kyverno.io", "ValidatingPolicy")]) == []
