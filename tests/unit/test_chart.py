@@ -313,6 +313,8 @@ REFUSED: list[tuple[str, dict[str, Any], str, str]] = [
         "manifest-provider",
         "/gatekeeper/provider/timeout",
     ),
+    ("pod-label-the-selector-uses", {"podLabels": {"app.kubernetes.io/component": "x"}}, "manifest-provider", "propertyName"),
+    ("pod-annotation-the-chart-sets", {"podAnnotations": {"prometheus.io/port": "9"}}, "manifest-provider", "propertyName"),
     ("port-out-of-range", {"service": {"port": 70000}}, "manifest-provider", "/service/port"),
     (
         "prometheus-selector-emptied",
