@@ -215,3 +215,28 @@ def test_the_image_is_a_value_in_both(ca: str, tmp_path: Path) -> None:
     docs = render({"image": {"repository": "registry.example.com/mp", "digest": "sha256:" + "0" * 64}})
     image = find(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image == "registry.example.com/mp@sha256:" + "0" * 64
+
+
+def test_the_chart_installs_what_the_observer_overlay_installs() -> None:
+    """``observer.enabled`` with the overlay's scope and policy: its objects, but for the listed differences."""
+    overlay = keyed(kustomize(MANIFESTS / "overlays" / "observer"))
+    values = {"observer": {"enabled": True}, "policy": {"keys": [SAMPLE_KEY.rstrip("\n")]}}
+    docs = [
+        d for d in render(values) if d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "observer"
+    ]
+    chart = keyed(docs)
+    # The overlay's Namespace: as for the service, Helm installs into a namespace it does not own.
+    assert overlay.keys() - chart.keys() == {("Namespace", "", "manifest-provider")}
+    assert chart.keys() <= overlay.keys()
+    config = ("ConfigMap", "manifest-provider", "manifest-provider-observer")
+    o_data, c_data = overlay[config].pop("data"), chart[config].pop("data")
+    assert {k: yaml.safe_load(v) for k, v in c_data.items()} == {k: yaml.safe_load(v) for k, v in o_data.items()}
+    deployment = ("Deployment", "manifest-provider", "manifest-provider-observer")
+    # A changed scope or policy rolls the pod (the observer also re-reads both before every pass).
+    assert set(chart[deployment]["spec"]["template"]["metadata"].pop("annotations")) == {"checksum/config"}
+    policy = ("NetworkPolicy", "manifest-provider", "manifest-provider-observer")
+    # The chart admits Prometheus's pods (networkPolicy.prometheus, as for the service), not the whole namespace.
+    (peer,) = chart[policy]["spec"]["ingress"][0]["from"]
+    assert peer.pop("podSelector") == {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}
+    for key in sorted(chart.keys()):
+        assert chart[key] == overlay[key], key
