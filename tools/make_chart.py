@@ -55,6 +55,7 @@ CHART_SETTINGS = frozenset(
 #: JSON Schema for each Config field's annotation.
 _SETTING_TYPES: dict[str, dict[str, Any]] = {
     "int": {"type": "integer", "minimum": 0},
+    "int | None": {"type": "integer", "minimum": 0},
     "float": {"type": "number", "minimum": 0},
     "float | None": {"type": "number", "minimum": 0},
     "bool": {"type": "boolean"},
@@ -132,6 +133,8 @@ def settings_schema() -> dict[str, Any]:
     for item in dataclasses.fields(Config):
         if item.name in _OBJECTS or item.name in CHART_SETTINGS:
             continue
+        if str(item.type) not in _SETTING_TYPES:
+            sys.exit(f"Config.{item.name}: no JSON Schema for its type {item.type}; add it to _SETTING_TYPES")
         schema = dict(_SETTING_TYPES[str(item.type)])
         schema["description"] = f"MANIFEST_PROVIDER_{item.name.upper()}"
         properties[item.name] = schema
