@@ -41,7 +41,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from provider.audit.observer import read_targets
 from provider.policy import Policy
 from provider.service.certificates import inspect
-from provider.service.config import ENV_PREFIX, Config
+from provider.service.config import ENV_PREFIX, Config, load_config
 from tests.support.data import CRDS, REPO, load_yaml
 from tests.support.gatekeeper_framework import provider_problems
 from tests.support.helm import CHART, find, lint, render, render_files
@@ -171,7 +171,15 @@ MATRIX: list[tuple[str, dict[str, Any], str]] = [
     ),
     (
         "no-metrics-annotations",
-        {"metrics": {"podAnnotations": False}, "settings": {"cache_entries": 0, "metrics_callers": ["token:x"]}},
+        {
+            "metrics": {"podAnnotations": False},
+            "settings": {
+                "cache_entries": 0,
+                "metrics_callers": ["token:x"],
+                "cache_ttl_seconds": 60.5,
+                "deadline_seconds": 1,
+            },
+        },
         "manifest-provider",
     ),
 ]
@@ -313,8 +321,18 @@ REFUSED: list[tuple[str, dict[str, Any], str, str]] = [
         "manifest-provider",
         "/gatekeeper/provider/timeout",
     ),
-    ("pod-label-the-selector-uses", {"podLabels": {"app.kubernetes.io/component": "x"}}, "manifest-provider", "propertyName"),
-    ("pod-annotation-the-chart-sets", {"podAnnotations": {"prometheus.io/port": "9"}}, "manifest-provider", "propertyName"),
+    (
+        "pod-label-the-selector-uses",
+        {"podLabels": {"app.kubernetes.io/component": "x"}},
+        "manifest-provider",
+        "propertyName",
+    ),
+    (
+        "pod-annotation-the-chart-sets",
+        {"podAnnotations": {"prometheus.io/port": "9"}},
+        "manifest-provider",
+        "propertyName",
+    ),
     ("port-out-of-range", {"service": {"port": 70000}}, "manifest-provider", "/service/port"),
     (
         "prometheus-selector-emptied",
@@ -469,6 +487,10 @@ def test_selectors_ports_secrets_and_settings_agree(case: str, pki: dict[str, st
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     variables = env(deployment)
     assert set(variables) <= SETTINGS, set(variables) - SETTINGS
+    config = load_config(environ=variables)  # as the service reads them at start: each parses
+    assert (config.port, config.metrics_port) == (ports["https"], ports["metrics"])
+    for name, value in next(v for n, v, _ in MATRIX if n == case).get("settings", {}).items():
+        assert getattr(config, name) == (tuple(value) if isinstance(value, list) else value), name
     assert int(variables["MANIFEST_PROVIDER_PORT"]) == ports["https"]
     assert int(variables["MANIFEST_PROVIDER_METRICS_PORT"]) == ports["metrics"]
     for probe in ("readinessProbe", "livenessProbe"):
