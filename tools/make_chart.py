@@ -126,6 +126,23 @@ def kinds_file() -> str:
     return header + yaml.safe_dump(kinds_table(), sort_keys=True, default_flow_style=None, width=120)
 
 
+#: Settings the chart sets from other values unless ``settings`` names them.
+_CHART_DEFAULTS = {
+    "callers": "the chart sets the engine's caller (Gatekeeper's webhook certificate, Kyverno's admission "
+    "controller); this replaces it",
+    "deadline_seconds": "with engine gatekeeper the chart sets `gatekeeper.provider.timeout` less 0.5 s; this "
+    "replaces it",
+}
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return str(value)
+
+
 def settings_schema() -> dict[str, Any]:
     from provider.service.config import _OBJECTS, Config
 
@@ -136,7 +153,11 @@ def settings_schema() -> dict[str, Any]:
         if str(item.type) not in _SETTING_TYPES:
             sys.exit(f"Config.{item.name}: no JSON Schema for its type {item.type}; add it to _SETTING_TYPES")
         schema = dict(_SETTING_TYPES[str(item.type)])
-        schema["description"] = f"MANIFEST_PROVIDER_{item.name.upper()}"
+        if item.name in _CHART_DEFAULTS:
+            default = f"; {_CHART_DEFAULTS[item.name]}"
+        else:
+            default = "" if item.default is dataclasses.MISSING else f" (default {_shown(item.default)})"
+        schema["description"] = f"MANIFEST_PROVIDER_{item.name.upper()}{default}"
         properties[item.name] = schema
     return properties
 
@@ -183,6 +204,8 @@ def _type_of(schema: dict[str, Any]) -> str:
 def _rows(schema: dict[str, Any], values: Any, prefix: str) -> list[str]:
     rows = []
     for name, sub in (schema.get("properties") or {}).items():
+        if not prefix and (name.startswith("_") or name == "global"):
+            continue  # Helm's and the templates' own, not values to set
         path = f"{prefix}{name}"
         value = values.get(name) if isinstance(values, dict) else None
         described = sub.get("description", "")
