@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install system-packages run test test-fast test-latest lock lock-venv lint bench soak fuzz clean kind-schemas data-sums
+.PHONY: install system-packages run test test-fast test-latest lock lock-venv lint bench soak fuzz clean kind-schemas data-sums chart
 
 install: system-packages $(STAMP)
 
@@ -160,6 +160,10 @@ clean:
 ## kind-schemas: regenerate provider/data/kind_schemas.json from the installed kubernetes client's models
 kind-schemas: install
 	$(PY) tools/make_kind_schemas.py
+
+## chart: rewrite the Helm chart's generated parts (files/kinds.yaml, the code-derived schema enums, README.md)
+chart: install
+	$(PY) tools/make_chart.py
 
 ## data-sums: relist tests/data/SHA256SUMS after deliberately adding or refreshing a conformance file
 data-sums:

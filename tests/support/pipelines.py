@@ -221,7 +221,7 @@ def installed(workdir: Path) -> list[dict[str, Any]]:
 
 def two_hundred_objects(crd_copies: int = 2) -> list[dict[str, Any]]:
     """200 objects as one release might hold them: ``crd_copies`` renamed copies of Kyverno's two CRDs
-    (``tests/data/crds``, 1.3 MB and 0.3 MB of YAML) and, to fill up, the objects of the recorded dry-run creates and
+    (``tests/data/crds/kyverno``, 1.3 MB and 0.3 MB of YAML) and, to fill up, the objects of the recorded dry-run creates and
     of the two rendered streams, renamed per round. Two copies (3.1 MB of YAML) give the 438 KB message
     docs/pipelines.md quotes, one copy the 222 KB one."""
     from tests.support.data import CRDS, DRYRUN
