@@ -38,12 +38,14 @@ import base64
 import copy
 import json
 import os
+import shutil
 import stat
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import celpy
+import helm_python
 import pytest
 import yaml
 
@@ -53,7 +55,7 @@ from provider.review import Review
 from provider.verifier import decide
 from tests.support.data import REPO, load_yaml
 from tests.support.gatekeeper_framework import ingest, provider_problems
-from tests.support.helm import OVERLAY_NAMESPACES, find, render
+from tests.support.helm import CHART, OVERLAY_NAMESPACES, find, render
 from tests.support.kube_schema import validate, validate_object
 from tests.support.kyverno import (
     VERSIONS,
@@ -476,3 +478,23 @@ def test_only_the_cel_engine_writes_into_kyvernos_namespace(engine: str) -> None
     values = {**chart_values(engine, *SETTINGS[0][1:3]), "kyverno": {"caConfigMap": {"enabled": False}}}
     off = render(values, namespace=OVERLAY_NAMESPACES[engine])
     assert not [d for d in off if d["metadata"].get("namespace") == "kyverno"]
+
+
+def test_a_shipped_cel_policy_without_the_variables_the_chart_fills_is_refused(tmp_path: Path) -> None:
+    """If policies/kyverno/verify-manifest-signature-cel lost its serviceURL variable, the chart would render a
+    policy calling the shipped URL instead of this release's Service: it refuses instead."""
+    copy_of_chart = tmp_path / "manifest-provider"
+    shutil.copytree(CHART, copy_of_chart, symlinks=False)  # the links in files/ become the files
+    values = chart_values("kyverno-cel", *SETTINGS[0][1:3])
+
+    def render_copy() -> dict[str, str]:
+        with helm_python.Chart.load(copy_of_chart) as chart:
+            return dict(chart.render(values, name="manifest-provider", namespace="manifest-provider", is_install=True))
+
+    assert "ValidatingPolicy" in "".join(render_copy().values())  # the control: the copy renders as the chart does
+    cel = copy_of_chart / "files" / "kyverno-cel.yaml"
+    (doc,) = load_yaml(cel)
+    doc["spec"]["variables"] = [v for v in doc["spec"]["variables"] if v["name"] != "serviceURL"]
+    cel.write_text(yaml.safe_dump(doc))
+    with pytest.raises(helm_python.HelmRenderError, match="expected one variable policy and one variable serviceURL"):
+        render_copy()
