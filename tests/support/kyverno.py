@@ -30,7 +30,7 @@ from celpy import celtypes
 from celpy.adapter import CELJSONEncoder, json_to_cel
 from celpy.evaluation import CELEvalError
 
-from tests.support.data import REPO, load_yaml
+from tests.support.data import CRDS, REPO, load_yaml
 
 #: The shipped Kyverno policies, one folder each.
 POLICIES = REPO / "policies" / "kyverno"
@@ -318,6 +318,20 @@ def expected_results(directory: Path) -> dict[str, str]:
 
 #: The supported Kyverno releases and the tag each one's rules are read from.
 VERSIONS = {"1.17": "v1.17.2", "1.18": "v1.18.2", "1.19": "v1.19.0"}
+
+
+def crds(version: str) -> dict[str, dict[str, Any]]:
+    """Kyverno ``version``'s CRDs by kind (tests/data/crds/kyverno/v<version>): ClusterPolicy, ValidatingPolicy."""
+    if version not in VERSIONS:
+        raise NotModelled(f"Kyverno {version}")
+    found = {}
+    for path in sorted((CRDS / "kyverno" / f"v{version}").glob("*.yaml")):
+        (crd,) = load_yaml(path)
+        found[crd["spec"]["names"]["kind"]] = crd
+    if set(found) != {"ClusterPolicy", "ValidatingPolicy"}:
+        raise NotModelled(f"tests/data/crds/kyverno/v{version} holds {sorted(found)}")
+    return found
+
 
 _SPEC_KEYS = frozenset({"admission", "background", "failurePolicy", "rules", "validationFailureAction"})
 _RULE_KEYS = frozenset({"name", "match", "context", "validate"})

@@ -47,6 +47,8 @@ from tests.support.gatekeeper_framework import provider_problems
 from tests.support.helm import CHART, find, lint, render, render_files
 from tests.support.kube_models import problems as model_problems
 from tests.support.kube_schema import validate, validate_object
+from tests.support.kyverno import VERSIONS
+from tests.support.kyverno import crds as kyverno_crds
 
 SAMPLE_KEY = load_yaml(
     REPO / "policies/gatekeeper/verify-manifest-signature/samples/k8sverifymanifestsignature/constraint.yaml"
@@ -70,12 +72,16 @@ def _make_chart_module() -> Any:
 MAKE_CHART = _make_chart_module()
 
 
-def crds() -> dict[tuple[str, str], dict[str, Any]]:
-    """(group, kind) -> the CRD, for every CRD in tests/data/crds."""
-    found = {}
-    for path in sorted(CRDS.rglob("*.yaml")):
+def crds() -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
+    """(group, kind) -> {release: its CRD}: Gatekeeper's (tests/data/crds/gatekeeper), and each supported Kyverno
+    release's (tests/data/crds/kyverno/v<release>), so a Kyverno object is checked against every release."""
+    found: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for path in sorted((CRDS / "gatekeeper").glob("*.yaml")):
         for crd in load_yaml(path):
-            found[(crd["spec"]["group"], crd["spec"]["names"]["kind"])] = crd
+            found.setdefault((crd["spec"]["group"], crd["spec"]["names"]["kind"]), {})["gatekeeper"] = crd
+    for version in VERSIONS:
+        for crd in kyverno_crds(version).values():
+            found.setdefault((crd["spec"]["group"], crd["spec"]["names"]["kind"]), {})[f"kyverno {version}"] = crd
     return found
 
 
@@ -147,6 +153,12 @@ MATRIX: list[tuple[str, dict[str, Any], str]] = [
     (
         "cert-manager",
         {"tls": {"mode": "certManager"}, "autoscaling": {"enabled": False}, "podAntiAffinity": "hard"},
+        "manifest-provider",
+    ),
+    (
+        # The first install with cert-manager, before the CA exists: no ConfigMap for Kyverno's trust store yet.
+        "kyverno-cel-cert-manager-first-install",
+        {"engine": "kyverno-cel", "tls": {"mode": "certManager"}, "kyverno": {"caConfigMap": {"enabled": False}}},
         "manifest-provider",
     ),
     (
@@ -370,6 +382,12 @@ FAILED: list[tuple[str, dict[str, Any], str, str]] = [
         "gatekeeper-system",
         "The Gatekeeper Provider needs the CA",
     ),
+    (
+        "cel-ca-configmap-ca-unknown",
+        {"engine": "kyverno-cel", "tls": {"mode": "certManager"}},
+        "manifest-provider",
+        "The CA ConfigMap for Kyverno's trust store (kyverno.caConfigMap.enabled) needs the CA",
+    ),
     ("max-below-min", {"autoscaling": {"minReplicas": 4, "maxReplicas": 3}}, "manifest-provider", "maxReplicas"),
     (
         "kyverno-would-substitute",
@@ -402,7 +420,7 @@ def object_problems(doc: dict[str, Any]) -> list[str]:
     if key in BUILTIN_SCOPE:
         return model_problems(doc, namespaced=BUILTIN_SCOPE[key])
     if key in CRD:
-        return validate_object(doc, CRD[key])
+        return [f"{release}: {problem}" for release, crd in CRD[key].items() for problem in validate_object(doc, crd)]
     if key in UNCHECKED:
         return []
     if key == ("constraints.gatekeeper.sh", "K8sVerifyManifestSignature"):
@@ -425,6 +443,14 @@ def test_every_object_is_valid(case: str, pki: dict[str, str]) -> None:
             Policy.from_dict(doc["spec"]["parameters"])
     names = [(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]) for d in docs]
     assert len(names) == len(set(names)), "two objects with one name"
+
+
+def test_kyverno_objects_are_checked_against_every_supported_release() -> None:
+    for kind in (("kyverno.io", "ClusterPolicy"), ("policies.kyverno.io", "ValidatingPolicy")):
+        assert set(CRD[kind]) == {f"kyverno {version}" for version in VERSIONS}, kind
+    policy = find(render(policy_values("kyverno")), "ClusterPolicy")
+    policy["spec"]["background"] = "no"
+    assert [p.split(":")[0] for p in object_problems(policy)] == [f"kyverno {version}" for version in VERSIONS]
 
 
 def test_the_model_check_can_fail() -> None:
@@ -616,9 +642,10 @@ def test_the_generated_certificate_is_trusted_through_what_the_engine_is_given(e
         (entry,) = find(docs, "ClusterPolicy")["spec"]["rules"][0]["context"]
         ca, url = entry["apiCall"]["service"]["caBundle"], entry["apiCall"]["service"]["url"]
     else:
+        # http.Post trusts Kyverno's trust store: the chart's ConfigMap for it, which Kyverno's values mount.
+        ca = find(docs, "ConfigMap", "manifest-provider-ca")["data"]["ca.crt"]
         variables = {v["name"]: v["expression"] for v in find(docs, "ValidatingPolicy")["spec"]["variables"]}
         cel = celpy.Environment()
-        ca = str(cel.program(cel.compile(variables["serviceCA"])).evaluate({}))
         url = str(cel.program(cel.compile(variables["serviceURL"])).evaluate({}))
     assert ca == base64.b64decode(secret["data"]["ca.crt"]).decode()
     host = url.split("/")[2].split(":")[0]
@@ -828,6 +855,14 @@ def test_notes_tell_how_to_test_for_real() -> None:
     assert "--dry-run=server request" in notes and "audit mode" in notes
 
 
+def test_notes_tell_the_cel_engine_to_mount_the_ca_into_kyverno() -> None:
+    notes = render_files({"engine": "kyverno-cel", "kyverno": {"namespace": "kyverno-system"}})
+    text = notes["manifest-provider/templates/NOTES.txt"]
+    assert "kyverno-system/manifest-provider-ca" in text and "kyverno-values.yaml" in text
+    for values in ({"engine": "kyverno"}, {"engine": "kyverno-cel", "kyverno": {"caConfigMap": {"enabled": False}}}):
+        assert "manifest-provider-ca" not in render_files(values)["manifest-provider/templates/NOTES.txt"]
+
+
 def test_the_provider_timeout_sets_the_services_deadline() -> None:
     docs = render({"engine": "gatekeeper", "gatekeeper": {"provider": {"timeout": 3}}}, namespace="gatekeeper-system")
     assert find(docs, "Provider")["spec"]["timeout"] == 3
@@ -845,4 +880,4 @@ def test_a_packaged_chart_carries_the_shipped_files(tmp_path: Path) -> None:
         out = packaged.render(policy_values("kyverno-cel"), name="manifest-provider", namespace="manifest-provider")
     texts = [text for path, text in out.items() if not path.endswith("NOTES.txt")]
     (doc,) = [d for text in texts for d in yaml.safe_load_all(text) if d and d["kind"] == "ValidatingPolicy"]
-    assert validate_object(doc, CRD[("policies.kyverno.io", "ValidatingPolicy")]) == []
+    assert object_problems(doc) == []

@@ -75,7 +75,12 @@ ONLY_CHART: dict[str, dict[Key, str]] = {
         ("K8sVerifyManifestSignature", "", "verify-manifest-signature"): "policies.enabled",
     },
     "kyverno": {("ClusterPolicy", "", "verify-manifest-signature"): "policies.enabled"},
-    "kyverno-cel": {("ValidatingPolicy", "", "verify-manifest-signature-cel"): "policies.enabled"},
+    "kyverno-cel": {
+        ("ValidatingPolicy", "", "verify-manifest-signature-cel"): "policies.enabled",
+        ("ConfigMap", "kyverno", "manifest-provider-ca"): "the service CA for Kyverno's trust store "
+        "(kyverno.caConfigMap.enabled); the overlay leaves it to ca-bundle.sh --kyverno-trust, once cert-manager "
+        "has issued the CA",
+    },
 }
 
 

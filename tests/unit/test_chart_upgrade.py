@@ -7,12 +7,13 @@ server. Here Helm's engine renders with a kubeconfig for the fake API server
 a GET, as on a cluster:
 
 * ``tls.mode: generate``: the certificate, key and CA are reused, so the
-  Provider's or policy's ``caBundle`` stays what the running pods serve, and
-  the pods do not roll; a Secret without one of its three files is replaced
-  whole, never half reused;
+  Provider's or policy's ``caBundle`` (for engine kyverno-cel: the ConfigMap
+  for Kyverno's trust store) stays what the running pods serve, and the pods
+  do not roll; a Secret without one of its three files is replaced whole,
+  never half reused;
 * ``tls.mode: certManager`` without ``tls.caBundle``: the first render refuses
-  the policy (the CA does not exist yet), the upgrade after cert-manager wrote
-  the Secret takes its ``ca.crt``.
+  the policy or the ConfigMap (the CA does not exist yet), the upgrade after
+  cert-manager wrote the Secret takes its ``ca.crt``.
 """
 
 from __future__ import annotations
@@ -44,19 +45,24 @@ def upgrade_render(api: FakeApiServer, tmp_path: Path, values: dict[str, Any]) -
 
 
 def kyverno_ca(docs: list[dict[str, Any]]) -> str:
+    """The CA Kyverno trusts: the ClusterPolicy's caBundle, or (engine kyverno-cel) its trust store's ConfigMap."""
+    if any(d["kind"] == "ValidatingPolicy" for d in docs):
+        return str(find(docs, "ConfigMap", "manifest-provider-ca")["data"]["ca.crt"])
     (entry,) = find(docs, "ClusterPolicy")["spec"]["rules"][0]["context"]
     return str(entry["apiCall"]["service"]["caBundle"])
 
 
 VALUES = {"engine": "kyverno", "policies": {"enabled": True}, "policy": {"keys": [SAMPLE_KEY]}}
+ENGINES = {"kyverno": VALUES, "kyverno-cel": {**VALUES, "engine": "kyverno-cel"}}
 
 
-def test_an_upgrade_reuses_the_generated_pair(tmp_path: Path) -> None:
-    installed = render(VALUES)
+@pytest.mark.parametrize("engine", list(ENGINES))
+def test_an_upgrade_reuses_the_generated_pair(tmp_path: Path, engine: str) -> None:
+    installed = render(ENGINES[engine])
     secret = find(installed, "Secret")
     with FakeApiServer() as api:
         api.add(secret)
-        upgraded = upgrade_render(api, tmp_path, VALUES)
+        upgraded = upgrade_render(api, tmp_path, ENGINES[engine])
         asked = [(r.method, r.path) for r in api.requests]
     assert ("GET", f"/api/v1/namespaces/{NAMESPACE}/secrets/manifest-provider-tls") in asked
     assert find(upgraded, "Secret")["data"] == secret["data"]
@@ -83,10 +89,11 @@ def test_a_secret_missing_a_file_is_replaced_whole(tmp_path: Path) -> None:
     assert kyverno_ca(upgraded) == base64.b64decode(data["ca.crt"]).decode()
 
 
-def test_cert_manager_ca_is_read_once_cert_manager_wrote_it(tmp_path: Path) -> None:
-    values = {**VALUES, "tls": {"mode": "certManager"}}
+@pytest.mark.parametrize("engine", list(ENGINES))
+def test_cert_manager_ca_is_read_once_cert_manager_wrote_it(tmp_path: Path, engine: str) -> None:
+    values = {**ENGINES[engine], "tls": {"mode": "certManager"}}
     with pytest.raises(helm_python.HelmRenderError, match=r"set tls\.caBundle"):
-        render(values)  # the first install: no CA yet, so no policy that would fail every call
+        render(values)  # the first install: no CA yet, so no policy (or trust) that would fail every call
     pki = make_dev_pki(tmp_path / "pki")
     written = {
         "apiVersion": "v1",

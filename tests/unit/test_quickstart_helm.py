@@ -13,6 +13,8 @@ overlays render.
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 import shlex
 import shutil
@@ -20,6 +22,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import celpy
 import helm_python
 import pytest
 import yaml
@@ -27,6 +30,7 @@ import yaml
 from provider.keys import generate_key, public_pem
 from tests.support.data import REPO
 from tests.support.helm import find, render
+from tests.support.kyverno import to_python
 
 PAGE = REPO / "docs" / "quickstart-helm.md"
 CHART_PATH = "manifests/charts/manifest-provider"
@@ -128,6 +132,76 @@ def test_the_kyverno_section_installs_an_enforcing_cluster_policy(workdir: Path)
     (entry,) = rule["context"]
     (data,) = [d for d in entry["apiCall"]["data"] if d["key"] == "policy"]
     assert data["value"] == {"keys": [(workdir / "team.pub").read_text()]}
+
+
+CEL_SECTION = "Kyverno with the CEL policy"
+KYVERNO_VALUES = "manifests/overlays/kyverno-cel/kyverno-values.yaml"
+
+
+def test_the_kyverno_cel_section_installs_the_ca_for_kyverno_then_enforces(workdir: Path) -> None:
+    """Install: the service and ConfigMap manifest-provider-ca in Kyverno's namespace, no policy yet; upgrade: the
+    enforcing ValidatingPolicy with the page's key, which carries no CA."""
+    install, upgrade = helm_commands(section(CEL_SECTION), workdir)
+    assert (install[0], upgrade[0]) == ("install", "upgrade")
+    assert install[2] == upgrade[2] == "manifest-provider"
+    first = render(install[3], namespace=install[2])
+    assert "ValidatingPolicy" not in {d["kind"] for d in first}
+    configmap = find(first, "ConfigMap", "manifest-provider-ca")
+    assert configmap["metadata"]["namespace"] == "kyverno"
+    secret = find(first, "Secret")
+    assert configmap["data"]["ca.crt"] == base64.b64decode(secret["data"]["ca.crt"]).decode()
+    second = render(upgrade[3], namespace=upgrade[2])
+    policy = find(second, "ValidatingPolicy")
+    assert policy["spec"]["validationActions"] == ["Deny"]
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    env = celpy.Environment()
+    assert to_python(env.program(env.compile(variables["policy"])).evaluate({})) == {
+        "keys": [(workdir / "team.pub").read_text()]
+    }
+    assert policy["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"] == ["demo"]
+    assert "CERTIFICATE" not in json.dumps(policy)
+    find(second, "ConfigMap", "manifest-provider-ca")  # still there after the upgrade
+
+
+def test_the_kyverno_values_on_the_page_are_the_overlays(workdir: Path) -> None:
+    """The values block is kyverno-values.yaml (comments apart), the page's `helm upgrade kyverno` applies that
+    file in the namespace where the chart writes the ConfigMap, and they mount that ConfigMap's key."""
+    text = section(CEL_SECTION)
+    (block,) = re.findall(r"```yaml\n(.*?)```", text, re.DOTALL)
+    values = yaml.safe_load(block)
+    assert values == yaml.safe_load((REPO / KYVERNO_VALUES).read_text())
+    (line,) = [line for line in shell_lines(text) if line.startswith("helm upgrade kyverno ")]
+    words = shlex.split(line)
+    assert words[3] == "kyverno/kyverno" and words[words.index("-f") + 1] == KYVERNO_VALUES
+    install, _upgrade = helm_commands(text, workdir)
+    configmap = find(render(install[3], namespace=install[2]), "ConfigMap", "manifest-provider-ca")
+    assert words[words.index("-n") + 1] == configmap["metadata"]["namespace"]
+    (volume,) = values["admissionController"]["extraVolumes"]
+    assert volume["configMap"]["name"] == configmap["metadata"]["name"]
+    assert [item["key"] for item in volume["configMap"]["items"]] == list(configmap["data"])
+
+
+def github_anchor(heading: str) -> str:
+    """GitHub's heading id: lower case, punctuation but hyphens and underscores dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(page: Path) -> set[str]:
+    found: set[str] = set()
+    prose = re.sub(r"^```.*?^```", "", page.read_text(), flags=re.DOTALL | re.MULTILINE)  # a `#` there is a comment
+    for heading in re.findall(r"^#+ (.+)$", prose, re.MULTILINE):
+        anchor, n = github_anchor(heading), 1
+        while anchor in found:  # a repeated heading gets -1, -2, ...
+            anchor, n = f"{github_anchor(heading)}-{n}", n + 1
+        found.add(anchor)
+    return found
+
+
+def test_the_pages_links_to_sections_resolve() -> None:
+    links = re.findall(r"\]\(([\w.-]*\.md)?#([\w-]+)\)", PAGE.read_text())
+    assert len(links) > 5
+    for page, anchor in links:
+        assert anchor in anchors(PAGE.parent / page if page else PAGE), (page, anchor)
 
 
 def test_the_image_section_overrides_the_name_the_overlays_render(tmp_path: Path) -> None:
