@@ -423,12 +423,28 @@ def load_yaml_stream(
     try:
         return _build(loader, limits, error, what)
     except yaml.YAMLError as exc:
+        if _LIBYAML_NESTING.search(str(getattr(exc, "problem", None) or "")):
+            # libyaml's own depth limit tripped before ours could: the same answer as ours.
+            raise error(f"{what} is nested deeper than {limits.max_depth} levels") from exc
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise error(f"{what} is not valid YAML: {problem}{where}") from exc
     finally:
         loader.dispose()
+
+
+#: libyaml's own nesting limit, in the words of each release that has one. 0.2.6's scanner
+#: (yaml/libyaml#329, "Enforce nesting limit in scanner") refuses more than 1000 flow levels
+#: plus block indents with "exceeded maximum nesting depth"; its parser check (yaml/libyaml#287,
+#: on libyaml's master since 51843fe) says "Maximum nesting level reached". The scanner looks
+#: up to 1024 characters ahead while a simple key is possible, so a line opening 1001 flow
+#: collections is refused before its first event reaches :func:`_build`: our own check never
+#: sees the input. Every other depth is refused by our check first (at ``max_depth`` levels,
+#: far below libyaml's 1000), so the two answers must say the same thing. libyaml's limit
+#: (1000 by default) is above ``Limits.max_depth`` (at most ``MAX_DEPTH_CEILING``), so
+#: whatever libyaml refuses is deeper than ``max_depth``.
+_LIBYAML_NESTING = re.compile(r"maximum nesting (?:depth|level)", re.IGNORECASE)
 
 
 def _build(loader: Any, limits: Limits, error: type[DataError], what: str) -> list[Any]:

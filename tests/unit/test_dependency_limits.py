@@ -1,0 +1,164 @@
+"""Limits a dependency applies before our own check: whoever trips first, the answer is ours.
+
+Each dependency limit is tested twice: with the dependency's refusal out of the way (or
+absent, as in older releases), so our own check answers; and with the dependency refusing
+first -- for real where the installed release does, and simulated at the exact point where
+a release raises it -- so the mapping answers. Both must give the same reason and message,
+whichever release is installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+import yaml.parser
+import yaml.scanner
+
+from provider import parsing
+from provider.errors import DataError, MalformedMessage, RequestError
+from provider.limits import MAX_DEPTH_CEILING, Limits
+from provider.parsing import load_json, load_yaml_stream
+
+DEEP = 100  # Limits().max_depth
+REFUSED_DEEP = f"nested deeper than {DEEP} levels"
+
+
+# --- libyaml's nesting limit ------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def libyaml_nest_level(level: int) -> Iterator[bool]:
+    """libyaml's own nesting limit set to ``level`` for the block; False when this libyaml has none.
+
+    PyYAML 6.0.4 (libyaml 0.2.6) has one, 1000 by default, behind the private
+    ``yaml._yaml._set_max_nest_level``; PyYAML 6.0.3 and older (libyaml 0.2.5) have none.
+    """
+    from yaml import _yaml
+
+    getter = getattr(_yaml, "_get_max_nest_level", None)
+    setter = getattr(_yaml, "_set_max_nest_level", None)
+    if getter is None or setter is None:
+        yield False
+        return
+    before = getter()
+    setter(level)
+    try:
+        yield True
+    finally:
+        setter(before)
+
+
+#: Inputs deeper than libyaml's limit (1000), in the shapes its scanner and parser count differently.
+DEEPER_THAN_LIBYAML = {
+    "flow-on-one-line": "[" * 10_000 + "]" * 10_000,  # 0.2.6's scanner refuses before the first event
+    "flow-mappings": "{a: " * 1_500 + "1" + "}" * 1_500,
+    "flow-across-lines": "[\n" * 1_500 + "]" * 1_500,
+    "block-sequences": "- " * 1_500 + "x\n",
+    "block-mappings": "".join("  " * i + "k:\n" for i in range(1_500)) + "  " * 1_500 + "v\n",
+    "block-then-flow": "".join("  " * i + "k:\n" for i in range(999)) + "  " * 999 + "[" * 10 + "]" * 10 + "\n",
+}
+
+
+@pytest.mark.parametrize("text", DEEPER_THAN_LIBYAML.values(), ids=DEEPER_THAN_LIBYAML.keys())
+def test_input_deeper_than_libyamls_limit_gets_our_answer_with_the_installed_libyaml(text: str) -> None:
+    with pytest.raises(MalformedMessage, match=REFUSED_DEEP) as refused:
+        load_yaml_stream(text, error=MalformedMessage, what="YAML in message")
+    assert refused.value.reason == "malformed-message"
+    assert str(refused.value) == f"YAML in message is {REFUSED_DEEP}"
+
+
+@pytest.mark.parametrize("text", DEEPER_THAN_LIBYAML.values(), ids=DEEPER_THAN_LIBYAML.keys())
+def test_with_libyamls_limit_out_of_the_way_our_own_check_gives_the_same_answer(text: str) -> None:
+    """libyaml 0.2.5 and older: no limit of its own; our check refuses at 100 levels."""
+    with libyaml_nest_level(1_000_000), pytest.raises(MalformedMessage) as refused:
+        load_yaml_stream(text, error=MalformedMessage, what="YAML in message")
+    assert str(refused.value) == f"YAML in message is {REFUSED_DEEP}"
+
+
+def test_with_libyamls_limit_in_force_the_flow_line_is_refused_by_libyaml_first() -> None:
+    """The case the mapping is for, where the installed libyaml has the limit: its refusal, our words."""
+    with libyaml_nest_level(1000) as has_limit:
+        if not has_limit:
+            pytest.skip("this libyaml has no nesting limit; the simulated refusal below covers the mapping")
+        loader = yaml.CSafeLoader("[" * 10_000)
+        events: list[type] = []
+        try:
+            with pytest.raises(yaml.YAMLError, match="nesting"):
+                while True:
+                    events.append(type(loader.get_event()))
+        finally:
+            loader.dispose()
+        # The scanner looked ahead and refused before the first level was an event: our check never saw one.
+        assert events == [yaml.StreamStartEvent]
+        with pytest.raises(DataError, match=REFUSED_DEEP):
+            load_yaml_stream("[" * 10_000)
+
+
+#: What each libyaml release says when its nesting limit trips, and where: 0.2.6's scanner
+#: (yaml/libyaml#329; context and problem as PyYAML 6.0.4 reports them), and the parser check
+#: of yaml/libyaml#287 (libyaml master since 51843fe, src/parser.c yaml_maximum_level_reached).
+LIBYAML_REFUSALS = [
+    (yaml.scanner.ScannerError, "while increasing flow level", "exceeded maximum nesting depth"),
+    (yaml.scanner.ScannerError, "while increasing block level", "exceeded maximum nesting depth"),
+    (yaml.parser.ParserError, "while parsing", "Maximum nesting level reached, set with yaml_set_max_nest_level())"),
+]
+
+
+@pytest.mark.parametrize(
+    ("error", "context", "problem"), LIBYAML_REFUSALS, ids=["scanner-flow", "scanner-block", "parser-287"]
+)
+def test_libyamls_refusal_simulated_where_it_raises_gets_our_answer(
+    monkeypatch: pytest.MonkeyPatch, error: type[yaml.MarkedYAMLError], context: str, problem: str
+) -> None:
+    """Independent of the installed libyaml: the loader raises as 0.2.6 does on a 10 000-deep flow line,
+    right after the stream's start event (line 1, column 1001)."""
+    mark = yaml.Mark("<unicode string>", 1000, 0, 1000, None, None)
+
+    class Refusing(parsing._CLoader):  # type: ignore[name-defined,misc]
+        started = False
+
+        def get_event(self) -> Any:
+            if self.started:
+                raise error(context, mark, problem, mark)
+            self.started = True
+            return super().get_event()
+
+    monkeypatch.setattr(parsing, "_CLoader", Refusing)
+    with pytest.raises(MalformedMessage) as refused:
+        load_yaml_stream("[" * 10_000 + "]" * 10_000, error=MalformedMessage, what="YAML in message")
+    assert str(refused.value) == f"YAML in message is {REFUSED_DEEP}"
+    assert refused.value.reason == "malformed-message"
+
+
+def test_other_yaml_errors_keep_their_own_message() -> None:
+    with pytest.raises(DataError, match=r"^YAML is not valid YAML: did not find expected node content at line 2"):
+        load_yaml_stream("[[")
+
+
+def test_libyamls_simple_key_limit_is_grammar_and_the_same_in_every_release() -> None:
+    """An implicit key ends within 1024 characters (YAML 1.1 section 9.1.1.2; libyaml and goyaml.v2
+    scanner.c ``simple_key.mark.index+1024``): a syntax rule kubectl shares, unchanged in 0.2.6."""
+    assert load_yaml_stream("a" * 1023 + ": 1\n") == [{"a" * 1023: 1}]
+    with pytest.raises(DataError, match="is not valid YAML"):
+        load_yaml_stream("a" * 1025 + ": 1\n")
+
+
+def test_the_depth_limit_stays_below_what_the_dependencies_refuse_themselves() -> None:
+    assert Limits(max_depth=MAX_DEPTH_CEILING).max_depth == MAX_DEPTH_CEILING
+    with pytest.raises(ValueError, match=f"between 1 and {MAX_DEPTH_CEILING}"):
+        Limits(max_depth=MAX_DEPTH_CEILING + 1)
+    with pytest.raises(ValueError, match="between 1"):
+        Limits(max_depth=0)
+
+
+@pytest.mark.parametrize("depth", [DEEP + 1, MAX_DEPTH_CEILING, 999, 10_000])
+def test_json_deeper_than_the_limit_gets_our_answer_whether_json_or_our_walk_refuses(depth: int) -> None:
+    """json's C scanner raises RecursionError near the interpreter's recursion limit (1000 frames);
+    below it our own walk refuses. One answer."""
+    with pytest.raises(RequestError) as refused:
+        load_json("[" * depth + "]" * depth, error=RequestError, what="the body")
+    assert str(refused.value) == f"the body is {REFUSED_DEEP}"
