@@ -611,6 +611,27 @@ def _finite_float(text: str) -> float:
     return number
 
 
+#: Longest integer text read without a range check: any 20 digits fit a float64's range.
+_SHORT_INT = 20
+
+
+def _finite_int(text: str) -> int:
+    """A JSON integer, refused beyond float64's range.
+
+    Go's encoding/json reads a number into ``interface{}`` with
+    ``strconv.ParseFloat(s, 64)`` (sigs.k8s.io/json tries int64 first) and fails
+    on overflow, so no Kubernetes object holds an integer beyond float64. The
+    check also keeps Python's own limit out of the answer: ``int()`` refuses
+    more than ``sys.get_int_max_str_digits()`` digits (4300 by default, 640 at
+    the least) with a message of its own, while float64 tops out at 309 digits.
+    ``float()`` of digit text has no such limit.
+    """
+    if len(text) > _SHORT_INT and math.isinf(float(text)):
+        digits = len(text.lstrip("-"))
+        raise ValueError(f"number {text[:20]}… ({digits} digits) is not finite as a float64")
+    return int(text)
+
+
 def _unique_pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
     result = dict(items)
     if len(result) != len(items):
@@ -632,7 +653,11 @@ def load_json(
         if isinstance(text, bytes):
             text = text.decode("utf-8-sig")
         value = json.loads(
-            text, object_pairs_hook=_unique_pairs, parse_constant=_no_constants, parse_float=_finite_float
+            text,
+            object_pairs_hook=_unique_pairs,
+            parse_constant=_no_constants,
+            parse_float=_finite_float,
+            parse_int=_finite_int,
         )
     except UnicodeDecodeError as exc:
         raise error(f"{what} is not valid UTF-8 (byte {exc.start})") from exc

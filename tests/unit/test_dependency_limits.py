@@ -10,6 +10,7 @@ whichever release is installed.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,11 +19,13 @@ import yaml
 import yaml.parser
 import yaml.scanner
 
-from provider import parsing
-from provider.errors import DataError, MalformedMessage, RequestError
+from provider import Policy, parsing
+from provider.errors import DataError, MalformedMessage, PolicyError, RequestError
 from provider.limits import MAX_DEPTH_CEILING, Limits
 from provider.parsing import load_json, load_yaml_stream
+from tests.support.keys import make_key, public_key_pem
 
+KEY_PEM = public_key_pem(make_key())
 DEEP = 100  # Limits().max_depth
 REFUSED_DEEP = f"nested deeper than {DEEP} levels"
 
@@ -162,3 +165,54 @@ def test_json_deeper_than_the_limit_gets_our_answer_whether_json_or_our_walk_ref
     with pytest.raises(RequestError) as refused:
         load_json("[" * depth + "]" * depth, error=RequestError, what="the body")
     assert str(refused.value) == f"the body is {REFUSED_DEEP}"
+
+
+# --- Python's int-from-text digit limit ----------------------------------------------------
+
+
+@contextlib.contextmanager
+def int_max_str_digits(limit: int) -> Iterator[None]:
+    """The interpreter's digit limit for ``int(text)`` (Python 3.11+: 4300 by default, 640 at the
+    least, 0 for none -- as before 3.11), as ``-X int_max_str_digits`` or PYTHONINTMAXSTRDIGITS sets it."""
+    before = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(limit)
+    try:
+        yield
+    finally:
+        sys.set_int_max_str_digits(before)
+
+
+#: 0: no limit (Python before 3.11); 640: the lowest an interpreter accepts; 4300: the default.
+INTERPRETER_DIGIT_LIMITS = [0, 640, 4300]
+
+
+@pytest.mark.parametrize("limit", INTERPRETER_DIGIT_LIMITS)
+@pytest.mark.parametrize("digits", [400, 700, 5_000])
+def test_a_json_integer_beyond_float64_gets_our_answer_whatever_the_interpreters_digit_limit(
+    limit: int, digits: int
+) -> None:
+    with int_max_str_digits(limit), pytest.raises(RequestError) as refused:
+        load_json('{"x": 1' + "0" * (digits - 1) + "}", error=RequestError, what="the body")
+    assert str(refused.value) == (
+        f"the body is not valid JSON: number 10000000000000000000… ({digits} digits) is not finite as a float64"
+    )
+
+
+@pytest.mark.parametrize("limit", INTERPRETER_DIGIT_LIMITS)
+def test_json_integers_within_float64_read_exactly_whatever_the_interpreters_digit_limit(limit: int) -> None:
+    largest = "1" + "7" * 308  # 309 digits, below float64's 1.797e308
+    with int_max_str_digits(limit):
+        assert load_json(f"[{largest}, -{'9' * 30}, 0]") == [int(largest), -int("9" * 30), 0]
+
+
+@pytest.mark.parametrize("limit", INTERPRETER_DIGIT_LIMITS)
+def test_a_field_pattern_index_of_5000_digits_is_a_policy_error_not_pythons_value_error(limit: int) -> None:
+    with int_max_str_digits(limit), pytest.raises(PolicyError, match="has 5000 digits; no list is that long"):
+        Policy.from_dict({"keys": [KEY_PEM], "ignoreFields": [{"fields": ["data.items[" + "9" * 5000 + "]"]}]})
+
+
+@pytest.mark.parametrize("limit", INTERPRETER_DIGIT_LIMITS)
+def test_a_field_pattern_segment_of_5000_digits_is_a_map_key(limit: int) -> None:
+    with int_max_str_digits(limit):
+        policy = Policy.from_dict({"keys": [KEY_PEM], "ignoreFields": [{"fields": ["data." + "9" * 5000]}]})
+    assert policy.ignore_fields[0].fields == ("data." + "9" * 5000,)

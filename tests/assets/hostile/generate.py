@@ -1011,6 +1011,14 @@ ENTRIES: list[Entry] = [
         "empty segment",
     ),
     Entry(
+        "policy-ignorefield-index-5000-digits.yaml",
+        "policy",
+        "policy-invalid",
+        "an ignore pattern whose list index has 5 000 digits (past Python's own int() limit of 4 300)",
+        lambda: trusted_policy(ignoreFields=[{"fields": ["data.items[" + "9" * 5000 + "]"]}]),
+        "digits; no list is that long",
+    ),
+    Entry(
         "policy-ignorefield-pattern-is-a-number.yaml",
         "policy",
         "policy-invalid",
@@ -1322,6 +1330,15 @@ ENTRIES: list[Entry] = [
         "a number that overflows a double to infinity",
         lambda: b'{"request": {"object": {"data": {"x": 1e999}}}, "policy": {"keys": []}}\n',
         "not finite",
+        cli="unsigned",
+    ),
+    Entry(
+        "body-json-integer-5000-digits.json",
+        "body",
+        "request-invalid",
+        "an integer of 5 000 digits: beyond float64, and past Python's own int() limit of 4 300 digits",
+        lambda: b'{"request": {"object": {"data": {"x": 1' + b"0" * 4999 + b'}}}, "policy": {"keys": []}}\n',
+        "is not finite as a float64",
         cli="unsigned",
     ),
     Entry(
