@@ -30,7 +30,6 @@ from __future__ import annotations
 import base64
 import http.client
 import ipaddress
-import json
 import math
 import re
 import socket
@@ -43,6 +42,8 @@ from typing import Any
 
 from ..cache import LRUCache, digest
 from ..deadlines import DeadlineSSLSocket, connect
+from ..errors import DataError
+from ..parsing import load_json
 from ..version import __version__
 
 #: Media types of an image manifest (OCI image spec, Docker distribution schema 2).
@@ -178,11 +179,8 @@ class RegistryClient:
         answer = self._once("GET", f"{realm}?{query}", headers, None, deadline=deadline, max_bytes=MAX_TOKEN_BYTES)
         if answer.status != 200:
             raise RegistryError(f"{registry}'s token service answered HTTP {answer.status}")
-        try:
-            document = json.loads(answer.body)
-            token = document.get("token") or document.get("access_token")
-        except (ValueError, AttributeError) as exc:
-            raise RegistryError(f"{registry}'s token service did not answer JSON", "invalid") from exc
+        document = _json(answer.body, f"{registry}'s token service answer")
+        token = document.get("token") or document.get("access_token")
         if not isinstance(token, str):
             raise RegistryError(f"{registry}'s token service answered no token", "invalid")
         expires = document.get("expires_in", DEFAULT_TOKEN_LIFETIME)
@@ -235,11 +233,18 @@ class RegistryClient:
         return answer
 
 
-def json_document(answer: Answer, what: str) -> dict[str, Any]:
+def _json(body: bytes, what: str) -> dict[str, Any]:
+    """A registry's JSON object, read within the parser's limits: the registry is whoever the
+    reference names, so its answer is hostile input (json.loads alone raised RecursionError on
+    a 64 KiB manifest of nested arrays, and int()'s own ValueError on a 5 000-digit number)."""
     try:
-        document = json.loads(answer.body)
-    except ValueError as exc:
-        raise RegistryError(f"{what} is not JSON", "invalid") from exc
+        document = load_json(body, what=what)
+    except DataError as exc:
+        raise RegistryError(exc.message, "invalid") from exc
     if not isinstance(document, dict):
         raise RegistryError(f"{what} is not a JSON object", "invalid")
     return document
+
+
+def json_document(answer: Answer, what: str) -> dict[str, Any]:
+    return _json(answer.body, what)

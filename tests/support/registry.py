@@ -151,3 +151,35 @@ def server_error(handler: http.server.BaseHTTPRequestHandler) -> None:
     handler.send_response(503)
     handler.send_header("Content-Length", "0")
     handler.end_headers()
+
+
+def _json_answer(handler: http.server.BaseHTTPRequestHandler, body: bytes, content_type: str) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+#: 30 000 nested arrays: 60 KB, under the 64 KiB manifest limit, far past json's recursion limit.
+DEEP_JSON = b"[" * 30_000 + b"]" * 30_000
+
+
+def deep_manifest(handler: http.server.BaseHTTPRequestHandler) -> None:
+    _json_answer(handler, DEEP_JSON, "application/vnd.oci.image.manifest.v1+json")
+
+
+def manifest_with_a_5000_digit_number(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """Past Python's own int() limit of 4 300 digits (and far past float64)."""
+    _json_answer(handler, b'{"schemaVersion": 1' + b"0" * 4999 + b"}", "application/vnd.oci.image.manifest.v1+json")
+
+
+def deep_token_answer(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """A bearer challenge whose token service (this server, on loopback) answers nested arrays."""
+    if handler.path.startswith("/token"):
+        _json_answer(handler, DEEP_JSON, "application/json")
+        return
+    handler.send_response(401)
+    handler.send_header("WWW-Authenticate", f'Bearer realm="http://{handler.headers["Host"]}/token",service="test"')
+    handler.send_header("Content-Length", "0")
+    handler.end_headers()

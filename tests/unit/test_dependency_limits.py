@@ -9,6 +9,7 @@ whichever release is installed.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import sys
 from collections.abc import Iterator
@@ -20,9 +21,11 @@ import yaml.parser
 import yaml.scanner
 
 from provider import Policy, parsing
+from provider.bundles import _payload_mismatch
 from provider.errors import DataError, MalformedMessage, PolicyError, RequestError
 from provider.limits import MAX_DEPTH_CEILING, Limits
 from provider.parsing import load_json, load_yaml_stream
+from provider.service.auth import token_expiry
 from tests.support.keys import make_key, public_key_pem
 
 KEY_PEM = public_key_pem(make_key())
@@ -216,3 +219,31 @@ def test_a_field_pattern_segment_of_5000_digits_is_a_map_key(limit: int) -> None
     with int_max_str_digits(limit):
         policy = Policy.from_dict({"keys": [KEY_PEM], "ignoreFields": [{"fields": ["data." + "9" * 5000]}]})
     assert policy.ignore_fields[0].fields == ("data." + "9" * 5000,)
+
+
+# --- JSON from other parties, read within the parser's limits ----------------------------------
+
+DEEP_JSON = b"[" * 30_000 + b"]" * 30_000  # past json's recursion limit (1000 frames)
+
+
+@pytest.mark.parametrize(
+    ("payload", "says"),
+    [(DEEP_JSON, "the payload is nested deeper than 100 levels"), (b"[1" + b"0" * 4999 + b"]", "(5000 digits)")],
+    ids=["deep", "5000-digit-number"],
+)
+def test_a_cosign_payload_from_a_registry_is_refused_in_our_words(payload: bytes, says: str) -> None:
+    """The simple-signing payload of an image signature comes from the registry (bundles.py)."""
+    assert says in _payload_mismatch(payload, "sha256:" + "0" * 64, Limits())
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [DEEP_JSON, b'{"exp": 1' + b"0" * 400 + b"}", b'{"exp": 1' + b"0" * 5000 + b"}"],
+    ids=["deep", "exp-beyond-float64", "exp-of-5000-digits"],
+)
+def test_a_tokens_claims_that_json_or_float_would_refuse_mean_no_expiry_not_an_exception(claims: bytes) -> None:
+    """Read after the API server accepted the token, to bound how long it is cached: RecursionError
+    (deep claims) and OverflowError (float() of a huge ``exp``) escaped the authentication."""
+    token = "header." + base64.urlsafe_b64encode(claims).decode().rstrip("=") + ".signature"
+    assert token_expiry(token) is None
+    assert token_expiry("h." + base64.urlsafe_b64encode(b'{"exp": 1700000000}').decode().rstrip("=") + ".s") == 1.7e9
