@@ -19,10 +19,14 @@ import pytest
 import yaml
 import yaml.parser
 import yaml.scanner
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from provider import Policy, parsing
 from provider.bundles import _payload_mismatch
-from provider.errors import DataError, MalformedMessage, PolicyError, RequestError
+from provider.errors import DataError, KeyLoadError, MalformedMessage, PolicyError, RequestError
+from provider.keys import load_public_keys
 from provider.limits import MAX_DEPTH_CEILING, Limits
 from provider.parsing import load_json, load_yaml_stream
 from provider.service.auth import token_expiry
@@ -247,3 +251,55 @@ def test_a_tokens_claims_that_json_or_float_would_refuse_mean_no_expiry_not_an_e
     token = "header." + base64.urlsafe_b64encode(claims).decode().rstrip("=") + ".signature"
     assert token_expiry(token) is None
     assert token_expiry("h." + base64.urlsafe_b64encode(b'{"exp": 1700000000}').decode().rstrip("=") + ".s") == 1.7e9
+
+
+# --- OpenSSL's RSA limits ----------------------------------------------------------------
+
+
+def _rsa_pem(e: int, n: int) -> str:
+    key = rsa.RSAPublicNumbers(e, n).public_key()
+    return key.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+
+
+def _rsa_with_exponent(bits: int, e: int) -> rsa.RSAPrivateKey:
+    """A real RSA key pair with public exponent ``e``: the primes of a generated key, ``d`` derived anew."""
+    numbers = rsa.generate_private_key(65537, bits).private_numbers()
+    p, q = numbers.p, numbers.q
+    d = pow(e, -1, (p - 1) * (q - 1))
+    public = rsa.RSAPublicNumbers(e, p * q)
+    return rsa.RSAPrivateNumbers(p, q, d, d % (p - 1), d % (q - 1), pow(q, -1, p), public).private_key()
+
+
+#: Odd, coprime with (p - 1)(q - 1) for any two primes: itself a prime (2^89 - 1, a Mersenne prime).
+BIG_EXPONENT = 2**89 - 1
+
+
+@pytest.mark.parametrize(("bits", "openssl_verifies"), [(3072, True), (3104, False)], ids=["3072-bits", "3104-bits"])
+def test_openssl_refuses_rsa_keys_over_3072_bits_with_an_exponent_over_64_bits(
+    bits: int, openssl_verifies: bool
+) -> None:
+    """The dependency's own limit (rsa_ossl.c): an honest signature by such a key fails as if forged.
+    Ours refuses the key at load, with its reason, on the same side of the boundary."""
+    private = _rsa_with_exponent(bits, BIG_EXPONENT)
+    signature = private.sign(b"payload", padding.PKCS1v15(), hashes.SHA256())
+    try:
+        private.public_key().verify(signature, b"payload", padding.PKCS1v15(), hashes.SHA256())
+        verified = True
+    except InvalidSignature:
+        verified = False
+    assert verified is openssl_verifies
+    pem = private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    if openssl_verifies:
+        (key,) = load_public_keys(pem.decode())
+        assert key.verifies(signature, b"payload")
+    else:
+        with pytest.raises(KeyLoadError, match=f"RSA key of {bits} bits has a 89-bit public exponent; OpenSSL"):
+            load_public_keys(pem.decode())
+
+
+def test_rsa_keys_over_16384_bits_are_refused_at_load_not_at_every_signature() -> None:
+    n = (1 << 16399) | int.from_bytes(b"\x5a" * 2050, "big") | 1  # 16 400 bits, odd
+    with pytest.raises(KeyLoadError, match="RSA key of 16400 bits is larger than OpenSSL verifies with"):
+        load_public_keys(_rsa_pem(65537, n))
+    with pytest.raises(PolicyError, match="16400 bits"):
+        Policy.from_dict({"keys": [_rsa_pem(65537, n)]})

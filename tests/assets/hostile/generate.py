@@ -1160,6 +1160,32 @@ ENTRIES: list[Entry] = [
         ),
         "too weak",
     ),
+    # OpenSSL's own RSA limits (include/openssl/rsa.h): refused at load with our reason, never
+    # left to OpenSSL, which would call every honest signature by such a key invalid.
+    Entry(
+        "key-rsa-4096-exponent-of-89-bits.pem",
+        "key",
+        "policy-invalid",
+        "an RSA-4096 key with exponent 2^89 - 1: FIPS 186-5 allows it, OpenSSL verifies with no such key",
+        lambda: _spki_pem(
+            rsa.RSAPublicNumbers(
+                2**89 - 1, int.from_bytes(_seed("rsa-4096-e89") * 16, "big") | (1 << 4095) | 1
+            ).public_key()
+        ),
+        "89-bit public exponent; OpenSSL",
+    ),
+    Entry(
+        "key-rsa-16400-bits.pem",
+        "key",
+        "policy-invalid",
+        "an RSA key of 16 400 bits, over the 16 384 OpenSSL verifies with",
+        lambda: _spki_pem(
+            rsa.RSAPublicNumbers(
+                65537, int.from_bytes((_seed("rsa-16400") * 65)[:2050], "big") | (1 << 16399) | 1
+            ).public_key()
+        ),
+        "larger than OpenSSL verifies with",
+    ),
     Entry("key-dsa-unsupported.pem", "key", "policy-invalid", "a DSA key", lambda: DSA_PUBLIC_PEM, "not supported"),
     Entry(
         "key-ecdsa-secp256k1-unsupported-curve.pem",
