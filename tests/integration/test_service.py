@@ -21,7 +21,7 @@ from provider.service.devcerts import make_dev_pki
 from tests.support.data import KYVERNO
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap, sign
-from tests.support.server import Server, command, running_server
+from tests.support.server import START_TIMEOUT, Server, command, running_server
 
 pytestmark = pytest.mark.integration
 
@@ -429,15 +429,27 @@ def test_unsafe_http_serves_plain_http_and_warns_on_every_request(tmp_path: Any)
     listener.listen(16)
     port = listener.getsockname()[1]
     log_path = tmp_path / "server.log"
+    # No metrics port: the default 8888 may be taken by another server on the machine, and
+    # this test is about the API port.
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [*command(), "serve", "--unsafe-http", "--bind", f"fd://{listener.fileno()}", "--workers", "1"],
+            [*command(), "serve", "--unsafe-http", "--bind", f"fd://{listener.fileno()}", "--workers", "1",
+             "--no-metrics-port"],
             stdout=log, stderr=subprocess.STDOUT, pass_fds=(listener.fileno(),),
         )  # fmt: skip
     listener.close()
+
+    def app_warnings() -> list[str]:
+        lines = log_path.read_text().splitlines()
+        return [line for line in lines if "plain HTTP (--unsafe-http)" in line and '"provider.app"' in line]
+
     try:
-        for _ in range(200):
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        # Started as running_server waits (START_TIMEOUT): a busy machine takes many seconds to import.
+        started = time.monotonic()
+        while True:
+            assert process.poll() is None, log_path.read_text()[-2000:]
+            assert time.monotonic() - started < START_TIMEOUT, log_path.read_text()[-2000:]
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
             try:
                 conn.request("GET", "/healthz")
                 if conn.getresponse().status == 200:
@@ -447,17 +459,12 @@ def test_unsafe_http_serves_plain_http_and_warns_on_every_request(tmp_path: Any)
             finally:
                 conn.close()
         for _ in range(3):
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             conn.request("GET", "/readyz")
             assert conn.getresponse().status == 200
             conn.close()
-        time.sleep(0.2)
-        warnings = [
-            line
-            for line in log_path.read_text().splitlines()
-            if "plain HTTP (--unsafe-http)" in line and '"provider.app"' in line
-        ]
-        assert len(warnings) >= 4  # the first probe and three requests
+        # The app warns before it answers; the line is in the log by the time the answer is read.
+        assert len(app_warnings()) >= 4  # the first probe and three requests
     finally:
         process.terminate()
         process.wait(15)
