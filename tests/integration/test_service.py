@@ -350,6 +350,42 @@ def test_oversized_body_gets_413(tight_server: Server, path: str, framing: str) 
         assert answer["allowed"] is False and answer["reason"] == "request-invalid"
 
 
+#: Request heads over a limit: ours (64 KiB in all, provider/service/worker.py) or one of gunicorn's,
+#: which its parser applies to a head under ours (gunicorn/http/message.py: a request line of 4094
+#: bytes, 100 header fields, 8190 bytes each). Before, gunicorn's own refusals were its HTML pages
+#: (414 "Request Line is too large (5036 > 4094)", 431 "limit request headers fields size").
+OVERSIZED_HEADS = {
+    "over-our-64-kib": b"".join(b"X-%d: %s\r\n" % (i, b"a" * 1000) for i in range(70)),
+    "request-line-over-4094": None,  # the path is long, not the fields
+    "one-field-over-8190": b"X-Big: " + b"a" * 9000 + b"\r\n",
+    "101-fields": b"".join(b"X-%d: 1\r\n" % i for i in range(101)),
+}
+TOO_LARGE_TEXT = (
+    b"request head is too large: at most 65536 bytes, a request line of at most 4094 bytes, "
+    b"and at most 100 header fields of at most 8190 bytes each"
+)
+
+
+@pytest.mark.parametrize("fields", OVERSIZED_HEADS.values(), ids=OVERSIZED_HEADS.keys())
+def test_a_head_over_any_limit_gets_one_answer_whoever_trips(provider_server: Server, fields: bytes | None) -> None:
+    target = GATEKEEPER.encode() + (b"?" + b"a" * 5000 if fields is None else b"")
+    head = b"POST " + target + b" HTTP/1.1\r\nHost: localhost\r\n" + (fields or b"") + b"Content-Length: 0\r\n\r\n"
+    before = metric_samples(provider_server)
+    context = provider_server.ssl_context(client_cert=True)
+    raw = socket.create_connection(("127.0.0.1", provider_server.port), timeout=30)
+    with context.wrap_socket(raw, server_hostname="localhost") as conn:
+        conn.sendall(head)
+        answer = b""
+        while part := conn.recv(65536):  # the server closes the connection after the answer
+            answer += part
+    status_line, _, rest = answer.partition(b"\r\n")
+    assert status_line == b"HTTP/1.1 431 Request Header Fields Too Large"
+    assert rest.endswith(b"\r\n\r\n" + TOO_LARGE_TEXT)
+    assert b"Content-Type: text/plain" in rest
+    closed = ("manifest_provider_connections_closed_total", (("reason", "head-too-large"),))
+    assert metric_samples(provider_server).get(closed, 0.0) - before.get(closed, 0.0) == 1
+
+
 def test_too_many_keys_is_a_system_error(tight_server: Server) -> None:
     answer = tight_server.post_json(GATEKEEPER, json.loads(provider_request(["{}"] * 101)))
     assert answer["response"]["items"] == []
