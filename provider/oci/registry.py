@@ -54,6 +54,10 @@ MANIFEST_TYPES = (OCI_MANIFEST, DOCKER_MANIFEST)
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 #: A token answer is a few KiB (a JWT); far more is not one.
 MAX_TOKEN_BYTES = 64 * 1024
+#: http.client's own limits on an answer's head (Lib/http/client.py ``_MAXHEADERS``, ``_MAXLINE``):
+#: it refuses more header fields, or a longer status or header line, before we see the answer.
+MAX_ANSWER_HEADERS = 100
+MAX_ANSWER_LINE = 65536
 MAX_REDIRECTS = 3
 #: Bearer tokens kept, one per (registry, scope). The scope names a repository, and the object under review
 #: chooses its bundle's repository (anything under an allow-listed prefix), so the count must be bounded.
@@ -80,6 +84,12 @@ class Answer:
     status: int
     headers: dict[str, str]
     body: bytes
+
+
+def _over_head_limits(exc: http.client.HTTPException) -> bool:
+    """Whether http.client refused an answer by its head limits: LineTooLong for a line, and a
+    plain HTTPException "got more than 100 headers" (_read_headers) for the count."""
+    return isinstance(exc, http.client.LineTooLong) or str(exc).startswith("got more than")
 
 
 def is_loopback(host: str) -> bool:
@@ -145,8 +155,10 @@ class RegistryClient:
             if (
                 method != "HEAD"
                 and declared
+                and declared.isascii()
                 and declared.isdigit()
-                and int(declared) > max_bytes
+                # By length first: int() refuses more than 4300 digits with a ValueError of its own.
+                and (len(declared) > len(str(max_bytes)) or int(declared) > max_bytes)
                 and response.status < 300
             ):
                 raise RegistryError(f"{method} {parts.path} answered {declared} bytes; at most {max_bytes} are read",
@@ -154,7 +166,15 @@ class RegistryClient:
             data = b"" if method == "HEAD" else response.read(max_bytes + 1)
         except TimeoutError as exc:
             raise RegistryError(f"{host} did not answer {method} {parts.path} by the deadline") from exc
-        except (OSError, http.client.HTTPException, ValueError) as exc:
+        except http.client.HTTPException as exc:
+            if not _over_head_limits(exc):
+                raise RegistryError(f"{host} could not be asked ({method} {parts.path}): {type(exc).__name__}") from exc
+            raise RegistryError(
+                f"{host} answered {method} {parts.path} with a head over http.client's limits "
+                f"({MAX_ANSWER_HEADERS} header fields, lines of {MAX_ANSWER_LINE} bytes)",
+                "invalid",
+            ) from exc
+        except (OSError, ValueError) as exc:
             raise RegistryError(f"{host} could not be asked ({method} {parts.path}): {type(exc).__name__}") from exc
         finally:
             if response is not None:

@@ -183,3 +183,32 @@ def deep_token_answer(handler: http.server.BaseHTTPRequestHandler) -> None:
     handler.send_header("WWW-Authenticate", f'Bearer realm="http://{handler.headers["Host"]}/token",service="test"')
     handler.send_header("Content-Length", "0")
     handler.end_headers()
+
+
+def _head_only(handler: http.server.BaseHTTPRequestHandler, fields: list[tuple[str, str]]) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+    for name, value in fields:
+        handler.send_header(name, value)
+    handler.send_header("Content-Length", "2")
+    handler.end_headers()
+    handler.wfile.write(b"{}")
+
+
+def answer_with_101_header_fields(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """Over http.client's 100 header fields (Lib/http/client.py _MAXHEADERS)."""
+    _head_only(handler, [(f"X-Field-{i}", "1") for i in range(101)])
+
+
+def answer_with_a_70_kib_header_line(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """Over http.client's 64 KiB line (Lib/http/client.py _MAXLINE)."""
+    _head_only(handler, [("X-Big", "a" * 70 * 1024)])
+
+
+def manifest_declaring_5000_digits_of_length(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """A Content-Length of 5 000 digits: past int()'s own digit limit (4 300)."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+    handler.send_header("Content-Length", "9" * 5000)
+    handler.end_headers()
+    handler.wfile.write(b"{}")
