@@ -84,6 +84,15 @@ BROKEN: list[tuple[str, Any, str]] = [
         "not JSON",
     ),
     (
+        "body-json-100000-deep",  # past json's recursion limit: RecursionError is not a ValueError
+        lambda der: (
+            b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n"
+            + base64.encodebytes(b"[" * 100_000 + b"]" * 100_000)
+            + b"-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n"
+        ),
+        "not JSON",
+    ),
+    (
         "body-not-base64",
         lambda der: (
             b"-----BEGIN ENCRYPTED SIGSTORE PRIVATE KEY-----\n@@@@\n-----END ENCRYPTED SIGSTORE PRIVATE KEY-----\n"
