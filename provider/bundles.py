@@ -83,8 +83,9 @@ from .envelope import (
     decode_base64,
     decode_message,
 )
-from .errors import PolicyError, ProviderError, Unsigned, VerificationFailure
+from .errors import DataError, PolicyError, ProviderError, Unsigned, VerificationFailure
 from .limits import DEFAULT_LIMITS, Limits
+from .parsing import load_json
 from .schema import check_fields, read_list, read_str
 
 #: ``D/resourceBundleRef`` (``pkg/k8smanifest/option.go`` ``defaultResourceBundleRefAnnotationBaseName``).
@@ -399,9 +400,9 @@ def _payload_mismatch(payload: bytes, digest: str, limits: Limits) -> str:
     if len(payload) > limits.max_certificate_bytes:
         return f"a payload over {limits.max_certificate_bytes} bytes"
     try:
-        data = json.loads(payload)
-    except ValueError:
-        return "the payload is not JSON"
+        data = load_json(payload, what="the payload")  # from the registry: hostile input, parsed within limits
+    except DataError as exc:
+        return exc.message
     critical = data.get("critical") if isinstance(data, dict) else None
     if not isinstance(critical, dict):
         return "the payload has no critical section"

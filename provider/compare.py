@@ -85,6 +85,11 @@ class _Node:
 # | ("star", None) | ("glob", str)
 Segment = tuple[str, Any]
 
+#: A segment that names a list index as well as a map key: decimal without a leading zero, as
+#: an index is written ("containers.0", "containers.12"), within int64 (18 digits always fit).
+_MAX_INDEX_DIGITS = 18
+_LIST_INDEX = re.compile(rf"0|[1-9][0-9]{{0,{_MAX_INDEX_DIGITS - 1}}}", re.ASCII)
+
 _BRACKET = re.compile(
     r"""\[(?:(\d+)|\*?|"((?:[^"\\]|\\.)*)"|'([^']*)')\]""", re.ASCII
 )  # an index is ASCII digits: Python's \d takes "٣" too
@@ -105,7 +110,13 @@ def parse_field_pattern(text: Any, where: str = "field pattern") -> tuple[Segmen
             if not m:
                 raise PolicyError(f"{where}: malformed bracket at character {i + 1} of {text!r}")
             if m.group(1) is not None:
-                segments.append(("index", int(m.group(1))))
+                digits = m.group(1)
+                if len(digits) > _MAX_INDEX_DIGITS:  # before int(): Python refuses long digit text itself
+                    raise PolicyError(
+                        f"{where}: index [{digits[:20]}…] has {len(digits)} digits; no list is that long"
+                        f" (at most {_MAX_INDEX_DIGITS} digits)"
+                    )
+                segments.append(("index", int(digits)))
             elif m.group(2) is not None:
                 segments.append(("key", re.sub(r"\\(.)", r"\1", m.group(2))))
             elif m.group(3) is not None:
@@ -133,8 +144,13 @@ def parse_field_pattern(text: Any, where: str = "field pattern") -> tuple[Segmen
             segments.append(("star", None))
         elif "*" in token:
             segments.append(("glob", token))
-        elif token.isascii() and token.isdigit():  # "²" is a digit to isdigit(), and int() refuses it
+        elif _LIST_INDEX.fullmatch(token):
             segments.append(("num", int(token)))
+        elif token.isascii() and token.isdigit():
+            # "007" or 40 digits: no index is written so (upstream's flattened paths write indices
+            # as Go's strconv.Itoa does), so only a map key of that text; int() is never asked
+            # (Python refuses more than 4300 digits with its own ValueError).
+            segments.append(("key", token))
         else:
             segments.append(("key", token))
         expect_segment = False

@@ -29,7 +29,8 @@ import json
 import os
 from typing import Any
 
-from .errors import KeyLoadError
+from .errors import DataError, KeyLoadError
+from .parsing import load_json
 
 #: PEM labels of cosign's encrypted keys: the current one first (written by keygen).
 PEM_LABELS = ("ENCRYPTED SIGSTORE PRIVATE KEY", "ENCRYPTED COSIGN PRIVATE KEY")
@@ -93,9 +94,11 @@ def decrypt(pem: bytes, password: bytes | None) -> bytes:
     from nacl.exceptions import CryptoError
     from nacl.secret import SecretBox
 
+    body = _pem_body(pem)
     try:
-        sealed = json.loads(_pem_body(pem))
-    except (ValueError, UnicodeDecodeError):
+        # load_json, not json.loads: RecursionError (a deep body) is not a ValueError.
+        sealed = load_json(body, what="the PEM body")
+    except (DataError, ValueError, UnicodeDecodeError):
         raise KeyLoadError("cosign private key: the PEM body is not JSON") from None
     kdf, cipher = _field(sealed, "kdf", "name"), _field(sealed, "cipher", "name")
     if kdf != "scrypt" or cipher != "nacl/secretbox":

@@ -23,7 +23,10 @@ Keys (a violation raises :class:`KeyLoadError`, ``policy-invalid``):
   public exponent with ``2^16 < e < 2^256`` (FIPS 186-5 section A.1.1; NIST SP
   800-89 section 5.3.3). Tiny exponents are where Bleichenbacher's 2006 forgery of
   PKCS #1 v1.5 signatures (CVE-2006-4339) works against lenient parsers; no current
-  tool generates them.
+  tool generates them. And what OpenSSL verifies with: at most 16384 bits, and an
+  exponent of at most 64 bits when the modulus is over 3072 bits. OpenSSL refuses
+  every signature of any other key as if it were forged; refused here at load, a
+  key it cannot use is named as such instead of every signature being called invalid.
 
 Signatures (a violation means "does not verify"):
 
@@ -267,11 +270,29 @@ RSA_EXPONENT_ABOVE = 2**16
 RSA_EXPONENT_BELOW = 2**256
 
 
+#: OpenSSL's own limits on the keys it verifies with (include/openssl/rsa.h:
+#: OPENSSL_RSA_MAX_MODULUS_BITS, OPENSSL_RSA_SMALL_MODULUS_BITS, OPENSSL_RSA_MAX_PUBEXP_BITS;
+#: the same in OpenSSL 1.1 and 3.x, and in the OpenSSL 4.0 that ``cryptography`` 50 bundles).
+#: crypto/rsa/rsa_ossl.c refuses a larger modulus (RSA_R_MODULUS_TOO_LARGE) and, for a modulus
+#: over the "small" size, a larger exponent (RSA_R_BAD_E_VALUE) before it looks at the
+#: signature; ``cryptography`` reports both as InvalidSignature. FIPS 186-5 allows exponents
+#: up to 2^256, so the second is narrower than our own rule.
+OPENSSL_MAX_RSA_BITS = 16384
+OPENSSL_SMALL_RSA_BITS = 3072
+OPENSSL_MAX_EXPONENT_BITS = 64
+
+
 def check_rsa_numbers(n: int, e: int) -> None:
-    """Refuse an RSA public key that is too short or has a modulus or exponent no valid key has."""
+    """Refuse an RSA public key that is too short, has a modulus or exponent no valid key has,
+    or that OpenSSL would not verify with."""
     bits = n.bit_length()
     if bits < MIN_RSA_BITS:
         raise KeyLoadError(f"RSA key of {bits} bits is too weak; at least {MIN_RSA_BITS} bits are required")
+    if bits > OPENSSL_MAX_RSA_BITS:
+        raise KeyLoadError(
+            f"RSA key of {bits} bits is larger than OpenSSL verifies with (at most {OPENSSL_MAX_RSA_BITS} bits); "
+            "every signature by it would be refused"
+        )
     if n % 2 == 0:
         raise KeyLoadError("RSA key has an even modulus; a modulus is a product of two odd primes")
     if e % 2 == 0 or not RSA_EXPONENT_ABOVE < e < RSA_EXPONENT_BELOW:
@@ -279,4 +300,10 @@ def check_rsa_numbers(n: int, e: int) -> None:
         raise KeyLoadError(
             f"RSA key has public exponent {shown}; it must be odd, above 2^16 and below 2^256 "
             "(FIPS 186-5 section A.1.1; 65537 is the usual choice)"
+        )
+    if bits > OPENSSL_SMALL_RSA_BITS and e.bit_length() > OPENSSL_MAX_EXPONENT_BITS:
+        raise KeyLoadError(
+            f"RSA key of {bits} bits has a {e.bit_length()}-bit public exponent; OpenSSL verifies with keys over "
+            f"{OPENSSL_SMALL_RSA_BITS} bits only when the exponent has at most {OPENSSL_MAX_EXPONENT_BITS} bits, so "
+            "every signature by it would be refused (65537 is the usual choice)"
         )

@@ -18,6 +18,14 @@ from dataclasses import dataclass
 KIB = 1024
 MIB = 1024 * KIB
 
+#: The most ``Limits.max_depth`` may be. Two dependencies refuse deeper input on their own,
+#: in their own words: libyaml (0.2.6 and later) past 1000 levels, and Python's json module
+#: at the interpreter's recursion limit (1000 frames, the caller's own stack included).
+#: Below this ceiling our check refuses first wherever it sees the input, and whatever a
+#: dependency refuses first is deeper than ``max_depth``, so :mod:`provider.parsing` can
+#: answer with our reason and message whichever of them trips.
+MAX_DEPTH_CEILING = 500
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -103,6 +111,13 @@ class Limits:
     #: one certificate of ~1.1 KiB, an OpenShift cluster's a handful; a longer
     #: bundle is not taken for the control plane's and is listed.
     max_ca_bundle_chars: int = 128 * KIB
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_depth <= MAX_DEPTH_CEILING:
+            raise ValueError(
+                f"max_depth must be between 1 and {MAX_DEPTH_CEILING}, got {self.max_depth}: deeper input is "
+                "refused by libyaml and Python's json module themselves"
+            )
 
 
 DEFAULT_LIMITS = Limits()

@@ -457,12 +457,28 @@ def load_yaml_stream(
     try:
         return _build(loader, limits, error, what)
     except yaml.YAMLError as exc:
+        if _LIBYAML_NESTING.search(str(getattr(exc, "problem", None) or "")):
+            # libyaml's own depth limit tripped before ours could: the same answer as ours.
+            raise error(f"{what} is nested deeper than {limits.max_depth} levels") from exc
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise error(f"{what} is not valid YAML: {problem}{where}") from exc
     finally:
         loader.dispose()
+
+
+#: libyaml's own nesting limit, in the words of each release that has one. 0.2.6's scanner
+#: (yaml/libyaml#329, "Enforce nesting limit in scanner") refuses more than 1000 flow levels
+#: plus block indents with "exceeded maximum nesting depth"; its parser check (yaml/libyaml#287,
+#: on libyaml's master since 51843fe) says "Maximum nesting level reached". The scanner looks
+#: up to 1024 characters ahead while a simple key is possible, so a line opening 1001 flow
+#: collections is refused before its first event reaches :func:`_build`: our own check never
+#: sees the input. Every other depth is refused by our check first (at ``max_depth`` levels,
+#: far below libyaml's 1000), so the two answers must say the same thing. libyaml's limit
+#: (1000 by default) is above ``Limits.max_depth`` (at most ``MAX_DEPTH_CEILING``), so
+#: whatever libyaml refuses is deeper than ``max_depth``.
+_LIBYAML_NESTING = re.compile(r"maximum nesting (?:depth|level)", re.IGNORECASE)
 
 
 def _build(loader: Any, limits: Limits, error: type[DataError], what: str) -> list[Any]:
@@ -629,6 +645,27 @@ def _finite_float(text: str) -> float:
     return number
 
 
+#: Longest integer text read without a range check: any 20 digits fit a float64's range.
+_SHORT_INT = 20
+
+
+def _finite_int(text: str) -> int:
+    """A JSON integer, refused beyond float64's range.
+
+    Go's encoding/json reads a number into ``interface{}`` with
+    ``strconv.ParseFloat(s, 64)`` (sigs.k8s.io/json tries int64 first) and fails
+    on overflow, so no Kubernetes object holds an integer beyond float64. The
+    check also keeps Python's own limit out of the answer: ``int()`` refuses
+    more than ``sys.get_int_max_str_digits()`` digits (4300 by default, 640 at
+    the least) with a message of its own, while float64 tops out at 309 digits.
+    ``float()`` of digit text has no such limit.
+    """
+    if len(text) > _SHORT_INT and math.isinf(float(text)):
+        digits = len(text.lstrip("-"))
+        raise ValueError(f"number {text[:20]}… ({digits} digits) is not finite as a float64")
+    return int(text)
+
+
 def _unique_pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
     result = dict(items)
     if len(result) != len(items):
@@ -650,7 +687,11 @@ def load_json(
         if isinstance(text, bytes):
             text = text.decode("utf-8-sig")
         value = json.loads(
-            text, object_pairs_hook=_unique_pairs, parse_constant=_no_constants, parse_float=_finite_float
+            text,
+            object_pairs_hook=_unique_pairs,
+            parse_constant=_no_constants,
+            parse_float=_finite_float,
+            parse_int=_finite_int,
         )
     except UnicodeDecodeError as exc:
         raise error(f"{what} is not valid UTF-8 (byte {exc.start})") from exc

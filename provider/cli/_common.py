@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import PolicyError, RequestError, TransientError
 from ..limits import DEFAULT_LIMITS
-from ..parsing import load_yaml_stream
+from ..parsing import load_json, load_yaml_stream
 from ..result import Result
 from ..review import Held, Review
 from . import EXIT_DENIED, EXIT_OK, EXIT_UNVERIFIED, EXIT_USAGE
@@ -247,10 +247,11 @@ def build_policy(args: argparse.Namespace) -> dict[str, Any]:
             signers.append({"subject": subject, **({"issuer": issuer} if issuer else {})})
         policy["signers"] = signers
     if args.trusted_root:
+        # load_json: json.loads alone let RecursionError (a deep document) and int()'s digit limit through.
         try:
-            policy["trustedRoot"] = json.loads(read_text(args.trusted_root))
-        except ValueError as exc:
-            raise PolicyError(f"{args.trusted_root}: not a TrustedRoot JSON document ({exc})") from exc
+            policy["trustedRoot"] = load_json(read_text(args.trusted_root), error=PolicyError, what="the file")
+        except PolicyError as exc:
+            raise PolicyError(f"{args.trusted_root}: not a TrustedRoot JSON document ({exc.message})") from exc
     if args.key_operation:
         policy["keyOperation"] = args.key_operation
     if args.threshold is not None:

@@ -43,7 +43,6 @@ from __future__ import annotations
 import base64
 import http.client
 import ipaddress
-import json
 import math
 import re
 import socket
@@ -56,6 +55,8 @@ from typing import Any
 
 from ..cache import LRUCache, digest
 from ..deadlines import DeadlineSSLSocket, connect
+from ..errors import DataError
+from ..parsing import load_json
 from ..version import __version__
 
 #: Media types of an image manifest (OCI image spec, Docker distribution schema 2).
@@ -66,6 +67,10 @@ MANIFEST_TYPES = (OCI_MANIFEST, DOCKER_MANIFEST)
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 #: A token answer is a few KiB (a JWT); far more is not one.
 MAX_TOKEN_BYTES = 64 * 1024
+#: http.client's own limits on an answer's head (Lib/http/client.py ``_MAXHEADERS``, ``_MAXLINE``):
+#: it refuses more header fields, or a longer status or header line, before we see the answer.
+MAX_ANSWER_HEADERS = 100
+MAX_ANSWER_LINE = 65536
 MAX_REDIRECTS = 3
 #: Bearer tokens kept, one per (registry, scope). The scope names a repository, and the object under review
 #: chooses its bundle's repository (anything under an allow-listed prefix), so the count must be bounded.
@@ -92,6 +97,12 @@ class Answer:
     status: int
     headers: dict[str, str]
     body: bytes
+
+
+def _over_head_limits(exc: http.client.HTTPException) -> bool:
+    """Whether http.client refused an answer by its head limits: LineTooLong for a line, and a
+    plain HTTPException "got more than 100 headers" (_read_headers) for the count."""
+    return isinstance(exc, http.client.LineTooLong) or str(exc).startswith("got more than")
 
 
 def is_loopback(host: str) -> bool:
@@ -210,8 +221,10 @@ class RegistryClient:
             if (
                 method != "HEAD"
                 and declared
+                and declared.isascii()
                 and declared.isdigit()
-                and int(declared) > max_bytes
+                # By length first: int() refuses more than 4300 digits with a ValueError of its own.
+                and (len(declared) > len(str(max_bytes)) or int(declared) > max_bytes)
                 and response.status < 300
             ):
                 raise RegistryError(f"{method} {target[:80]} answered {declared} bytes; at most {max_bytes} are read",
@@ -219,7 +232,17 @@ class RegistryClient:
             data = b"" if method == "HEAD" else response.read(max_bytes + 1)
         except TimeoutError as exc:
             raise RegistryError(f"{host} did not answer {method} {target[:80]} by the deadline") from exc
-        except (OSError, http.client.HTTPException, ValueError) as exc:
+        except http.client.HTTPException as exc:
+            if not _over_head_limits(exc):
+                raise RegistryError(
+                    f"{host} could not be asked ({method} {target[:80]}): {type(exc).__name__}"
+                ) from exc
+            raise RegistryError(
+                f"{host} answered {method} {target[:80]} with a head over http.client's limits "
+                f"({MAX_ANSWER_HEADERS} header fields, lines of {MAX_ANSWER_LINE} bytes)",
+                "invalid",
+            ) from exc
+        except (OSError, ValueError) as exc:
             raise RegistryError(f"{host} could not be asked ({method} {target[:80]}): {type(exc).__name__}") from exc
         finally:
             if response is not None:
@@ -247,11 +270,8 @@ class RegistryClient:
         answer = self._once("GET", url, headers, None, deadline=deadline, max_bytes=MAX_TOKEN_BYTES)
         if answer.status != 200:
             raise RegistryError(f"{registry}'s token service answered HTTP {answer.status}")
-        try:
-            document = json.loads(answer.body)
-            token = document.get("token") or document.get("access_token")
-        except (ValueError, AttributeError) as exc:
-            raise RegistryError(f"{registry}'s token service did not answer JSON", "invalid") from exc
+        document = _json(answer.body, f"{registry}'s token service answer")
+        token = document.get("token") or document.get("access_token")
         if not isinstance(token, str):
             raise RegistryError(f"{registry}'s token service answered no token", "invalid")
         self._keep(registry, scope, token, document.get("expires_in", DEFAULT_TOKEN_LIFETIME))
@@ -322,11 +342,18 @@ class RegistryClient:
         return answer
 
 
-def json_document(answer: Answer, what: str) -> dict[str, Any]:
+def _json(body: bytes, what: str) -> dict[str, Any]:
+    """A registry's JSON object, read within the parser's limits: the registry is whoever the
+    reference names, so its answer is hostile input (json.loads alone raised RecursionError on
+    a 64 KiB manifest of nested arrays, and int()'s own ValueError on a 5 000-digit number)."""
     try:
-        document = json.loads(answer.body)
-    except ValueError as exc:
-        raise RegistryError(f"{what} is not JSON", "invalid") from exc
+        document = load_json(body, what=what)
+    except DataError as exc:
+        raise RegistryError(exc.message, "invalid") from exc
     if not isinstance(document, dict):
         raise RegistryError(f"{what} is not a JSON object", "invalid")
     return document
+
+
+def json_document(answer: Answer, what: str) -> dict[str, Any]:
+    return _json(answer.body, what)

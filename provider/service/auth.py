@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -48,8 +47,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cache import LRUCache, digest
-from ..errors import TransientError
+from ..errors import DataError, TransientError
 from ..kube.tokenreview import TokenReviewer, TokenStatus
+from ..parsing import load_json
 from .clientcerts import ClientCertificates
 
 __all__ = [
@@ -155,8 +155,10 @@ def token_expiry(token: str) -> float | None:
         return None
     try:
         padded = parts[1] + "=" * (-len(parts[1]) % 4)
-        claims = json.loads(base64.urlsafe_b64decode(padded))
-    except (ValueError, binascii.Error):
+        # load_json, not json.loads: a deep claims object raised RecursionError, and an ``exp`` of
+        # 400 digits made float() raise OverflowError, out of the authentication of the request.
+        claims = load_json(base64.urlsafe_b64decode(padded), what="the token's claims")
+    except (ValueError, binascii.Error, DataError):
         return None
     exp = claims.get("exp") if isinstance(claims, dict) else None
     return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None

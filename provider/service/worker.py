@@ -21,7 +21,8 @@ keep-alive and shutdown, and changes where a connection waits:
 2. **A deadline for the head, handshake included**: ``head_timeout`` seconds
    from the accept (or from the first byte of a kept-alive connection's next
    request); past it the connection is closed. A head larger than
-   :data:`MAX_HEAD_BYTES` is answered 431 and closed.
+   :data:`MAX_HEAD_BYTES` is answered 431 and closed, and so is one that
+   gunicorn's parser refuses by its own limits (:func:`too_large`).
 3. **Deadlines for the rest of the exchange**: the request body must arrive
    within ``body_timeout`` seconds of the head (the service's request
    deadline: past it the answer is a deadline error anyway) and the answer
@@ -102,9 +103,27 @@ LINGER_BYTES = 64 * 1024
 HOUSEKEEPING_SECONDS = 1.0
 #: Phases of a connection the event loop holds.
 HANDSHAKE, HEAD, CLOSING = "handshake", "head", "closing"
-#: What a head that is too large gets (RFC 6585 section 5), before the connection closes.
-TOO_LARGE = (b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n"
-             b"Content-Type: text/plain\r\nContent-Length: 25\r\n\r\nrequest head is too large")  # fmt: skip
+
+
+def too_large(cfg: Any) -> bytes:
+    """What a head that is too large gets (RFC 6585 section 5), before the connection closes.
+
+    The same answer whichever limit trips: ours (:data:`MAX_HEAD_BYTES`, checked in the event
+    loop) or one of gunicorn's, which its parser applies to a head under ours -- a request line
+    over ``limit_request_line`` (gunicorn answers 414 with an HTML page of its own), more than
+    ``limit_request_fields`` header fields or one over ``limit_request_field_size`` (431, its
+    own page again). The message states all four, so a caller learns what to shorten.
+    """
+    text = (
+        f"request head is too large: at most {MAX_HEAD_BYTES} bytes, a request line of at most "
+        f"{cfg.limit_request_line} bytes, and at most {cfg.limit_request_fields} header fields of at most "
+        f"{cfg.limit_request_field_size} bytes each"
+    ).encode()
+    return (
+        b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\nContent-Type: text/plain\r\n"
+        + f"Content-Length: {len(text)}\r\n\r\n".encode()
+        + text
+    )
 
 
 class GuardedConn(TConn):  # type: ignore[misc]
@@ -312,7 +331,7 @@ class GuardedThreadWorker(ThreadWorker):  # type: ignore[misc]
 
     def _refuse_head(self, conn: GuardedConn) -> None:
         with contextlib.suppress(OSError):
-            conn.sock.send(TOO_LARGE)
+            conn.sock.send(too_large(self.cfg))
         self._drop(conn, "head-too-large")
 
     def _dispatch(self, conn: GuardedConn) -> None:
@@ -444,6 +463,11 @@ class GuardedThreadWorker(ThreadWorker):  # type: ignore[misc]
             return bool(self._keepalive_after(conn, self.handle_request(request, conn)))
         except (http.errors.NoMoreData, StopIteration, TimeoutError):
             pass  # the client went away, the parser stopped, or a deadline passed: close
+        except (http.errors.LimitRequestLine, http.errors.LimitRequestHeaders):
+            # gunicorn's own head limits tripped before ours could: our answer, not its HTML page.
+            with contextlib.suppress(OSError):
+                sock.sendall(too_large(self.cfg))
+            self._closed("head-too-large")
         except ssl.SSLError as exc:
             if exc.args[0] != ssl.SSL_ERROR_EOF:
                 self.handle_error(request, sock, conn.client, exc)

@@ -20,7 +20,7 @@ from tests.support.bootstrap import serving_with_sample_token
 from tests.support.data import REPO
 from tests.support.gator import review_as_created, run_suite
 from tests.support.opa import GatekeeperExternalData, gatekeeper_client_context
-from tests.support.server import Server
+from tests.support.server import VERDICT_CLIENT_TIMEOUT, Server
 
 pytestmark = pytest.mark.integration
 
@@ -43,8 +43,10 @@ def review(obj: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("name", ["verify-cluster-info", "verify-kubelet-serving-csr"])
 def test_the_suite_passes_against_the_service(server: Server, name: str) -> None:
     pki = server.pki
+    # Verdicts, not timeouts: the stand-in waits as long as the server's VERDICT_DEADLINE allows.
     external = GatekeeperExternalData({"manifest-provider": f"{server.url}/v1/gatekeeper/verify"},
-                                      gatekeeper_client_context(pki.ca_cert, pki.client_cert, pki.client_key))  # fmt: skip
+                                      gatekeeper_client_context(pki.ca_cert, pki.client_cert, pki.client_key),
+                                      timeout=VERDICT_CLIENT_TIMEOUT)  # fmt: skip
     outcome = run_suite(GATEKEEPER / name / "suite.yaml", external, review)
     assert len(outcome) >= 3
     assert {case: why for case, why in outcome.items() if why} == {}

@@ -113,8 +113,15 @@ def test_own_world_honest_and_forged(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(None, "No such file"), ("{not json", "not a TrustedRoot JSON document"), ('{"tlogs": []}', "trustedRoot")],
-    ids=["missing-file", "not-json", "not-a-trusted-root"],
+    [
+        (None, "No such file"),
+        ("{not json", "not a TrustedRoot JSON document"),
+        ('{"tlogs": []}', "trustedRoot"),
+        # Past json's recursion limit and int()'s 4300 digits: their own errors escaped as tracebacks.
+        ("[" * 100_000 + "]" * 100_000, "not a TrustedRoot JSON document (the file is nested deeper than 100 levels)"),
+        ('{"tlogs": 1' + "0" * 4999 + "}", "(5000 digits) is not finite as a float64"),
+    ],
+    ids=["missing-file", "not-json", "not-a-trusted-root", "too-deep", "5000-digit-number"],
 )
 def test_unusable_trusted_root_is_a_usage_error(tmp_path: Path, content: str | None, message: str) -> None:
     root = tmp_path / "root.json"

@@ -35,7 +35,7 @@ from tests.support.bootstrap import b64u, cluster_info, jws, kubeconfig
 from tests.support.fakeapi import FakeApiServer, TokenApi, recording
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap, sign
-from tests.support.server import Server, running_server
+from tests.support.server import VERDICT_DEADLINE, Server, running_server
 
 GATEKEEPER = "/v1/gatekeeper/verify"
 KYVERNO = "/v1/kyverno/verify"
@@ -134,7 +134,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.fake_api(per="module", make=t
 def server(fake: FakeApiServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     kubeconfig = fake.kubeconfig(Path(tmp_path_factory.mktemp("kube")) / "kubeconfig")
     env = {"MANIFEST_PROVIDER_LOG_LEVEL": "debug", "MANIFEST_PROVIDER_KUBECONFIG": str(kubeconfig),
-           "MANIFEST_PROVIDER_TOKEN_AUDIENCE": "kyverno-svc.kyverno.io"}  # fmt: skip
+           "MANIFEST_PROVIDER_TOKEN_AUDIENCE": "kyverno-svc.kyverno.io", **VERDICT_DEADLINE}  # fmt: skip
     with running_server(env=env) as started:
         yield started
 

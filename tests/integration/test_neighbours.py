@@ -31,7 +31,7 @@ from tests.support.bootstrap import (
     secret,
 )
 from tests.support.fakeapi import TokenApi
-from tests.support.server import Server, running_server
+from tests.support.server import VERDICT_DEADLINE, Server, running_server
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +47,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, 
     api = TokenApi(secrets={f"bootstrap-token-{TOKEN_ID}": secret(), f"bootstrap-token-{OTHER_ID}": expired}).start()
     kubeconfig = api.kubeconfig(Path(tmp_path_factory.mktemp("kube")) / "kubeconfig")
     try:
-        with running_server(env={"MANIFEST_PROVIDER_KUBECONFIG": str(kubeconfig)}) as server:
+        with running_server(env={"MANIFEST_PROVIDER_KUBECONFIG": str(kubeconfig), **VERDICT_DEADLINE}) as server:
             yield server, api
     finally:
         api.stop()
@@ -165,7 +165,7 @@ def test_cluster_info_when_the_api_server_is_down_is_a_system_error(tmp_path: Pa
     api = TokenApi(secrets={f"bootstrap-token-{TOKEN_ID}": secret()}).start()
     kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
     api.stop()
-    with running_server(env={"MANIFEST_PROVIDER_KUBECONFIG": str(kubeconfig)}) as server:
+    with running_server(env={"MANIFEST_PROVIDER_KUBECONFIG": str(kubeconfig), **VERDICT_DEADLINE}) as server:
         answer = ask_gatekeeper(server, [key("cluster-info", admission(cluster_info()))])
         assert answer["items"] == []
         assert "bootstrap-token-abcdef" in answer["systemError"]

@@ -27,7 +27,7 @@ from cryptography.x509.oid import NameOID
 
 from provider.limits import DEFAULT_LIMITS
 from tests.support.fakeapi import TokenApi
-from tests.support.server import Server, running_server
+from tests.support.server import VERDICT_DEADLINE, Server, running_server
 
 NOW = dt.datetime(2026, 1, 15, 12, 0, tzinfo=dt.UTC)
 TOKEN_ID, TOKEN_SECRET = "abcdef", "0123456789abcdef"
@@ -179,7 +179,7 @@ def serving_with_sample_token(directory: Path) -> Iterator[Server]:
     api = TokenApi(secrets={f"bootstrap-token-{SAMPLE_TOKEN_ID}": token}).start()
     try:
         with running_server(
-            env={"MANIFEST_PROVIDER_KUBECONFIG": str(api.kubeconfig(directory / "kubeconfig"))}
+            env={"MANIFEST_PROVIDER_KUBECONFIG": str(api.kubeconfig(directory / "kubeconfig")), **VERDICT_DEADLINE}
         ) as running:
             yield running
     finally:

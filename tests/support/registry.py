@@ -151,3 +151,64 @@ def server_error(handler: http.server.BaseHTTPRequestHandler) -> None:
     handler.send_response(503)
     handler.send_header("Content-Length", "0")
     handler.end_headers()
+
+
+def _json_answer(handler: http.server.BaseHTTPRequestHandler, body: bytes, content_type: str) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+#: 30 000 nested arrays: 60 KB, under the 64 KiB manifest limit, far past json's recursion limit.
+DEEP_JSON = b"[" * 30_000 + b"]" * 30_000
+
+
+def deep_manifest(handler: http.server.BaseHTTPRequestHandler) -> None:
+    _json_answer(handler, DEEP_JSON, "application/vnd.oci.image.manifest.v1+json")
+
+
+def manifest_with_a_5000_digit_number(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """Past Python's own int() limit of 4 300 digits (and far past float64)."""
+    _json_answer(handler, b'{"schemaVersion": 1' + b"0" * 4999 + b"}", "application/vnd.oci.image.manifest.v1+json")
+
+
+def deep_token_answer(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """A bearer challenge whose token service (this server, on loopback) answers nested arrays."""
+    if handler.path.startswith("/token"):
+        _json_answer(handler, DEEP_JSON, "application/json")
+        return
+    handler.send_response(401)
+    handler.send_header("WWW-Authenticate", f'Bearer realm="http://{handler.headers["Host"]}/token",service="test"')
+    handler.send_header("Content-Length", "0")
+    handler.end_headers()
+
+
+def _head_only(handler: http.server.BaseHTTPRequestHandler, fields: list[tuple[str, str]]) -> None:
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+    for name, value in fields:
+        handler.send_header(name, value)
+    handler.send_header("Content-Length", "2")
+    handler.end_headers()
+    handler.wfile.write(b"{}")
+
+
+def answer_with_101_header_fields(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """Over http.client's 100 header fields (Lib/http/client.py _MAXHEADERS)."""
+    _head_only(handler, [(f"X-Field-{i}", "1") for i in range(101)])
+
+
+def answer_with_a_70_kib_header_line(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """Over http.client's 64 KiB line (Lib/http/client.py _MAXLINE)."""
+    _head_only(handler, [("X-Big", "a" * 70 * 1024)])
+
+
+def manifest_declaring_5000_digits_of_length(handler: http.server.BaseHTTPRequestHandler) -> None:
+    """A Content-Length of 5 000 digits: past int()'s own digit limit (4 300)."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/vnd.oci.image.manifest.v1+json")
+    handler.send_header("Content-Length", "9" * 5000)
+    handler.end_headers()
+    handler.wfile.write(b"{}")

@@ -46,6 +46,12 @@ from provider.service.devcerts import CLIENT_NAME, DevPki, make_dev_pki
 START_TIMEOUT = 30.0
 #: Seconds to wait for a graceful stop before SIGKILL.
 STOP_TIMEOUT = 15.0
+#: The service's request deadline for servers whose tests are about verdicts, not deadlines: what a
+#: busy machine needs for anything those tests ask (a new worker's first cluster call imports and
+#: builds the kubernetes client, seconds under load), well inside the client's 30 s timeout.
+VERDICT_DEADLINE = {"MANIFEST_PROVIDER_DEADLINE_SECONDS": "10"}
+#: A client's timeout to go with it (an engine stand-in's, say): past the server's deadline.
+VERDICT_CLIENT_TIMEOUT = 15.0
 #: Environment variables of this process that must not reach the server.
 _SCRUBBED_PREFIXES = ("MANIFEST_PROVIDER_",)
 _SCRUBBED = ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "PROMETHEUS_MULTIPROC_DIR")

@@ -104,6 +104,17 @@ def test_ignore_by_list_wildcards() -> None:
     assert keys(a, b, "spec.containers[0].image") == ["spec.containers.1.image", "spec.containers.1.name"]
 
 
+def test_a_numeric_segment_is_an_index_only_as_an_index_is_written() -> None:
+    """``data.0`` names index 0 or key "0"; ``data.007`` only key "007" (no path writes an index so),
+    never key "7" or index 7; a segment of 40 digits is a key too."""
+    a = {"data": {"007": "a", "7": "a", "0": "a"}, "items": ["a", "a"]}
+    b = {"data": {"007": "b", "7": "b", "0": "b"}, "items": ["b", "b"]}
+    assert keys(a, b, "data.007") == ["data.0", "data.7", "items.0", "items.1"]
+    assert keys(a, b, "data.0", "items.1") == ["data.007", "data.7", "items.0"]
+    long = "9" * 40
+    assert keys({"data": {long: "a"}}, {"data": {long: "b"}}, f"data.{long}") == []
+
+
 def test_unanchored_ignore_set_filters_by_regex() -> None:
     import re
 

@@ -159,10 +159,10 @@ HOSTILE: list[tuple[str, dict[str, object], str]] = [
 def test_hostile_envelopes_are_malformed_quickly(name: str, fields: dict[str, object], fragment: str) -> None:
     annotations: dict[str, object] = {f"{D}/signature": SIG}
     annotations.update({f"{D}/{k}": v for k, v in fields.items()})
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: the work, whatever else the machine runs
     with pytest.raises(MalformedMessage, match=fragment):
         read_envelope(annotations).payload.documents()
-    assert time.perf_counter() - started < 2.0
+    assert time.process_time() - started < 2.0
 
 
 def test_thousands_of_signatures_are_refused() -> None:

@@ -96,18 +96,18 @@ def test_a_member_claiming_more_than_the_payload_limit_is_refused_before_it_is_r
 def test_begin_lines_without_end_are_refused_in_linear_time() -> None:
     for lines in (1_000, 100_000):
         text = "-----BEGIN PUBLIC KEY-----\n" * lines
-        start = time.perf_counter()
+        start = time.process_time()  # CPU time: the work, whatever else the machine runs
         with pytest.raises(KeyLoadError, match="more than 64 PEM blocks"):
             load_public_keys(text)
-        assert time.perf_counter() - start < 0.5
+        assert time.process_time() - start < 0.5
 
 
 def test_distinct_unclosed_labels_cost_one_scan_each_and_stop_at_the_block_limit() -> None:
     text = "".join(f"-----BEGIN LABEL {i:06d}-----\n" for i in range(50_000)) + "x" * 2_000_000
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(KeyLoadError, match="more than 64 PEM blocks"):
         load_public_keys(text)
-    assert time.perf_counter() - start < 0.5
+    assert time.process_time() - start < 0.5
 
 
 def test_the_linear_scan_reads_what_the_regular_expression_read() -> None:
@@ -153,10 +153,10 @@ def test_empty_and_wrongly_shaped_keys_say_what_they_are() -> None:
 
 def test_thousands_of_key_strings_stop_at_the_key_limit() -> None:
     pem = public_key_pem(make_key("ed25519"))
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(PolicyError, match="more than 64 keys"):
         Policy.from_dict({"keys": [pem + "\n" * (i % 7) for i in range(5000)]})
-    assert time.perf_counter() - start < 0.5
+    assert time.process_time() - start < 0.5
 
 
 def test_large_key_texts_are_not_kept_as_cache_keys() -> None:
@@ -184,7 +184,7 @@ def test_glob_matches_exactly_what_the_regular_expression_matched(pattern: str, 
 
 def test_star_patterns_against_long_names_take_linear_time() -> None:
     name = "a" * 253
-    start = time.perf_counter()
+    start = time.process_time()
     assert not Glob("*a*a*a*a*a*a*a*b").match("a" * 5000)
     assert not NamePattern.compile("*a*a*a*a*a*a*b", "t").matches(name)
     ref = ObjectRef.from_dict({"name": "*a*a*a*a*a*a*b"}, "t")
@@ -192,7 +192,7 @@ def test_star_patterns_against_long_names_take_linear_time() -> None:
     trie = FieldTrie((parse_field_pattern("data.*a*a*a*a*a*a*b"),))
     signed = {"data": {"a" * 5000: "x"}}
     assert diff(signed, {"data": {"a" * 5000: "y"}}, IgnoreSet(trie))  # not ignored, and found quickly
-    assert time.perf_counter() - start < 0.5
+    assert time.process_time() - start < 0.5
 
 
 def test_dash_still_matches_only_the_empty_name() -> None:

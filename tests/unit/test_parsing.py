@@ -99,10 +99,10 @@ def test_deep_nesting_is_refused_without_recursion() -> None:
 
 
 def test_billion_laughs_stops_at_the_node_limit_quickly() -> None:
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: the work, whatever else the machine runs
     with pytest.raises(DataError, match="aliases counted expanded"):
         load_yaml_stream(billion_laughs())
-    assert time.perf_counter() - started < 1.0
+    assert time.process_time() - started < 1.0
 
 
 def test_small_alias_expansion_within_limits_is_fine() -> None:

@@ -628,13 +628,24 @@ ENTRIES: list[Entry] = [
         lambda: signed_object(alias_bomb()),
         "nodes (aliases counted expanded)",
     ),
+    # Two depths, one answer: libyaml 0.2.6 refuses the 10 000-deep line itself, before our check
+    # sees its first level (provider/parsing.py maps its refusal); the 200-deep one is below
+    # libyaml's 1000 levels, so our own check refuses it whatever libyaml is installed.
     Entry(
         "object-signed-payload-nested-10000-deep.yaml",
         "object",
         "malformed-message",
         "the signed YAML nests 10 000 flow sequences",
         lambda: signed_object(CM_DOC.encode() + b"data: " + nested(10_000) + b"\n"),
-        "nested deeper than",
+        "nested deeper than 100 levels",
+    ),
+    Entry(
+        "object-signed-payload-nested-200-deep.yaml",
+        "object",
+        "malformed-message",
+        "the signed YAML nests 200 flow sequences",
+        lambda: signed_object(CM_DOC.encode() + b"data: " + nested(200) + b"\n"),
+        "nested deeper than 100 levels",
     ),
     Entry(
         "object-signed-payload-duplicate-keys.yaml",
@@ -1000,6 +1011,14 @@ ENTRIES: list[Entry] = [
         "empty segment",
     ),
     Entry(
+        "policy-ignorefield-index-5000-digits.yaml",
+        "policy",
+        "policy-invalid",
+        "an ignore pattern whose list index has 5 000 digits (past Python's own int() limit of 4 300)",
+        lambda: trusted_policy(ignoreFields=[{"fields": ["data.items[" + "9" * 5000 + "]"]}]),
+        "digits; no list is that long",
+    ),
+    Entry(
         "policy-ignorefield-pattern-is-a-number.yaml",
         "policy",
         "policy-invalid",
@@ -1140,6 +1159,32 @@ ENTRIES: list[Entry] = [
             rsa.RSAPublicNumbers(65537, int.from_bytes(_seed("rsa-1024") * 4, "big") | (1 << 1023) | 1).public_key()
         ),
         "too weak",
+    ),
+    # OpenSSL's own RSA limits (include/openssl/rsa.h): refused at load with our reason, never
+    # left to OpenSSL, which would call every honest signature by such a key invalid.
+    Entry(
+        "key-rsa-4096-exponent-of-89-bits.pem",
+        "key",
+        "policy-invalid",
+        "an RSA-4096 key with exponent 2^89 - 1: FIPS 186-5 allows it, OpenSSL verifies with no such key",
+        lambda: _spki_pem(
+            rsa.RSAPublicNumbers(
+                2**89 - 1, int.from_bytes(_seed("rsa-4096-e89") * 16, "big") | (1 << 4095) | 1
+            ).public_key()
+        ),
+        "89-bit public exponent; OpenSSL",
+    ),
+    Entry(
+        "key-rsa-16400-bits.pem",
+        "key",
+        "policy-invalid",
+        "an RSA key of 16 400 bits, over the 16 384 OpenSSL verifies with",
+        lambda: _spki_pem(
+            rsa.RSAPublicNumbers(
+                65537, int.from_bytes((_seed("rsa-16400") * 65)[:2050], "big") | (1 << 16399) | 1
+            ).public_key()
+        ),
+        "larger than OpenSSL verifies with",
     ),
     Entry("key-dsa-unsupported.pem", "key", "policy-invalid", "a DSA key", lambda: DSA_PUBLIC_PEM, "not supported"),
     Entry(
@@ -1311,6 +1356,15 @@ ENTRIES: list[Entry] = [
         "a number that overflows a double to infinity",
         lambda: b'{"request": {"object": {"data": {"x": 1e999}}}, "policy": {"keys": []}}\n',
         "not finite",
+        cli="unsigned",
+    ),
+    Entry(
+        "body-json-integer-5000-digits.json",
+        "body",
+        "request-invalid",
+        "an integer of 5 000 digits: beyond float64, and past Python's own int() limit of 4 300 digits",
+        lambda: b'{"request": {"object": {"data": {"x": 1' + b"0" * 4999 + b'}}}, "policy": {"keys": []}}\n',
+        "is not finite as a float64",
         cli="unsigned",
     ),
     Entry(

@@ -117,9 +117,9 @@ def test_every_broken_rule_is_listed_first_one_is_the_reason() -> None:
 
 def test_many_names_are_bounded() -> None:
     names = tuple(f"{NODE}-{i}.example.com" for i in range(1500))
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the work, whatever else the machine runs
     result = evaluate(csr(pem_request(dns=names)), {"providerRegex": r"^(a+)+$"})
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
     assert result.reason == "csr-too-many-dns-names"
     assert "1500 DNS SANs" in result.message
     assert "and " in result.message  # the list of violations is cut short

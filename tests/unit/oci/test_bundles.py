@@ -36,8 +36,14 @@ from tests.support.manifests import configmap
 from tests.support.registry import (
     Misbehaving,
     Registry,
+    answer_with_101_header_fields,
+    answer_with_a_70_kib_header_line,
+    deep_manifest,
+    deep_token_answer,
     free_port,
     huge_layer,
+    manifest_declaring_5000_digits_of_length,
+    manifest_with_a_5000_digit_number,
     oversized_manifest,
     server_error,
     stall,
@@ -214,6 +220,40 @@ def test_a_misbehaving_registry_is_a_denial_in_bounded_time(behaviour: Any, expe
     assert (result.allowed, result.reason) == (False, expected), result.message
     assert took < 1.5, f"{took:.2f} s"  # the policy's 0.5 s plus a margin
     assert result.used_cluster == (expected == "bundle-unavailable")  # never cached
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "says"),
+    [
+        (deep_manifest, "is nested deeper than 100 levels"),
+        (manifest_with_a_5000_digit_number, "(5000 digits) is not finite as a float64"),
+        (deep_token_answer, "token service answer is nested deeper than 100 levels"),
+        (answer_with_101_header_fields, "with a head over http.client's limits (100 header fields"),
+        (answer_with_a_70_kib_header_line, "with a head over http.client's limits (100 header fields"),
+        (manifest_declaring_5000_digits_of_length, "answered 9999"),
+    ],
+    ids=[
+        "manifest-30000-deep",
+        "manifest-5000-digit-number",
+        "token-answer-30000-deep",
+        "101-header-fields",
+        "70-kib-header-line",
+        "content-length-of-5000-digits",
+    ],
+)
+def test_hostile_answers_from_a_registry_are_bundle_invalid_in_our_words(behaviour: Any, says: str) -> None:
+    """The registry is whoever the reference names. Limits of json (its recursion), int() (4300
+    digits) and http.client (100 header fields, 64 KiB lines) tripped before any check of ours:
+    RecursionError escaped decide(), the others were 'could not be asked' (bundle-unavailable)."""
+    server = Misbehaving(behaviour)
+    try:
+        obj = {**OBJECT, "metadata": {**OBJECT["metadata"], "annotations": {
+            "cosign.sigstore.dev/resourceBundleRef": f"{server.host}/bundles/app:v1"}}}  # fmt: skip
+        result = verdict(obj, policy(server.host))
+    finally:
+        server.stop()
+    assert (result.allowed, result.reason) == (False, "bundle-invalid"), result.message
+    assert says in result.message
 
 
 def test_a_registry_that_refuses_connections_is_a_denial_at_once() -> None:
