@@ -13,8 +13,10 @@
 # --- build: a wheel of the package, nothing else ----------------------------------
 FROM python:3.11-slim-bookworm AS build
 WORKDIR /src
-COPY pyproject.toml setup.cfg README.md ./
+COPY pyproject.toml setup.cfg setup.py README.md ./
 COPY provider ./provider
+# The shipped policies: package data of the wheel (setup.py), for `manifest-provider policy`.
+COPY policies ./policies
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels . \
  && pip wheel --no-cache-dir --wheel-dir /wheels /wheels/manifest_provider-*.whl
 

@@ -57,8 +57,27 @@ SHIPPED = {
     "kyverno": Path("kyverno/verify-manifest-signature/verify-manifest-signature.yaml"),
     "kyverno-cel": Path("kyverno/verify-manifest-signature-cel/verify-manifest-signature-cel.yaml"),
 }
-#: The repository's policies folder, beside the package in a checkout or an editable install.
-DEFAULT_POLICIES_DIR = Path(__file__).resolve().parents[2] / "policies"
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def shipped_policies_dir() -> Path:
+    """Where the shipped policies are: package data in a built wheel, else the repository's ``policies/``.
+
+    The repository keeps them in ``policies/`` at its root, in the two policy
+    libraries' layouts (Artifact Hub reads them there). A wheel carries the
+    same files as package data: ``setup.py`` maps that folder to the package
+    ``provider._policies``, so ``pip install .`` installs
+    ``provider/_policies/{gatekeeper,kyverno}/...`` -- copied from ``policies/``
+    at build time, never a second copy in the repository. A checkout and an
+    editable install (which maps nothing into ``provider/``) read ``policies/``
+    beside the package.
+    """
+    installed = _PACKAGE / "_policies"
+    return installed if installed.is_dir() else _PACKAGE.parent / "policies"
+
+
+#: The shipped policies of this installation (:func:`shipped_policies_dir`).
+DEFAULT_POLICIES_DIR = shipped_policies_dir()
 
 #: Built-in kinds served with a ``status`` subresource (v1.36 discovery): (group, kind).
 STATUS_KINDS = frozenset(
@@ -269,8 +288,8 @@ def load_shipped(root: Path, name: str) -> dict[str, Any]:
         docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
     except FileNotFoundError:
         raise ConfigError(
-            f"{path} not found: `policy` builds on the repository's policies/ folder; run it from a checkout or "
-            "give --policies DIR"
+            f"{path} not found: `policy` builds on the shipped policies, which this installation lacks "
+            "(reinstall manifest-provider) or which --policies DIR does not hold"
         ) from None
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise ConfigError(f"{path}: expected one YAML document")

@@ -590,7 +590,7 @@ def test_dockerignore_keeps_the_build_context_small() -> None:
     rules = [r for r in (REPO / ".dockerignore").read_text().splitlines() if r and not r.startswith("#")]
     assert rules[0] == "*"
     included = {r[1:].rstrip("/") for r in rules if r.startswith("!")}
-    assert included == {"pyproject.toml", "setup.cfg", "README.md", "provider"}
+    assert included == {"pyproject.toml", "setup.cfg", "setup.py", "README.md", "provider", "policies"}
     copied = [
         line.split()[1:-1]
         for line in (REPO / "Dockerfile").read_text().splitlines()
