@@ -197,6 +197,14 @@ def add_policy_flags(parser: argparse.ArgumentParser, *, dry_run: bool = True) -
         "sigstore does; other profiles stay",
     )
     parser.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a built-in profile to add to the defaults, e.g. argocd, flux, helm, kyverno (repeatable; comma "
+        "lists allowed; docs/policy.md)",
+    )
+    parser.add_argument(
         "--annotation-domain", metavar="D", help="signature annotation domain (default cosign.sigstore.dev)"
     )
     parser.add_argument(
@@ -228,15 +236,80 @@ def names_trust(args: argparse.Namespace) -> bool:
     return bool(args.config or args.key or args.signer)
 
 
-def build_policy(args: argparse.Namespace) -> dict[str, Any]:
+def policy_where(args: argparse.Namespace) -> str:
+    """How policy errors name the policy: after the ``--config`` file it came from (``policy.yaml: policy.keys[0]``)."""
+    config = getattr(args, "config", None)
+    if not config:
+        return "policy"
+    return f"{'standard input' if config == '-' else config}: policy"
+
+
+def warn_once(command: str) -> Callable[[str], None]:
+    """A warning printer for ``command``'s standard error that prints each message once."""
+    said: set[str] = set()
+
+    def warn(message: str) -> None:
+        if message not in said:
+            said.add(message)
+            print(f"manifest-provider {command}: warning: {message}", file=sys.stderr)
+
+    return warn
+
+
+def dropped_defaults(config: str, policy: dict[str, Any]) -> str | None:
+    """The warning for a policy file whose ``defaults`` leaves out default profiles, else None.
+
+    ``defaults`` replaces the list (docs/policy.md): ``defaults: [argocd]``
+    also switches off the default profiles, which is rarely what was meant.
+    """
+    from ..policy import DEFAULT_PROFILES
+
+    defaults = policy.get("defaults")
+    if not isinstance(defaults, list):
+        return None  # absent: the defaults; anything else is refused by Policy.from_dict
+    left_out = [name for name in DEFAULT_PROFILES if name not in defaults]
+    if not left_out:
+        return None
+    added = [str(name) for name in defaults if name not in DEFAULT_PROFILES]
+    plural = "s" if len(left_out) > 1 else ""
+    hint = f"; to add {', '.join(added)} to the defaults, list them all or use --profile" if added else ""
+    return (
+        f"{config}: defaults {json.dumps(defaults)} leaves out the default profile{plural} {', '.join(left_out)}, "
+        f"whose ignore and skip rules then do not apply{hint}"
+    )
+
+
+def _profiles(values: list[str]) -> list[str]:
+    from ..policy import PROFILES
+
+    names = [part.strip() for value in values for part in value.split(",") if part.strip()]
+    for name in names:
+        if name not in PROFILES:
+            import difflib
+
+            guess = difflib.get_close_matches(name, PROFILES, n=1)
+            hint = f"did you mean {guess[0]}? " if guess else ""
+            raise PolicyError(f"--profile {name}: not a built-in profile; {hint}choose from {', '.join(PROFILES)}")
+    return names
+
+
+def build_policy(args: argparse.Namespace, *, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The policy document the :func:`add_policy_flags` flags describe: ``--config``, with the flags added.
 
-    ``--key`` files are appended to its ``keys``, ``--signer`` to its ``signers``;
+    ``--key`` files are appended to its ``keys``, ``--signer`` to its ``signers``,
+    ``--profile`` to its ``defaults`` (the default profiles when it has none);
     ``--key-operation``, ``--threshold``, ``--annotation-domain``, ``--trusted-root``
     and the dry-run flags replace what it says; ``--disable-default-config`` takes
-    the k8s-manifest-sigstore profile out of its ``defaults``.
+    the k8s-manifest-sigstore profile out of its ``defaults``. A ``defaults`` in
+    the file that leaves out a default profile is said in a warning (``warn``;
+    by default once per message on standard error).
     """
+    warn = warn or warn_once(getattr(args, "command", None) or "policy")
     policy = read_policy_file(args.config) if args.config else {}
+    if args.config:
+        dropped = dropped_defaults("standard input" if args.config == "-" else args.config, policy)
+        if dropped:
+            warn(dropped)
     keys = read_public_keys(args.key)
     if keys:
         policy["keys"] = list(policy.get("keys") or []) + keys
@@ -263,6 +336,13 @@ def build_policy(args: argparse.Namespace) -> dict[str, Any]:
         defaults = policy.get("defaults", list(DEFAULT_PROFILES))
         if isinstance(defaults, list):  # anything else is the policy's own error, reported by Policy.from_dict
             policy["defaults"] = [name for name in defaults if name != UPSTREAM_DEFAULT_PROFILE]
+    profiles = _profiles(getattr(args, "profile", None) or [])
+    if profiles:
+        from ..policy import DEFAULT_PROFILES
+
+        defaults = policy.get("defaults", list(DEFAULT_PROFILES))
+        if isinstance(defaults, list):  # anything else is the policy's own error, reported by Policy.from_dict
+            policy["defaults"] = defaults + [name for name in profiles if name not in defaults]
     if getattr(args, "dry_run", False) or getattr(args, "dry_run_namespace", None):
         dry_run = dict(policy.get("dryRun") or {})
         dry_run["enabled"] = True

@@ -33,7 +33,7 @@ from typing import Any
 from ..errors import PolicyError, RequestError
 from ..parsing import load_yaml_stream
 from . import EXIT_DENIED, EXIT_OK
-from ._common import add_policy_flags, build_policy, command_parser, read_text
+from ._common import add_policy_flags, build_policy, command_parser, policy_where, read_text
 
 HELP = "re-verify the objects of a cluster on a schedule, keep their PolicyReports current and export metrics"
 EXAMPLES = (
@@ -121,6 +121,15 @@ class KubeSource:
                 yield from page
 
 
+def checked_policy(args: argparse.Namespace, warn: Any) -> dict[str, Any]:
+    """The policy the flags make, checked as the verifier will read it, its errors naming the policy file."""
+    from ..policy import Policy
+
+    data = build_policy(args, warn=warn)
+    Policy.from_dict(data, where=policy_where(args))
+    return data
+
+
 def log(event: str, **fields: Any) -> None:
     print(json.dumps({"time": round(time.time(), 3), "event": event, **fields}), file=sys.stderr, flush=True)
 
@@ -141,6 +150,13 @@ def run(args: argparse.Namespace) -> int:
             f"--interval must be positive, --concurrency between 1 and {MAX_CONCURRENCY}, --cache-size 0 or more"
         )
     targets = read_targets_file(args.targets)
+    said: set[str] = set()
+
+    def warn(message: str) -> None:  # once each: the policy is read again before every pass
+        if message not in said:
+            said.add(message)
+            log("warning", message=message)
+
     in_cluster = not args.kubeconfig and "KUBERNETES_SERVICE_HOST" in os.environ
     runner = dry_runner_for(args.kubeconfig, in_cluster=in_cluster)
     factory = functools.partial(dry_runner_for, args.kubeconfig, in_cluster=in_cluster)
@@ -150,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     observer = Observer(
         targets,
         KubeSource(KubeLister(runner, page_size=args.chunk_size, on_inconsistent=lambda m: log("warning", message=m))),
-        load_policy=lambda: build_policy(args),
+        load_policy=lambda: checked_policy(args, warn),
         make_checker=lambda data: LiveChecker(
             data,
             concurrency=args.concurrency,

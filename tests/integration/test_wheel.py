@@ -31,6 +31,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 #: What the build reads (the Dockerfile copies the same).
 BUILD_INPUTS = ("pyproject.toml", "setup.cfg", "setup.py", "README.md", "LICENSE", "provider", "policies")
 
+
 def _run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, capture_output=True, text=True, timeout=600, check=False, **kwargs)  # type: ignore[call-overload, no-any-return]
 
@@ -49,7 +50,18 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             shutil.copy2(origin, source / name)
     wheels = root / "wheels"
     built = _run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(wheels), "."],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(wheels),
+            ".",
+        ],
         cwd=source,
     )
     assert built.returncode == 0, built.stderr[-3000:]
@@ -57,9 +69,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     env_dir = root / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
-    site = Path(
-        _run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).stdout.strip()
-    )
+    site = Path(_run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).stdout.strip())
     # The dependencies come from the test environment: appended to sys.path, after the fresh
     # site-packages, so the installed `provider` is the one imported. (Its own .pth files, among
     # them the editable install's finder, are not run: only site directories' are.)
@@ -102,6 +112,7 @@ def test_policy_runs_from_the_wheel_as_from_the_checkout(
     elsewhere: Path,
     engine: str,
     options: list[str],
+    *,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
