@@ -16,6 +16,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -150,13 +151,24 @@ def read_key_ref(ref: str) -> bytes:
 
 
 def read_public_keys(values: list[str]) -> list[str]:
-    """The PEM text of every key ``-k`` names (files, ``env://``, comma lists), in order."""
+    """The PEM text of every key ``-k`` names (files, ``env://``, comma lists), in order.
+
+    Each is loaded here, so that a file that holds no usable key is refused
+    with its own name, not as an entry of the policy it is added to.
+    """
+    from ..openpgp import load_trusted_keys
+
     keys = []
     for ref in split_key_refs(values):
         try:
-            keys.append(read_key_ref(ref).decode())
+            text = read_key_ref(ref).decode()
         except UnicodeDecodeError as exc:
             raise PolicyError(f"{ref}: not a PEM text file") from exc
+        try:
+            load_trusted_keys(text, None, DEFAULT_LIMITS.max_keys)
+        except PolicyError as exc:
+            raise PolicyError(f"{ref}: {exc.message}") from exc
+        keys.append(text)
     return keys
 
 
@@ -320,10 +332,16 @@ def build_policy(args: argparse.Namespace, *, warn: Callable[[str], None] | None
             signers.append({"subject": subject, **({"issuer": issuer} if issuer else {})})
         policy["signers"] = signers
     if args.trusted_root:
+        from ..keyless.trust import load_trusted_root
+
         try:
             policy["trustedRoot"] = json.loads(read_text(args.trusted_root))
         except ValueError as exc:
             raise PolicyError(f"{args.trusted_root}: not a TrustedRoot JSON document ({exc})") from exc
+        try:
+            load_trusted_root(policy["trustedRoot"])
+        except PolicyError as exc:
+            raise PolicyError(f"{args.trusted_root}: {exc.message}") from exc
     if args.key_operation:
         policy["keyOperation"] = args.key_operation
     if args.threshold is not None:
@@ -373,21 +391,85 @@ def exit_code(results: list[Result], *, admission: bool = False) -> int:
     return EXIT_UNVERIFIED
 
 
-def print_results(results: list[Result], output: str) -> None:
-    if output == "json":
-        json.dump({"results": [r.to_dict() for r in results]}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return
-    if output == "yaml":
-        import yaml
+@dataclass(frozen=True)
+class Judged:
+    """One document's verdict and which object it is about (``object`` as ``verify -o json`` prints it)."""
 
-        yaml.safe_dump({"results": [r.to_dict() for r in results]}, sys.stdout, sort_keys=False)
+    object: dict[str, Any]
+    result: Result
+    #: No verdict on the object: the document could not be read as one, or the cluster could not be asked.
+    error: bool = False
+
+    @property
+    def outcome(self) -> str:
+        """``pass``, ``fail``, ``skip`` or ``error``: what ``verify-resource`` and PolicyReports call a verdict."""
+        if self.error:
+            return "error"
+        return ("pass" if self.result.verified else "skip") if self.result.allowed else "fail"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"object": self.object, "result": self.outcome, **self.result.to_dict()}
+
+
+def object_of(doc: Any, review: Review | None, document: int, file: str | None) -> dict[str, Any]:
+    """Which object a document is about: ``apiVersion``, ``group``, ``version``, ``kind``, ``namespace`` (when
+    namespaced), ``name``, ``document`` (its position in the file, from 1, as messages count) and ``file``
+    (when several files were read). The same fields as ``verify-resource -o json``'s ``object``, whose
+    ``uid`` and ``resourceVersion`` are printed too when the object has them."""
+    obj: Any = doc
+    if review is not None:
+        obj = review.object if review.object is not None else review.old_object
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+
+    def text(value: Any) -> str:
+        return value if isinstance(value, str) else ""
+
+    api_version = text(obj.get("apiVersion")) if isinstance(obj, dict) else ""
+    group, _, version = api_version.rpartition("/")
+    out: dict[str, Any] = {
+        "apiVersion": api_version,
+        "group": group,
+        "version": version,
+        "kind": text(obj.get("kind")) if isinstance(obj, dict) else "",
+        "name": text(meta.get("name")) or text(review.name if review else None),
+    }
+    namespace = text(meta.get("namespace")) or text(review.namespace if review else None)
+    if namespace:
+        out["namespace"] = namespace
+    for field_name in ("uid", "resourceVersion"):
+        if text(meta.get(field_name)):
+            out[field_name] = meta[field_name]
+    out["document"] = document
+    if file is not None:
+        out["file"] = file
+    return out
+
+
+def print_judged(judged: list[Judged], output: str, *, several_files: bool = False) -> None:
+    """The verdicts as text, or ``{results: [...], summary: {...}}`` in JSON or YAML (``verify-resource``'s shape)."""
+    if output in ("json", "yaml"):
+        from .verify_resource import Summary
+
+        summary = Summary("documents")
+        for item in judged:
+            summary.add(item)
+        document = {"results": [item.to_dict() for item in judged], "summary": summary.to_dict()}
+        if output == "json":
+            json.dump(document, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            import yaml
+
+            yaml.safe_dump(document, sys.stdout, sort_keys=False)
         return
-    for result in results:
+    for item in judged:
+        result = item.result
         mark = ("PASS" if result.verified else "ALLOW") if result.allowed else "FAIL"
-        print(f"{mark} [{result.reason}] {result.message}")
-        for item in result.diff:
-            print(f"    {item.key}: signed {json.dumps(item.before)} -> admitted {json.dumps(item.after)}")
+        where = f"{item.object['file']}: " if several_files and "file" in item.object else ""
+        print(f"{mark} [{result.reason}] {where}{result.message}")
+        for diff in result.diff:
+            print(f"    {diff.key}: signed {json.dumps(diff.before)} -> admitted {json.dumps(diff.after)}")
         if result.diff_count > len(result.diff):
             print(f"    ... {result.diff_count - len(result.diff)} more")
 
@@ -404,25 +486,41 @@ def review_of(doc: Any, index: int) -> Review:
 
 
 def evaluate_documents(
-    command: str, path: str, output: str, evaluate: Callable[[Review], Result], *, admission: bool = False
+    command: str,
+    paths: str | Sequence[str],
+    output: str,
+    evaluate: Callable[[Review], Result],
+    *,
+    admission: bool = False,
 ) -> int:
-    """Evaluate every document of ``path``, print the verdicts, and return the exit code.
+    """Evaluate every document of ``paths`` (files, directories of YAML files, ``-``), print the verdicts, and
+    return the exit code.
 
     A document that is not a usable review, or a transient failure (the cluster
     could not be asked), is a denial with its reason, never a skip.
     """
-    docs = read_documents(path)
-    if not docs:
-        print(f"manifest-provider {command}: {path} holds no documents", file=sys.stderr)
-        return EXIT_USAGE
-    results = []
-    for index, doc in enumerate(docs):
-        try:
-            results.append(evaluate(review_of(doc, index)))
-        except (RequestError, TransientError) as exc:
-            results.append(Result.from_error(exc))
-    print_results(results, output)
-    return exit_code(results, admission=admission)
+    files = [str(f) for path in ([paths] if isinstance(paths, str) else paths) for f in _files_of(path)]
+    several = len(files) > 1
+    judged: list[Judged] = []
+    for file in files:
+        docs = read_documents(file)
+        if not docs:
+            print(f"manifest-provider {command}: {file} holds no documents", file=sys.stderr)
+            return EXIT_USAGE
+        for index, doc in enumerate(docs):
+            review = None
+            try:
+                review = review_of(doc, index)
+                result, error = evaluate(review), False
+            except (RequestError, TransientError) as exc:
+                result, error = Result.from_error(exc), True
+            judged.append(Judged(object_of(doc, review, index + 1, file if several else None), result, error))
+    print_judged(judged, output, several_files=several)
+    return exit_code([item.result for item in judged], admission=admission)
+
+
+def _files_of(path: str) -> list[Path] | list[str]:
+    return ["-"] if path == "-" else input_files(path)
 
 
 def signature_sources(kubeconfig: str | None, policy: Any, *, in_cluster: bool = False) -> Any:

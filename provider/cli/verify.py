@@ -10,6 +10,7 @@ from ._common import (
     build_policy,
     command_parser,
     evaluate_documents,
+    policy_where,
     signature_sources,
 )
 
@@ -17,6 +18,7 @@ HELP = "verify signed manifests (exit 0: all verified, 1: some denied, 2: usage 
 EXAMPLES = (
     "manifest-provider verify -f app.yaml.signed -k team.pub",
     "manifest-provider verify -f app.yaml.signed -k team.pub,ops.pub --key-operation MustAll -o yaml",
+    "manifest-provider verify -f deploy/ -f extra.yaml -k team.pub -o json   # .results[].object names each file",
     "kustomize build . | manifest-provider verify -f - -k env://TEAM_PUBLIC_KEY",
     "manifest-provider verify -f app.yaml.signed -c policy.yaml --dry-run --kubeconfig ~/.kube/config",
 )
@@ -28,9 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "-f",
         "--filename",
         required=True,
+        action="append",
         metavar="FILE",
-        help="YAML/JSON file with the objects to verify (- for stdin); AdmissionRequest/AdmissionReview JSON is "
-        "accepted too",
+        help="YAML/JSON file with the objects to verify, or a directory of them (- for stdin; repeatable: each "
+        "result's object then names its file); AdmissionRequest/AdmissionReview JSON is accepted too",
     )
     add_policy_flags(p)
     p.add_argument(
@@ -44,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from ..policy import Policy
     from ..verifier import decide
 
-    policy = Policy.from_dict(build_policy(args))
+    policy = Policy.from_dict(build_policy(args), where=policy_where(args))
     runner = None
     if args.dry_run or (policy.dry_run.enabled and args.kubeconfig):
         from ..kube.dryrun import dry_runner_for

@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 from ..errors import RequestError
 from . import EXIT_DENIED, EXIT_OK, EXIT_UNVERIFIED
-from ._common import add_policy_flags, build_policy, command_parser, signature_sources
+from ._common import add_policy_flags, build_policy, command_parser, policy_where, signature_sources
 
 HELP = (
     "verify the objects of a kind in a cluster (exit 0: all verified, 1: some denied, 2: usage error, "
@@ -193,10 +193,18 @@ def _mark(checked: Any) -> str:
     return ("PASS" if checked.result.verified else "ALLOW") if checked.result.allowed else "FAIL"
 
 
+def object_dict(ref: Any) -> dict[str, Any]:
+    """The ``object`` of a result: the reference PolicyReports use, with ``group`` and ``version`` apart (as
+    ``verify -o json`` prints them)."""
+    found = ref.to_dict()
+    group, _, version = ref.api_version.rpartition("/")
+    return {"apiVersion": found.pop("apiVersion"), "group": group, "version": version, **found}
+
+
 def _item(checked: Any) -> dict[str, Any]:
     from ..audit.reports import outcome
 
-    return {"object": checked.ref.to_dict(), "result": outcome(checked), **checked.result.to_dict()}
+    return {"object": object_dict(checked.ref), "result": outcome(checked), **checked.result.to_dict()}
 
 
 class TableOutput:
@@ -301,7 +309,10 @@ def run(args: argparse.Namespace) -> int:
         raise RequestError("--apply writes PolicyReports: it needs -o policyreport")
     if args.names and (args.all_namespaces or args.selector):
         raise RequestError("NAME arguments cannot be combined with -A or -l (kubectl neither)")
+    from ..policy import Policy
+
     policy_data = build_policy(args)
+    Policy.from_dict(policy_data, where=policy_where(args))  # refused here, naming the file, before any work
     kinds = [k for k in args.kind.split(",") if k] or [args.kind]
     if args.names and len(kinds) > 1:
         raise RequestError("NAME arguments need one KIND (kubectl neither takes names for several)")
