@@ -116,7 +116,14 @@ class Follower:
 
     def run(self, stop: threading.Event) -> None:
         """Until ``stop`` is set: start the watchers, verify what they see, read the policy every interval."""
-        self.observer.reload()  # an unusable policy fails here, before any watch starts
+        while True:  # as passes do: a policy that cannot be read is said, and read again every interval
+            try:
+                self.observer.reload()
+                break
+            except PolicyError as exc:
+                self.log("policy-invalid", message=exc.message)
+                if stop.wait(self.interval):
+                    return
         for stream in self.streams:
             self._start(stream)
         resync = time.monotonic() + self.interval

@@ -227,9 +227,6 @@ def run(args: argparse.Namespace) -> int:
     if args.watch:
         try:
             follow(observer, targets, lister, args.interval, stop)
-        except PolicyError as exc:
-            log("policy-invalid", message=exc.message)
-            raise
         finally:
             observer.close()
             runner.close()

@@ -306,3 +306,21 @@ def test_watch_lists_again_after_a_410_and_deletes_what_it_missed(observe: Obser
     (deleted,) = [e for e in seen if e["event"] == "deleted"]
     assert (deleted["object"], deleted["report"], deleted["seen"]) == ("ConfigMap shop/settings", "deleted", "list")
     assert sorted(reports(fake)) == ["bad", "fresh", "ledger", "web"]
+
+
+def test_watch_waits_for_a_policy_it_can_read(observe: Observe) -> None:
+    """As passes do: an unreadable policy is said, and read again every interval, before anything is watched."""
+    policy = observe.tmp / "policy.yaml"
+    policy.write_text("keyz: []\n")
+    run = Running(observe.command("-c", str(policy), "--watch", "--interval", "0.5", "--metrics-port", "0"))
+    try:
+        assert "unknown field 'keyz'" in run.next("policy-invalid")["message"]
+        assert observe.fake.watches() == []
+        policy.write_text("defaults: [k8s-manifest-sigstore, common]\n")
+        run.next("listed")
+    finally:
+        run.proc.kill()
+        run.proc.wait(timeout=30)
+        run.reader.join(timeout=30)
+        assert run.proc.stderr is not None
+        run.proc.stderr.close()
