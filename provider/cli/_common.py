@@ -449,7 +449,7 @@ def object_of(doc: Any, review: Review | None, document: int, file: str | None) 
 def print_judged(judged: list[Judged], output: str, *, several_files: bool = False) -> None:
     """The verdicts as text, or ``{results: [...], summary: {...}}`` in JSON or YAML (``verify-resource``'s shape)."""
     if output in ("json", "yaml"):
-        from .verify_resource import Summary
+        from ._summary import Summary
 
         summary = Summary("documents")
         for item in judged:
