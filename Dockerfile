@@ -37,8 +37,10 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 COPY requirements/build.txt requirements/build.txt
 RUN pip install --require-hashes --only-binary=:all: -r requirements/build.txt
-COPY pyproject.toml setup.cfg README.md LICENSE ./
+COPY pyproject.toml setup.cfg setup.py README.md LICENSE ./
 COPY provider ./provider
+# The shipped policies: package data of the wheel (setup.py), for `manifest-provider policy`.
+COPY policies ./policies
 RUN pip wheel --no-deps --no-build-isolation --wheel-dir /wheels .
 
 # --- run: slim Python, the locked runtime set, the package, an unprivileged user ---------

@@ -32,7 +32,7 @@ system-packages:
 LOCKS := requirements/build.txt requirements/lock.txt requirements/opa.txt
 PIP_LOCKED = -m pip install --quiet --require-hashes --only-binary=:all:
 
-$(STAMP): setup.cfg pyproject.toml $(LOCKS)
+$(STAMP): setup.cfg setup.py pyproject.toml $(LOCKS)
 	$(PYTHON) -m venv --clear $(VENV)
 	$(PY) $(PIP_LOCKED) -r requirements/build.txt
 	$(PY) $(PIP_LOCKED) -r requirements/lock.txt

@@ -28,6 +28,16 @@ A report is written only for a new verdict, and the sink skips it when the
 report in the cluster already says the same (timestamps aside): a pass over
 an unchanged cluster reads, and writes nothing.
 
+**Following changes as they happen** (``observe --watch``): instead of
+passes, the caller hands over what a watch saw (:mod:`provider.kube.watcher`):
+:meth:`Observer.check` verifies objects now -- a page of a list, one object that
+changed -- through the same cache and sink, and :meth:`Observer.forget` deletes
+the report of an object that is gone (the garbage collector would too, through
+the report's ``ownerReferences``, but only after its own delay, and not for an
+object that merely left the label selector). :meth:`Observer.reload` reads the
+policy again and says whether it changed, in which case the caller lists
+everything again.
+
 Metrics go to an :class:`ObserverMetrics` (no-op by default; the CLI's
 exports them to Prometheus).
 """
@@ -36,7 +46,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -44,7 +54,7 @@ from ..cache import LRUCache, digest
 from ..errors import PolicyError, ProviderError
 from ..schema import read_optional_str
 from .live import Checked, LiveChecker, ObjectRef
-from .reports import Outcome, outcome, report_for
+from .reports import Outcome, outcome, report_for, report_stub
 
 #: Verdicts the cache holds by default: one per object observed, for clusters
 #: of up to this many objects in scope (a few hundred bytes each).
@@ -101,15 +111,17 @@ class ObjectSource(Protocol):
 
 
 class ReportSink(Protocol):
-    """Where reports go (:class:`provider.kube.reports.KubeReportWriter` behind it)."""
+    """Where reports go (:class:`provider.kube.writer.KubeWriter` behind it)."""
 
     def write(self, report: dict[str, Any]) -> WriteOutcome: ...
+
+    def delete(self, obj: dict[str, Any]) -> Literal["deleted", "absent"]: ...
 
 
 class ObserverMetrics(Protocol):
     def checked(self, checked: Checked, *, cached: bool) -> None: ...
 
-    def report_written(self, result: WriteOutcome | Literal["failed"]) -> None: ...
+    def report_written(self, result: WriteOutcome | Literal["failed", "deleted", "absent"]) -> None: ...
 
     def target_failed(self, target: Target, reason: str) -> None: ...
 
@@ -120,7 +132,7 @@ class NoMetrics:
     def checked(self, checked: Checked, *, cached: bool) -> None:
         pass
 
-    def report_written(self, result: WriteOutcome | Literal["failed"]) -> None:
+    def report_written(self, result: WriteOutcome | Literal["failed", "deleted", "absent"]) -> None:
         pass
 
     def target_failed(self, target: Target, reason: str) -> None:
@@ -146,6 +158,9 @@ class PassStats:
     reports: Counter[str] = field(default_factory=Counter)
     #: Targets that could not be read, with why: the pass is then not complete.
     failed_targets: list[tuple[Target, str]] = field(default_factory=list)
+    #: Each verdict and what became of its report ("cached": not written again), when asked for
+    #: (:meth:`Observer.check`: the watch logs each one).
+    verdicts: list[tuple[Checked, str]] | None = None
 
     @property
     def complete(self) -> bool:
@@ -226,11 +241,14 @@ class Observer:
         return stats
 
     def _observe(self, target: Target, checker: LiveChecker, stats: PassStats) -> None:
+        self._verify(self.source.objects(target), checker, stats)
+
+    def _verify(self, objects: Iterable[dict[str, Any]], checker: LiveChecker, stats: PassStats) -> None:
         policy = checker.digest
         cacheable = not checker.external_signatures  # module docstring: what resourceVersion does not track
 
         def misses() -> Iterator[dict[str, Any]]:
-            for obj in self.source.objects(target):
+            for obj in objects:
                 cached = self.cache.get(ObjectRef.of(obj), policy) if cacheable else None
                 if cached is None:
                     yield obj
@@ -243,6 +261,12 @@ class Observer:
 
     def _record(self, checked: Checked, stats: PassStats, *, cached_verdict: bool) -> bool:
         """Count a verdict and write the report of a new one; False when that write failed."""
+        written = self._write(checked, stats, cached_verdict=cached_verdict)
+        if stats.verdicts is not None:
+            stats.verdicts.append((checked, written))
+        return written != "failed"
+
+    def _write(self, checked: Checked, stats: PassStats, *, cached_verdict: bool) -> str:
         stats.objects += 1
         if cached_verdict:
             stats.cache_hits += 1
@@ -254,15 +278,52 @@ class Observer:
         if result in ("fail", "error"):
             stats.failing_reasons[checked.result.reason] += 1
         self.metrics.checked(checked, cached=cached_verdict)
-        if cached_verdict or self.sink is None:
-            return True  # an unchanged verdict's report was written when it was new
+        if cached_verdict:
+            return "cached"  # an unchanged verdict's report was written when it was new
+        if self.sink is None:
+            return "none"
         try:
             written: WriteOutcome | Literal["failed"] = self.sink.write(report_for(checked, now=self._clock()))
         except ProviderError:
             written = "failed"  # not cached: the next pass verifies it and writes its report again
         stats.reports[written] += 1
         self.metrics.report_written(written)
-        return written != "failed"
+        return written
+
+    # -- following changes (module docstring) --
+
+    def reload(self) -> bool:
+        """Read the policy again; whether it (or the trust material in it) changed since the last read.
+
+        A :class:`PolicyError` leaves the policy in use as it was.
+        """
+        before = self._checker.digest if self._checker is not None else None
+        checker = self._checker_for(self._load_policy())
+        return checker.digest != before
+
+    @property
+    def external_signatures(self) -> bool:
+        """Whether the policy in use keeps signatures outside the objects (verdicts change without them)."""
+        return self._checker is not None and self._checker.external_signatures
+
+    def check(self, objects: Iterable[dict[str, Any]]) -> PassStats:
+        """Verify ``objects`` now (what a watch saw) and write the reports of new verdicts."""
+        stats = PassStats(started=self._clock(), verdicts=[])
+        checker = self._checker if self._checker is not None else self._checker_for(self._load_policy())
+        self._verify(objects, checker, stats)
+        stats.finished = self._clock()
+        return stats
+
+    def forget(self, ref: ObjectRef) -> Literal["deleted", "absent", "failed", "none"]:
+        """An object is gone (or out of scope): delete its report; "none" without a sink."""
+        if self.sink is None:
+            return "none"
+        try:
+            done: Literal["deleted", "absent", "failed"] = self.sink.delete(report_stub(ref))
+        except ProviderError:
+            done = "failed"
+        self.metrics.report_written(done)
+        return done
 
     def close(self) -> None:
         if self._checker is not None:

@@ -164,6 +164,15 @@ def report_for(
     }
 
 
+def report_stub(ref: ObjectRef) -> dict[str, Any]:
+    """Which report is an object's (its kind, name and namespace): what deleting it needs."""
+    meta: dict[str, Any] = {"name": report_name(ref), "labels": dict(MANAGED_BY)}
+    if ref.namespace:
+        meta["namespace"] = ref.namespace
+    kind = "PolicyReport" if ref.namespace else "ClusterPolicyReport"
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": meta}
+
+
 def same_content(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """Whether two reports say the same, timestamps aside (an unchanged verdict is not rewritten)."""
 

@@ -16,6 +16,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -150,13 +151,24 @@ def read_key_ref(ref: str) -> bytes:
 
 
 def read_public_keys(values: list[str]) -> list[str]:
-    """The PEM text of every key ``-k`` names (files, ``env://``, comma lists), in order."""
+    """The PEM text of every key ``-k`` names (files, ``env://``, comma lists), in order.
+
+    Each is loaded here, so that a file that holds no usable key is refused
+    with its own name, not as an entry of the policy it is added to.
+    """
+    from ..openpgp import load_trusted_keys
+
     keys = []
     for ref in split_key_refs(values):
         try:
-            keys.append(read_key_ref(ref).decode())
+            text = read_key_ref(ref).decode()
         except UnicodeDecodeError as exc:
             raise PolicyError(f"{ref}: not a PEM text file") from exc
+        try:
+            load_trusted_keys(text, None, DEFAULT_LIMITS.max_keys)
+        except PolicyError as exc:
+            raise PolicyError(f"{ref}: {exc.message}") from exc
+        keys.append(text)
     return keys
 
 
@@ -197,6 +209,14 @@ def add_policy_flags(parser: argparse.ArgumentParser, *, dry_run: bool = True) -
         "sigstore does; other profiles stay",
     )
     parser.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a built-in profile to add to the defaults, e.g. argocd, flux, helm, kyverno (repeatable; comma "
+        "lists allowed; docs/policy.md)",
+    )
+    parser.add_argument(
         "--annotation-domain", metavar="D", help="signature annotation domain (default cosign.sigstore.dev)"
     )
     parser.add_argument(
@@ -228,15 +248,80 @@ def names_trust(args: argparse.Namespace) -> bool:
     return bool(args.config or args.key or args.signer)
 
 
-def build_policy(args: argparse.Namespace) -> dict[str, Any]:
+def policy_where(args: argparse.Namespace) -> str:
+    """How policy errors name the policy: after the ``--config`` file it came from (``policy.yaml: policy.keys[0]``)."""
+    config = getattr(args, "config", None)
+    if not config:
+        return "policy"
+    return f"{'standard input' if config == '-' else config}: policy"
+
+
+def warn_once(command: str) -> Callable[[str], None]:
+    """A warning printer for ``command``'s standard error that prints each message once."""
+    said: set[str] = set()
+
+    def warn(message: str) -> None:
+        if message not in said:
+            said.add(message)
+            print(f"manifest-provider {command}: warning: {message}", file=sys.stderr)
+
+    return warn
+
+
+def dropped_defaults(config: str, policy: dict[str, Any]) -> str | None:
+    """The warning for a policy file whose ``defaults`` leaves out default profiles, else None.
+
+    ``defaults`` replaces the list (docs/policy.md): ``defaults: [argocd]``
+    also switches off the default profiles, which is rarely what was meant.
+    """
+    from ..policy import DEFAULT_PROFILES
+
+    defaults = policy.get("defaults")
+    if not isinstance(defaults, list):
+        return None  # absent: the defaults; anything else is refused by Policy.from_dict
+    left_out = [name for name in DEFAULT_PROFILES if name not in defaults]
+    if not left_out:
+        return None
+    added = [str(name) for name in defaults if name not in DEFAULT_PROFILES]
+    plural = "s" if len(left_out) > 1 else ""
+    hint = f"; to add {', '.join(added)} to the defaults, list them all or use --profile" if added else ""
+    return (
+        f"{config}: defaults {json.dumps(defaults)} leaves out the default profile{plural} {', '.join(left_out)}, "
+        f"whose ignore and skip rules then do not apply{hint}"
+    )
+
+
+def _profiles(values: list[str]) -> list[str]:
+    from ..policy import PROFILES
+
+    names = [part.strip() for value in values for part in value.split(",") if part.strip()]
+    for name in names:
+        if name not in PROFILES:
+            import difflib
+
+            guess = difflib.get_close_matches(name, PROFILES, n=1)
+            hint = f"did you mean {guess[0]}? " if guess else ""
+            raise PolicyError(f"--profile {name}: not a built-in profile; {hint}choose from {', '.join(PROFILES)}")
+    return names
+
+
+def build_policy(args: argparse.Namespace, *, warn: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The policy document the :func:`add_policy_flags` flags describe: ``--config``, with the flags added.
 
-    ``--key`` files are appended to its ``keys``, ``--signer`` to its ``signers``;
+    ``--key`` files are appended to its ``keys``, ``--signer`` to its ``signers``,
+    ``--profile`` to its ``defaults`` (the default profiles when it has none);
     ``--key-operation``, ``--threshold``, ``--annotation-domain``, ``--trusted-root``
     and the dry-run flags replace what it says; ``--disable-default-config`` takes
-    the k8s-manifest-sigstore profile out of its ``defaults``.
+    the k8s-manifest-sigstore profile out of its ``defaults``. A ``defaults`` in
+    the file that leaves out a default profile is said in a warning (``warn``;
+    by default once per message on standard error).
     """
+    warn = warn or warn_once(getattr(args, "command", None) or "policy")
     policy = read_policy_file(args.config) if args.config else {}
+    if args.config:
+        dropped = dropped_defaults("standard input" if args.config == "-" else args.config, policy)
+        if dropped:
+            warn(dropped)
     keys = read_public_keys(args.key)
     if keys:
         policy["keys"] = list(policy.get("keys") or []) + keys
@@ -247,11 +332,17 @@ def build_policy(args: argparse.Namespace) -> dict[str, Any]:
             signers.append({"subject": subject, **({"issuer": issuer} if issuer else {})})
         policy["signers"] = signers
     if args.trusted_root:
+        from ..keyless.trust import load_trusted_root
+
         # load_json: json.loads alone let RecursionError (a deep document) and int()'s digit limit through.
         try:
             policy["trustedRoot"] = load_json(read_text(args.trusted_root), error=PolicyError, what="the file")
         except PolicyError as exc:
             raise PolicyError(f"{args.trusted_root}: not a TrustedRoot JSON document ({exc.message})") from exc
+        try:
+            load_trusted_root(policy["trustedRoot"])
+        except PolicyError as exc:
+            raise PolicyError(f"{args.trusted_root}: {exc.message}") from exc
     if args.key_operation:
         policy["keyOperation"] = args.key_operation
     if args.threshold is not None:
@@ -264,6 +355,13 @@ def build_policy(args: argparse.Namespace) -> dict[str, Any]:
         defaults = policy.get("defaults", list(DEFAULT_PROFILES))
         if isinstance(defaults, list):  # anything else is the policy's own error, reported by Policy.from_dict
             policy["defaults"] = [name for name in defaults if name != UPSTREAM_DEFAULT_PROFILE]
+    profiles = _profiles(getattr(args, "profile", None) or [])
+    if profiles:
+        from ..policy import DEFAULT_PROFILES
+
+        defaults = policy.get("defaults", list(DEFAULT_PROFILES))
+        if isinstance(defaults, list):  # anything else is the policy's own error, reported by Policy.from_dict
+            policy["defaults"] = defaults + [name for name in profiles if name not in defaults]
     if getattr(args, "dry_run", False) or getattr(args, "dry_run_namespace", None):
         dry_run = dict(policy.get("dryRun") or {})
         dry_run["enabled"] = True
@@ -294,25 +392,89 @@ def exit_code(results: list[Result], *, admission: bool = False) -> int:
     return EXIT_UNVERIFIED
 
 
-def print_results(results: list[Result], output: str, held: Sequence[Held] = ()) -> None:
-    """The verdicts on standard output; ``held[i]`` names the object of ``results[i]`` in text (else ``admitted``)."""
-    if output == "json":
-        json.dump({"results": [r.to_dict() for r in results]}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return
-    if output == "yaml":
-        import yaml
+@dataclass(frozen=True)
+class Judged:
+    """One document's verdict and which object it is about (``object`` as ``verify -o json`` prints it)."""
 
-        yaml.safe_dump({"results": [r.to_dict() for r in results]}, sys.stdout, sort_keys=False)
+    object: dict[str, Any]
+    result: Result
+    #: No verdict on the object: the document could not be read as one, or the cluster could not be asked.
+    error: bool = False
+    #: The word for the object compared with the signed manifest in text output: ``stored`` for a live object.
+    held: Held = "admitted"
+
+    @property
+    def outcome(self) -> str:
+        """``pass``, ``fail``, ``skip`` or ``error``: what ``verify-resource`` and PolicyReports call a verdict."""
+        if self.error:
+            return "error"
+        return ("pass" if self.result.verified else "skip") if self.result.allowed else "fail"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"object": self.object, "result": self.outcome, **self.result.to_dict()}
+
+
+def object_of(doc: Any, review: Review | None, document: int, file: str | None) -> dict[str, Any]:
+    """Which object a document is about: ``apiVersion``, ``group``, ``version``, ``kind``, ``namespace`` (when
+    namespaced), ``name``, ``document`` (its position in the file, from 1, as messages count) and ``file``
+    (when several files were read). The same fields as ``verify-resource -o json``'s ``object``, whose
+    ``uid`` and ``resourceVersion`` are printed too when the object has them."""
+    obj: Any = doc
+    if review is not None:
+        obj = review.object if review.object is not None else review.old_object
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    meta = meta if isinstance(meta, dict) else {}
+
+    def text(value: Any) -> str:
+        return value if isinstance(value, str) else ""
+
+    api_version = text(obj.get("apiVersion")) if isinstance(obj, dict) else ""
+    group, _, version = api_version.rpartition("/")
+    out: dict[str, Any] = {
+        "apiVersion": api_version,
+        "group": group,
+        "version": version,
+        "kind": text(obj.get("kind")) if isinstance(obj, dict) else "",
+        "name": text(meta.get("name")) or text(review.name if review else None),
+    }
+    namespace = text(meta.get("namespace")) or text(review.namespace if review else None)
+    if namespace:
+        out["namespace"] = namespace
+    for field_name in ("uid", "resourceVersion"):
+        if text(meta.get(field_name)):
+            out[field_name] = meta[field_name]
+    out["document"] = document
+    if file is not None:
+        out["file"] = file
+    return out
+
+
+def print_judged(judged: list[Judged], output: str, *, several_files: bool = False) -> None:
+    """The verdicts as text, or ``{results: [...], summary: {...}}`` in JSON or YAML (``verify-resource``'s shape)."""
+    if output in ("json", "yaml"):
+        from ._summary import Summary
+
+        summary = Summary("documents")
+        for item in judged:
+            summary.add(item)
+        document = {"results": [item.to_dict() for item in judged], "summary": summary.to_dict()}
+        if output == "json":
+            json.dump(document, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            import yaml
+
+            yaml.safe_dump(document, sys.stdout, sort_keys=False)
         return
-    for index, result in enumerate(results):
+    for item in judged:
+        result = item.result
         mark = ("PASS" if result.verified else "ALLOW") if result.allowed else "FAIL"
-        print(f"{mark} [{result.reason}] {result.message}")
-        word = held[index] if index < len(held) else "admitted"
+        where = f"{item.object['file']}: " if several_files and "file" in item.object else ""
+        print(f"{mark} [{result.reason}] {where}{result.message}")
         # A control-plane object is compared with what its writer writes, not with a signed manifest.
         source = "written" if result.reason == "control-plane-object-changed" else "signed"
-        for item in result.diff:
-            print(f"    {item.key}: {source} {json.dumps(item.before)} -> {word} {json.dumps(item.after)}")
+        for diff in result.diff:
+            print(f"    {diff.key}: {source} {json.dumps(diff.before)} -> {item.held} {json.dumps(diff.after)}")
         if result.diff_count > len(result.diff):
             print(f"    ... {result.diff_count - len(result.diff)} more")
 
@@ -329,31 +491,42 @@ def review_of(doc: Any, index: int) -> Review:
 
 
 def evaluate_documents(
-    command: str, path: str, output: str, evaluate: Callable[[Review], Result], *, admission: bool = False
+    command: str,
+    paths: str | Sequence[str],
+    output: str,
+    evaluate: Callable[[Review], Result],
+    *,
+    admission: bool = False,
 ) -> int:
-    """Evaluate every document of ``path``, print the verdicts, and return the exit code.
+    """Evaluate every document of ``paths`` (files, directories of YAML files, ``-``), print the verdicts, and
+    return the exit code.
 
     A document that is not a usable review, or a transient failure (the cluster
     could not be asked), is a denial with its reason, never a skip.
     """
-    docs = read_documents(path)
-    if not docs:
-        print(f"manifest-provider {command}: {path} holds no documents", file=sys.stderr)
-        return EXIT_USAGE
-    results: list[Result] = []
-    held: list[Held] = []
-    for index, doc in enumerate(docs):
-        word: Held = "admitted"
-        try:
-            review = review_of(doc, index)
-            word = review.held
-            result = evaluate(review)
-        except (RequestError, TransientError) as exc:
-            result = Result.from_error(exc)
-        results.append(result)
-        held.append(word)
-    print_results(results, output, held)
-    return exit_code(results, admission=admission)
+    files = [str(f) for path in ([paths] if isinstance(paths, str) else paths) for f in _files_of(path)]
+    several = len(files) > 1
+    judged: list[Judged] = []
+    for file in files:
+        docs = read_documents(file)
+        if not docs:
+            print(f"manifest-provider {command}: {file} holds no documents", file=sys.stderr)
+            return EXIT_USAGE
+        for index, doc in enumerate(docs):
+            review = None
+            try:
+                review = review_of(doc, index)
+                result, error = evaluate(review), False
+            except (RequestError, TransientError) as exc:
+                result, error = Result.from_error(exc), True
+            held: Held = review.held if review is not None else "admitted"
+            judged.append(Judged(object_of(doc, review, index + 1, file if several else None), result, error, held))
+    print_judged(judged, output, several_files=several)
+    return exit_code([item.result for item in judged], admission=admission)
+
+
+def _files_of(path: str) -> list[Path] | list[str]:
+    return ["-"] if path == "-" else input_files(path)
 
 
 def signature_sources(

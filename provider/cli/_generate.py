@@ -57,8 +57,27 @@ SHIPPED = {
     "kyverno": Path("kyverno/verify-manifest-signature/verify-manifest-signature.yaml"),
     "kyverno-cel": Path("kyverno/verify-manifest-signature-cel/verify-manifest-signature-cel.yaml"),
 }
-#: The repository's policies folder, beside the package in a checkout or an editable install.
-DEFAULT_POLICIES_DIR = Path(__file__).resolve().parents[2] / "policies"
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def shipped_policies_dir() -> Path:
+    """Where the shipped policies are: package data in a built wheel, else the repository's ``policies/``.
+
+    The repository keeps them in ``policies/`` at its root, in the two policy
+    libraries' layouts (Artifact Hub reads them there). A wheel carries the
+    same files as package data: ``setup.py`` maps that folder to the package
+    ``provider._policies``, so ``pip install .`` installs
+    ``provider/_policies/{gatekeeper,kyverno}/...`` -- copied from ``policies/``
+    at build time, never a second copy in the repository. A checkout and an
+    editable install (which maps nothing into ``provider/``) read ``policies/``
+    beside the package.
+    """
+    installed = _PACKAGE / "_policies"
+    return installed if installed.is_dir() else _PACKAGE.parent / "policies"
+
+
+#: The shipped policies of this installation (:func:`shipped_policies_dir`).
+DEFAULT_POLICIES_DIR = shipped_policies_dir()
 
 #: Built-in kinds served with a ``status`` subresource (v1.36 discovery): (group, kind).
 STATUS_KINDS = frozenset(
@@ -113,42 +132,113 @@ _KYVERNO_SUBSTITUTION = re.compile(r"\{\{|\$\(")
 
 @dataclass(frozen=True)
 class KindRef:
-    """A built-in kind to protect."""
+    """A kind to protect: built in, or a custom resource (``custom``; ``resource`` its plural, "" when not given)."""
 
     group: str
     kind: str
     resource: str
+    custom: bool = False
 
     @property
     def subresources(self) -> tuple[str, ...]:
+        if self.custom:
+            # A CRD may serve status (it carries the object itself, so matching it is harmless where there is
+            # none). Whether it serves scale only the CRD says, and matching Scale would take in every
+            # Deployment's scale requests too: docs/cli.md says how to add it.
+            return ("status",)
         key = (self.group, self.kind)
         found = (("status",) if key in STATUS_KINDS else ()) + (("scale",) if key in SCALABLE_KINDS else ())
         return found + OTHER_SUBRESOURCES.get(key, ())
 
+    def describe(self) -> str:
+        return f"{self.group}/{self.kind}" if self.group else self.kind
+
+
+#: A custom resource's group and names, as the API server accepts them in a CustomResourceDefinition
+#: (k8s.io/apiextensions-apiserver pkg/apis/apiextensions/validation/validation.go: the group a DNS-1123
+#: subdomain "with at least one dot"; the kind a DNS-1035 label once lower-cased, "may have mixed case";
+#: the plural a DNS-1035 label).
+_CRD_GROUP = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+")
+_CRD_KIND = re.compile(r"[A-Za-z]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?")
+_CRD_PLURAL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _builtin_groups() -> frozenset[str]:
+    return frozenset(group for group, _ in BUILTIN_KINDS)
+
+
+def _nearest(text: str, choices: Iterable[str]) -> str | None:
+    """The choice ``text`` most likely misspells (difflib's ratio, case aside), or None."""
+    import difflib
+
+    by_lower = {choice.lower(): choice for choice in choices}
+    found = difflib.get_close_matches(text.lower(), list(by_lower), n=1, cutoff=0.75)
+    return by_lower[found[0]] if found else None
+
+
+def _custom_kind(text: str, group: str, kind: str) -> KindRef:
+    kind, _, plural = kind.partition("=")
+    if not _CRD_GROUP.fullmatch(group) or len(group) > 253:
+        raise ConfigError(
+            f"--match-kind {text}: {group!r} is not an API group (a custom resource's group is a DNS name with a dot, "
+            "e.g. example.com/Widget)"
+        )
+    if not _CRD_KIND.fullmatch(kind):
+        raise ConfigError(f"--match-kind {text}: {kind!r} is not a kind name (letters, digits and '-')")
+    if plural and not _CRD_PLURAL.fullmatch(plural):
+        raise ConfigError(f"--match-kind {text}: {plural!r} is not a resource name (lower case, e.g. widgets)")
+    return KindRef(group, kind, plural, custom=True)
+
 
 def parse_kinds(values: Iterable[str]) -> tuple[KindRef, ...]:
-    """``--match-kind`` values: ``Kind`` or ``group/Kind`` (``core/Kind`` for the core group), comma lists allowed."""
+    """``--match-kind`` values, comma lists allowed.
+
+    * ``Kind`` -- a built-in kind (``Deployment``; the plural, ``deployments``, and any case are taken too);
+      in two groups it needs ``group/Kind`` (``core/Event`` for the core group);
+    * ``group/Kind[=plural]`` -- in a built-in group, one of its kinds; in any other group a custom
+      resource (``example.com/Widget``), its plural (``=widgets``) needed only by ``kyverno-cel``,
+      whose ``resourceRules`` name resources, not kinds.
+
+    A name that is neither is refused with the built-in kind it most likely misspells.
+    """
     by_kind: dict[str, list[tuple[str, str]]] = {}
+    by_resource: dict[str, list[tuple[str, str]]] = {}
     for (api_group, resource), builtin in BUILTIN_KINDS.items():
-        by_kind.setdefault(builtin, []).append((api_group, resource))
+        by_kind.setdefault(builtin.lower(), []).append((api_group, builtin))
+        by_resource.setdefault(resource, []).append((api_group, builtin))
+    builtin_groups = _builtin_groups()
     found: list[KindRef] = []
     for value in values:
         for text in (part.strip() for part in value.split(",")):
+            if not text:
+                continue
             group: str | None = None
             kind = text
             if "/" in text:
                 group, _, kind = text.rpartition("/")
                 group = "" if group == "core" else group
-            places = [p for p in by_kind.get(kind, []) if group is None or p[0] == group]
+                if group not in builtin_groups:
+                    ref = _custom_kind(text, group, kind)
+                    if ref not in found:
+                        found.append(ref)
+                    continue
+            if "=" in kind:
+                raise ConfigError(f"--match-kind {text}: '=plural' is for custom resources; {kind} is built in")
+            known = by_kind.get(kind.lower()) or by_resource.get(kind.lower()) or []
+            places = [p for p in known if group is None or p[0] == group]
             if not places:
-                raise ConfigError(
-                    f"--match-kind {text}: not a built-in kind{' of group ' + repr(group) if group else ''} "
-                    "(custom resources: edit the generated match)"
-                )
+                names = {k for (g, _), k in BUILTIN_KINDS.items() if group is None or g == group}
+                guess = _nearest(kind, names)
+                where = f" of group {group or 'core'}" if group is not None else ""
+                hint = f"; did you mean {guess}?" if guess else ""
+                custom = "" if group is not None else " (a custom resource: give its group, as example.com/Widget)"
+                raise ConfigError(f"--match-kind {text}: not a built-in kind{where}{hint}{custom}")
             if len(places) > 1:
-                choices = ", ".join(f"{g or 'core'}/{kind}" for g, _ in places)
-                raise ConfigError(f"--match-kind {text}: {kind} is in several groups; give one of {choices}")
-            ref = KindRef(places[0][0], kind, places[0][1])
+                choices = ", ".join(f"{g or 'core'}/{k}" for g, k in places)
+                raise ConfigError(f"--match-kind {text}: {places[0][1]} is in several groups; give one of {choices}")
+            api_group, builtin = places[0]
+            resource = next(r for (g, r), k in BUILTIN_KINDS.items() if g == api_group and k == builtin)
+            ref = KindRef(api_group, builtin, resource)
             if ref not in found:
                 found.append(ref)
     if not found:
@@ -269,8 +359,8 @@ def load_shipped(root: Path, name: str) -> dict[str, Any]:
         docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
     except FileNotFoundError:
         raise ConfigError(
-            f"{path} not found: `policy` builds on the repository's policies/ folder; run it from a checkout or "
-            "give --policies DIR"
+            f"{path} not found: `policy` builds on the shipped policies, which this installation lacks "
+            "(reinstall manifest-provider) or which --policies DIR does not hold"
         ) from None
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise ConfigError(f"{path}: expected one YAML document")
@@ -329,20 +419,21 @@ def _gatekeeper_kinds(kinds: tuple[KindRef, ...]) -> list[dict[str, Any]]:
 GATEKEEPER_VALUES = Path("manifests/overlays/gatekeeper/gatekeeper-values.yaml")
 
 
-def unsent_subresources(kinds: tuple[KindRef, ...], values_file: Path) -> list[str]:
+def unsent_subresources(kinds: tuple[KindRef, ...], values_file: Path) -> list[str] | None:
     """``resource/subresource`` writes the constraint matches but Gatekeeper's webhook rules do not send it.
 
     The rules are ``validatingWebhookCustomRules`` of the Helm values; a
     resource entry matches as the API server matches it (k8s.io/apiserver
-    ``rules.Matcher``: ``x/y``, ``x/*``, ``*/y``, ``*/*``). Without the file
-    nothing is reported (the values are the user's own then).
+    ``rules.Matcher``: ``x/y``, ``x/*``, ``*/y``, ``*/*``). None when the file
+    cannot be read (an installed package has no ``manifests/``): the caller
+    then names every subresource Gatekeeper must be sent.
     """
     import yaml
 
     try:
         values = yaml.safe_load(values_file.read_text()) or {}
     except (OSError, yaml.YAMLError):
-        return []
+        return None
     entries = {
         entry
         for rule in values.get("validatingWebhookCustomRules") or []
@@ -352,9 +443,14 @@ def unsent_subresources(kinds: tuple[KindRef, ...], values_file: Path) -> list[s
     missing = []
     for ref in kinds:
         for sub in ref.subresources:
-            if not entries & {f"{ref.resource}/{sub}", f"{ref.resource}/*", f"*/{sub}", "*/*"}:
-                missing.append(f"{ref.resource}/{sub}")
+            if not entries & {f"{ref.resource or '*'}/{sub}", f"{ref.resource or '*'}/*", f"*/{sub}", "*/*"}:
+                missing.append(subresource_name(ref, sub))
     return missing
+
+
+def subresource_name(ref: KindRef, sub: str) -> str:
+    """``deployments/scale``; a custom resource without its plural: ``<plural of example.com/Widget>/status``."""
+    return f"{ref.resource}/{sub}" if ref.resource else f"<plural of {ref.describe()}>/{sub}"
 
 
 def _kyverno_selectors(ref: KindRef) -> list[str]:
@@ -414,6 +510,12 @@ def _kyverno_cel(request: Request, root: Path) -> dict[str, Any]:
         operations = constraints["resourceRules"][0].get("operations", ["CREATE", "UPDATE"])
         by_group: dict[str, list[str]] = {}
         for ref in request.kinds:
+            if not ref.resource:
+                raise ConfigError(
+                    f"--match-kind {ref.describe()}: kyverno-cel matches resources by name (resourceRules), and only "
+                    f"the CustomResourceDefinition knows a custom resource's: give it as {ref.describe()}=PLURAL "
+                    f"(kubectl api-resources --api-group {ref.group})"
+                )
             by_group.setdefault(ref.group, []).extend(
                 [ref.resource] + [f"{ref.resource}/{sub}" for sub in ref.subresources]
             )
@@ -446,15 +548,162 @@ def dump(docs: list[dict[str, Any]], header: str) -> str:
     return header + body
 
 
-def describe_scope(request: Request) -> str:
-    kinds = "the shipped kinds" if request.kinds is None else ", ".join(r.kind for r in request.kinds)
-    if request.namespaces is None:
-        where = "the shipped namespaces"
-    elif request.namespaces:
-        where = "namespaces " + ", ".join(request.namespaces)
+# --- what was written -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a generated policy matches, read back from the documents written (not from the flags)."""
+
+    #: (group, kind) -> subresources matched; group "*": any group (a Kyverno selector without one).
+    kinds: dict[tuple[str, str], tuple[str, ...]]
+    #: The namespaces named; None: every namespace (or a selector the CLI did not write: ``selector``).
+    namespaces: tuple[str, ...] | None
+    excluded: tuple[str, ...] = ()
+    selector: str = ""
+
+    def includes(self, namespace: str) -> bool:
+        """Whether objects in ``namespace`` are matched (a Gatekeeper ``prefix*`` pattern included)."""
+        import fnmatch
+
+        def named(patterns: tuple[str, ...]) -> bool:
+            return any(fnmatch.fnmatchcase(namespace, p) if p.endswith("*") else p == namespace for p in patterns)
+
+        if self.selector or named(self.excluded):
+            return False
+        return self.namespaces is None or named(self.namespaces)
+
+    def describe(self) -> str:
+        kinds = []
+        for (group, kind), subs in self.kinds.items():
+            name = kind if group in ("", "*") else f"{group}/{kind}"
+            kinds.append(f"{name} ({', '.join(subs)})" if subs else name)
+        if self.selector:
+            where = f"the namespaces {self.selector} selects"
+        elif self.namespaces is None:
+            where = "every namespace"
+        else:
+            where = "namespace" + ("s " if len(self.namespaces) > 1 else " ") + ", ".join(self.namespaces)
+        if self.excluded:
+            where += " except " + ", ".join(self.excluded)
+        return f"kinds {', '.join(kinds) or '(none)'} in {where}"
+
+
+def _add_kind(kinds: dict[tuple[str, str], tuple[str, ...]], group: str, kind: str, sub: str) -> None:
+    subs = kinds.setdefault((group, kind), ())
+    if sub and sub not in subs:
+        kinds[(group, kind)] = (*subs, sub)
+
+
+def kyverno_kind_selector(selector: str) -> tuple[str, str, str, str]:
+    """(group, version, kind, subresource) of a Kyverno ``kinds`` entry, ``*`` where it names none.
+
+    The grammar of kyverno/kyverno ``pkg/utils/kube/kind.go`` ``ParseKindSelector``
+    (v1.19.0): ``Kind``, ``Kind/sub``, ``version/Kind``, ``version/Kind/sub``,
+    ``group/version/Kind``, ``group/version/Kind/sub``; a ``.`` in the last part
+    also separates a subresource. A group needs the version part: a two-part
+    ``example.com/Widget`` reads as kind ``example.com``, subresource ``Widget``.
+    """
+    parts = selector.split("/")
+    parts = parts[:-1] + parts[-1].split(".")
+    versioned = re.fullmatch(r"v\d((alpha|beta)\d)?|\*", parts[0]) is not None
+    if len(parts) == 1:
+        return "*", "*", parts[0], ""
+    if len(parts) == 2:
+        if parts == ["*", "*"]:
+            return "*", "*", "*", "*"
+        if parts[0] == "*" and parts[1].lower() == parts[1]:
+            return "*", "*", "*", parts[1]
+        return ("*", parts[0], parts[1], "") if versioned else ("*", "*", parts[0], parts[1])
+    if len(parts) == 3:
+        return ("*", parts[0], parts[1], parts[2]) if versioned else (parts[0], parts[1], parts[2], "")
+    if len(parts) == 4:
+        return parts[0], parts[1], parts[2], parts[3]
+    return "", "", "", ""
+
+
+def written_scope(engine: str, docs: list[dict[str, Any]]) -> Scope:
+    """The kinds and namespaces the generated documents match, as each engine reads them."""
+    kinds: dict[tuple[str, str], tuple[str, ...]] = {}
+    if engine == "gatekeeper":
+        match = docs[-1]["spec"].get("match") or {}
+        for entry in match.get("kinds") or []:
+            for group in entry.get("apiGroups") or ["*"]:
+                for kind in entry.get("kinds") or ["*"]:
+                    _add_kind(kinds, group, kind, "")
+        named = match.get("namespaces")
+        return Scope(kinds, tuple(named) if named else None, tuple(match.get("excludedNamespaces") or ()))
+    if engine == "kyverno":
+        namespaces: list[str] = []
+        every = False
+        for rule in docs[0]["spec"]["rules"]:
+            for block in rule["match"].get("any", []) + rule["match"].get("all", []):
+                resources = block.get("resources") or {}
+                for selector in resources.get("kinds") or []:
+                    group, _, kind, sub = kyverno_kind_selector(selector)
+                    _add_kind(kinds, group, kind, sub)
+                if resources.get("namespaces"):
+                    namespaces += [n for n in resources["namespaces"] if n not in namespaces]
+                else:
+                    every = True
+        return Scope(kinds, None if every or not namespaces else tuple(namespaces))
+    spec = docs[0]["spec"]
+    constraints = spec.get("matchConstraints") or {}
+    by_resource = {(g, r): k for (g, r), k in BUILTIN_KINDS.items()}
+    for rule in constraints.get("resourceRules") or []:
+        for group in rule.get("apiGroups") or ["*"]:
+            for entry in rule.get("resources") or []:
+                resource, _, sub = entry.partition("/")
+                _add_kind(kinds, group, by_resource.get((group, resource), resource), sub)
+    selector = constraints.get("namespaceSelector")
+    if not selector:
+        return Scope(kinds, None)
+    expressions = selector.get("matchExpressions") or []
+    labels = selector.get("matchLabels") or {}
+    if not expressions and set(labels) == {NAMESPACE_LABEL}:
+        return Scope(kinds, (labels[NAMESPACE_LABEL],))
+    if (
+        not labels
+        and len(expressions) == 1
+        and expressions[0].get("key") == NAMESPACE_LABEL
+        and expressions[0].get("operator") in ("In", "NotIn")
+    ):
+        values = tuple(expressions[0].get("values") or ())
+        return Scope(kinds, values) if expressions[0]["operator"] == "In" else Scope(kinds, None, values)
+    import json
+
+    return Scope(kinds, None, selector=json.dumps(selector, sort_keys=True))
+
+
+_SERVICE_HOST = re.compile(r"https://([^/:'\"\s]+)")
+
+
+def service_url(engine: str, docs: list[dict[str, Any]], root: Path) -> str:
+    """The URL the generated policy calls ("" when it names none); Gatekeeper's is the shipped Provider's."""
+    text = ""
+    if engine == "gatekeeper":
+        providers = [d for d in docs if d.get("kind") == "Provider"] or [load_shipped(root, "provider")]
+        text = str((providers[0].get("spec") or {}).get("url", ""))
+    elif engine == "kyverno":
+        text = " ".join(
+            str(((entry.get("apiCall") or {}).get("service") or {}).get("url", ""))
+            for rule in docs[0]["spec"]["rules"]
+            for entry in rule.get("context", [])
+        )
     else:
-        where = "every namespace"
-    return f"{kinds} in {where}"
+        text = " ".join(str(v.get("expression", "")) for v in docs[0]["spec"].get("variables", []))
+    found = _SERVICE_HOST.search(text)
+    return found.group(0) if found else ""
+
+
+def service_namespace(url: str) -> str | None:
+    """The namespace of an in-cluster service URL (``https://NAME.NAMESPACE[.svc[.cluster.local]]...``), else None."""
+    from urllib.parse import urlsplit
+
+    labels = (urlsplit(url).hostname or "").split(".")
+    if len(labels) == 2 or (len(labels) >= 3 and labels[2] == "svc"):
+        return labels[1]
+    return None
 
 
 def parse_namespaces(values: Iterable[str]) -> tuple[str, ...]:

@@ -77,9 +77,9 @@ def load_signing_key(ref: str) -> PrivateKeyTypes:
     secret = password()
     try:
         return load_private_key(pem, secret)
-    except KeyLoadError:
+    except KeyLoadError as exc:
         if secret is not None or not is_encrypted(pem) or not can_prompt():
-            raise
+            raise KeyLoadError(f"{refs[0]}: {exc.message}") from exc
     asked = getpass.getpass(f"Enter password for private key {refs[0]}: ").encode()
     try:
         return load_private_key(pem, asked)

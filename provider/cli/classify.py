@@ -30,13 +30,15 @@ import json
 import os
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 from ..bounds import LOCAL
+from ..errors import RequestError
 from ..result import TRAFFIC_CLASSES
 from . import EXIT_DENIED, EXIT_OK, EXIT_USAGE
-from ._common import add_policy_flags, build_policy, command_parser, names_trust
+from ._common import add_policy_flags, build_policy, command_parser, names_trust, policy_where
 
 if TYPE_CHECKING:
     from ..audit.events import LineSource
@@ -234,13 +236,17 @@ def _dry_runner(args: argparse.Namespace, enabled: bool) -> Any:
 class CountingReader:
     """A line source that counts what passes through it (for the progress line)."""
 
-    def __init__(self, stream: LineSource) -> None:
+    def __init__(self, stream: LineSource, name: str = "the audit log") -> None:
         self.stream = stream
+        self.name = name
         self.bytes = 0
         self.lines = 0
 
     def readline(self, size: int = -1, /) -> bytes:
-        line = self.stream.readline(size)
+        try:
+            line = self.stream.readline(size)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:  # a .gz that is not one, or cut short
+            raise RequestError(f"{self.name}: not a complete gzip file ({exc})") from exc
         self.bytes += len(line)
         if line.endswith(b"\n"):
             self.lines += 1
@@ -319,7 +325,9 @@ def run(args: argparse.Namespace) -> int:
     profiles_only = not names_trust(args)
     if profiles_only:
         data["keys"] = [profiles_only_key()]
-    policy = Policy.from_dict(data, bounds=LOCAL)  # the operator's own policy (provider/bounds.py)
+    policy = Policy.from_dict(
+        data, bounds=LOCAL, where=policy_where(args)
+    )  # the operator's own policy (provider/bounds.py)
     summary = Summary(by=args.by, top=args.top)
     out = sys.stdout
     progress = None
@@ -328,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
         if runner is not None:
             stack.enter_context(runner)
         classifier = Classifier(policy, dry_runner=runner)
-        stream = CountingReader(stack.enter_context(open_log(args.filename)))
+        stream = CountingReader(stack.enter_context(open_log(args.filename)), args.filename)
         if sys.stderr.isatty():
             progress = Progress(stream, sys.stderr, _size(args.filename))
         for item in classifier.classify_all(read_events(stream)):

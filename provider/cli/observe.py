@@ -15,6 +15,14 @@ not be read), for a CronJob or a first look.
 In a pod (``KUBERNETES_SERVICE_HOST`` set, no ``--kubeconfig``) it talks to
 the cluster as the pod's service account; elsewhere through the kubeconfig.
 ``manifests/overlays/observer/`` deploys it with least-privilege RBAC.
+
+``--watch`` follows changes as they happen instead (:mod:`provider.cli._follow`):
+each target is listed, then watched (:mod:`provider.kube.watcher`), an object
+is verified when it is created or changed and its report deleted when it is
+deleted; ``--interval`` then says how often the policy is read again (a changed
+one lists and verifies everything anew). Each verdict is a ``checked`` log
+line; ``listed``, ``deleted``, ``relist`` (a 410), ``watch-error`` (with the
+backoff before the next try) and, every interval, ``watching`` say the rest.
 """
 
 from __future__ import annotations
@@ -34,13 +42,14 @@ from ..bounds import LOCAL
 from ..errors import PolicyError, RequestError
 from ..parsing import load_yaml_stream
 from . import EXIT_DENIED, EXIT_OK
-from ._common import add_policy_flags, build_policy, command_parser, read_text
+from ._common import add_policy_flags, build_policy, command_parser, policy_where, read_text
 
 HELP = "re-verify the objects of a cluster on a schedule, keep their PolicyReports current and export metrics"
 EXAMPLES = (
     "manifest-provider observe --targets targets.yaml -k team.pub --once --no-reports --metrics-port 0",
     "manifest-provider observe --targets targets.yaml -c policy.yaml --interval 600 --concurrency 2",
     "manifest-provider observe --targets targets.yaml -k env://TEAM_PUBLIC_KEY --metrics-port 9090",
+    "manifest-provider observe --targets targets.yaml -k team.pub --watch   # verify each change as it happens",
 )
 #: Default seconds between the starts of two passes.
 DEFAULT_INTERVAL = 300.0
@@ -63,9 +72,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=float,
         default=DEFAULT_INTERVAL,
         metavar="SECONDS",
-        help="seconds between passes (default: 300)",
+        help="seconds between passes; with --watch, between two reads of the policy (default: 300)",
     )
     p.add_argument("--once", action="store_true", help="run one pass and exit (1 when a target could not be read)")
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="list, then watch the targets and verify each object as it changes (its report deleted with it); "
+        "--interval then says how often the policy is read again",
+    )
     p.add_argument("--no-reports", action="store_true", help="write no PolicyReports (metrics and logs only)")
     p.add_argument("--concurrency", type=int, default=1, metavar="N", help="verify on N worker processes (default: 1)")
     p.add_argument("--chunk-size", type=int, default=250, metavar="N", help="objects per list page (default: 250)")
@@ -128,6 +143,33 @@ class KubeSource:
                 yield from page
 
 
+def checked_policy(args: argparse.Namespace, warn: Any) -> dict[str, Any]:
+    """The policy the flags make, checked as the verifier will read it, its errors naming the policy file."""
+    from ..policy import Policy
+
+    data = build_policy(args, warn=warn)
+    Policy.from_dict(data, where=policy_where(args))
+    return data
+
+
+def follow(observer: Any, targets: Any, lister: Any, interval: float, stop: threading.Event) -> None:
+    """``--watch``: a watcher per target and namespace (:mod:`provider.cli._follow`)."""
+    from ..kube.watcher import KubeWatcher
+    from ._follow import Follower, Relay
+
+    follower = Follower(observer, interval, log)
+    for target in targets:
+        for namespace in target.namespaces or (None,):
+
+            def make(relay: Relay, target: Any = target, namespace: str | None = namespace) -> KubeWatcher:
+                resource = lister.resolve(target.resource)
+                scope = namespace if resource.namespaced else None
+                return KubeWatcher(lister, resource, scope, target.selector, relay)
+
+            follower.add(target, make)
+    follower.run(stop)
+
+
 def log(event: str, **fields: Any) -> None:
     print(json.dumps({"time": round(time.time(), 3), "event": event, **fields}), file=sys.stderr, flush=True)
 
@@ -147,7 +189,16 @@ def run(args: argparse.Namespace) -> int:
         raise RequestError(
             f"--interval must be positive, --concurrency between 1 and {MAX_CONCURRENCY}, --cache-size 0 or more"
         )
+    if args.watch and args.once:
+        raise RequestError("--watch follows changes until stopped; --once runs one pass: give one of them")
     targets = read_targets_file(args.targets)
+    said: set[str] = set()
+
+    def warn(message: str) -> None:  # once each: the policy is read again before every pass
+        if message not in said:
+            said.add(message)
+            log("warning", message=message)
+
     in_cluster = not args.kubeconfig and "KUBERNETES_SERVICE_HOST" in os.environ
     accounts = args.service_account_dir
     runner = dry_runner_for(args.kubeconfig, in_cluster=in_cluster, service_account_dir=accounts)
@@ -155,10 +206,11 @@ def run(args: argparse.Namespace) -> int:
     metrics = PrometheusObserverMetrics()
     if args.metrics_port:
         metrics.serve(args.metrics_port, args.metrics_address)
+    lister = KubeLister(runner, page_size=args.chunk_size, on_inconsistent=lambda m: log("warning", message=m))
     observer = Observer(
         targets,
-        KubeSource(KubeLister(runner, page_size=args.chunk_size, on_inconsistent=lambda m: log("warning", message=m))),
-        load_policy=lambda: build_policy(args),
+        KubeSource(lister),
+        load_policy=lambda: checked_policy(args, warn),
         make_checker=lambda data: LiveChecker(
             data,
             concurrency=args.concurrency,
@@ -176,7 +228,21 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    log("started", targets=[t.describe() for t in targets], interval=args.interval, reports=not args.no_reports)
+    log(
+        "started",
+        targets=[t.describe() for t in targets],
+        interval=args.interval,
+        reports=not args.no_reports,
+        watch=args.watch,
+    )
+    if args.watch:
+        try:
+            follow(observer, targets, lister, args.interval, stop)
+        finally:
+            observer.close()
+            runner.close()
+        log("stopped")
+        return EXIT_OK
     try:
         while True:
             began = time.monotonic()

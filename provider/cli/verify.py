@@ -11,6 +11,7 @@ from ._common import (
     build_policy,
     command_parser,
     evaluate_documents,
+    policy_where,
     signature_sources,
 )
 
@@ -18,6 +19,7 @@ HELP = "verify signed manifests (exit 0: all verified, 1: some denied, 2: usage 
 EXAMPLES = (
     "manifest-provider verify -f app.yaml.signed -k team.pub",
     "manifest-provider verify -f app.yaml.signed -k team.pub,ops.pub --key-operation MustAll -o yaml",
+    "manifest-provider verify -f deploy/ -f extra.yaml -k team.pub -o json   # .results[].object names each file",
     "kustomize build . | manifest-provider verify -f - -k env://TEAM_PUBLIC_KEY",
     "manifest-provider verify -f app.yaml.signed -c policy.yaml --dry-run --kubeconfig ~/.kube/config",
 )
@@ -29,9 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "-f",
         "--filename",
         required=True,
+        action="append",
         metavar="FILE",
-        help="YAML/JSON file with the objects to verify (- for stdin); AdmissionRequest/AdmissionReview JSON is "
-        "accepted too",
+        help="YAML/JSON file with the objects to verify, or a directory of them (- for stdin; repeatable: each "
+        "result's object then names its file); AdmissionRequest/AdmissionReview JSON is accepted too",
     )
     add_policy_flags(p)
     p.add_argument(
@@ -46,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from ..verifier import decide
 
     # The person running the CLI wrote the policy: it may name their files, namespaces and registries.
-    policy = Policy.from_dict(build_policy(args), bounds=LOCAL)
+    policy = Policy.from_dict(build_policy(args), bounds=LOCAL, where=policy_where(args))
     runner = None
     if args.dry_run or (policy.dry_run.enabled and args.kubeconfig):
         from ..kube.dryrun import dry_runner_for

@@ -27,13 +27,13 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from ..bounds import LOCAL
 from ..errors import RequestError
 from . import EXIT_DENIED, EXIT_OK, EXIT_UNVERIFIED
-from ._common import add_policy_flags, build_policy, command_parser, signature_sources
+from ._common import add_policy_flags, build_policy, command_parser, policy_where, signature_sources
+from ._summary import Summary
 
 HELP = (
     "verify the objects of a kind in a cluster (exit 0: all verified, 1: some denied, 2: usage error, "
@@ -94,69 +94,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 # --- counting -------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Summary:
-    """Counts, not verdicts: what is kept of every object checked."""
-
-    what: str
-    started: float = field(default_factory=time.monotonic)
-    total: int = 0
-    verified: int = 0
-    unverified: int = 0
-    denied: int = 0
-    errors: int = 0
-    missing: list[str] = field(default_factory=list)
-    reasons: Counter[str] = field(default_factory=Counter)
-
-    def add(self, checked: Any) -> None:
-        result = checked.result
-        self.total += 1
-        if checked.error:
-            self.errors += 1
-        elif result.verified:
-            self.verified += 1
-        elif result.allowed:
-            self.unverified += 1
-        else:
-            self.denied += 1
-        if not result.verified:
-            self.reasons[result.reason] += 1
-
-    @property
-    def failed(self) -> int:
-        return self.denied + self.errors + len(self.missing)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "objects": self.total,
-            "verified": self.verified,
-            "allowedUnverified": self.unverified,
-            "denied": self.denied,
-            "errors": self.errors,
-            "notFound": self.missing,
-            "reasons": dict(sorted(self.reasons.items())),
-            "seconds": round(time.monotonic() - self.started, 3),
-        }
-
-    def lines(self) -> list[str]:
-        seconds = time.monotonic() - self.started
-        rate = self.total / seconds if seconds > 0 else 0.0
-        rows = [
-            ("verified", self.verified),
-            ("allowed unverified", self.unverified),
-            ("denied", self.denied),
-            ("no verdict (errors)", self.errors),
-        ]
-        if self.missing:
-            rows.append(("not found", len(self.missing)))
-        out = [f"SUMMARY: {self.total} objects ({self.what}) in {seconds:.1f} s, {rate:.0f}/s"]
-        for label, count in rows:
-            out.append(f"  {label:<30} {count:>8}")
-        for reason, count in sorted(self.reasons.items(), key=lambda item: (-item[1], item[0])):
-            out.append(f"    {reason:<28} {count:>8}")
-        return out
-
-
 class Progress:
     """``checked N, R/s, F failed`` on one line of a terminal, rewritten at most every :data:`PROGRESS_INTERVAL` s."""
 
@@ -194,10 +131,18 @@ def _mark(checked: Any) -> str:
     return ("PASS" if checked.result.verified else "ALLOW") if checked.result.allowed else "FAIL"
 
 
+def object_dict(ref: Any) -> dict[str, Any]:
+    """The ``object`` of a result: the reference PolicyReports use, with ``group`` and ``version`` apart (as
+    ``verify -o json`` prints them)."""
+    found = ref.to_dict()
+    group, _, version = ref.api_version.rpartition("/")
+    return {"apiVersion": found.pop("apiVersion"), "group": group, "version": version, **found}
+
+
 def _item(checked: Any) -> dict[str, Any]:
     from ..audit.reports import outcome
 
-    return {"object": checked.ref.to_dict(), "result": outcome(checked), **checked.result.to_dict()}
+    return {"object": object_dict(checked.ref), "result": outcome(checked), **checked.result.to_dict()}
 
 
 class TableOutput:
@@ -302,7 +247,10 @@ def run(args: argparse.Namespace) -> int:
         raise RequestError("--apply writes PolicyReports: it needs -o policyreport")
     if args.names and (args.all_namespaces or args.selector):
         raise RequestError("NAME arguments cannot be combined with -A or -l (kubectl neither)")
+    from ..policy import Policy
+
     policy_data = build_policy(args)
+    Policy.from_dict(policy_data, where=policy_where(args))  # refused here, naming the file, before any work
     kinds = [k for k in args.kind.split(",") if k] or [args.kind]
     if args.names and len(kinds) > 1:
         raise RequestError("NAME arguments need one KIND (kubectl neither takes names for several)")

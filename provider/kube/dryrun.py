@@ -406,6 +406,31 @@ class KubeDryRunner:
             raise
         return response.status, response.body
 
+    def open_stream(
+        self, path: str, *, query: list[tuple[str, str]], connect_timeout: float, read_timeout: float, what: str
+    ) -> Any:
+        """A GET whose answer is read as it comes (a watch): the urllib3 response, its body not read yet.
+
+        The same client, credentials and connection pool as :meth:`request`,
+        but no whole-exchange deadline -- a watch lasts minutes: connecting is
+        bounded by ``connect_timeout`` and each receive by ``read_timeout`` (a
+        stream silent for longer is taken for dead). The caller reads it
+        (:mod:`provider.kube.watcher`) and must close it. A failure to connect is
+        a :class:`TransientError`.
+        """
+        import urllib3
+        from kubernetes.client.exceptions import ApiException
+
+        params = self._client.param_serialize(
+            "GET", path, query_params=query, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
+        )
+        try:
+            return self._client.call_api(*params, _request_timeout=(connect_timeout, read_timeout)).response
+        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
+            raise TransientError(
+                f"{self.source} could not be reached ({what}): {_why(exc)}", reason="transient-error"
+            ) from exc
+
     def _exchange(
         self,
         method: str,

@@ -136,9 +136,19 @@ class KubeLister:
         return resolve(self.runner, arg, timeout=self.timeout)
 
     def pages(
-        self, resource: Resource, namespace: str | None = None, selector: str | None = None
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        selector: str | None = None,
+        *,
+        list_meta: dict[str, Any] | None = None,
     ) -> Iterator[list[dict[str, Any]]]:
-        """Every object of ``resource`` in ``namespace`` (None: all) matching the label ``selector``, page by page."""
+        """Every object of ``resource`` in ``namespace`` (None: all) matching the label ``selector``, page by page.
+
+        ``list_meta`` receives each page's list ``metadata`` as it is read: after
+        the last page its ``resourceVersion`` is the state the list shows, where
+        a watch continues from (:mod:`provider.kube.watcher`).
+        """
         path = collection_path(resource, namespace)
         token: str | None = None
         size = self.page_size
@@ -179,8 +189,10 @@ class KubeLister:
                 items = []
             if not isinstance(items, list):
                 raise TransientError(f"{self.runner.source}: the answer to {what} has no list of items")
-            yield [_with_identity(item, resource, what) for item in items]
             meta = body.get("metadata")
+            if list_meta is not None and isinstance(meta, dict):
+                list_meta.update(meta)
+            yield [_with_identity(item, resource, what) for item in items]
             token = meta.get("continue") if isinstance(meta, dict) else None
             if not isinstance(token, str) or not token:
                 return

@@ -15,7 +15,11 @@ The objects are built elsewhere (PolicyReports by
 
 Only objects this project owns are replaced: one that exists without the
 owner ``labels`` the caller names is left alone (a
-:class:`~provider.errors.RequestError`). Failures are
+:class:`~provider.errors.RequestError`). :meth:`KubeWriter.delete` deletes one
+the same way: ``GET`` it, check the labels, ``DELETE`` it with the uid and
+``resourceVersion`` just read as preconditions (k8s.io/apimachinery
+``DeleteOptions.preconditions``: a 409 when it was replaced or changed
+meanwhile, then read again); absent is "absent", not an error. Failures are
 :class:`~provider.errors.TransientError`: 403 names the missing permission; a
 kind the server does not serve names the CRD to install.
 """
@@ -106,12 +110,52 @@ class KubeWriter:
             raise self._failure(status, answer, "update", resource, namespace)
         raise TransientError(f"{path} kept changing: {ATTEMPTS} attempts to write it met a newer version each time")
 
+    def delete(self, obj: dict[str, Any]) -> Literal["deleted", "absent"]:
+        """Delete the owned object ``obj`` names (its apiVersion, kind, name, namespace)."""
+        resource = self._resource(obj)
+        meta = obj.get("metadata")
+        meta = meta if isinstance(meta, dict) else {}
+        name, namespace = meta.get("name"), meta.get("namespace")
+        if not isinstance(name, str) or not name or (resource.namespaced and not isinstance(namespace, str)):
+            raise RequestError(
+                f"a {resource.kind} to delete needs a name{' and a namespace' if resource.namespaced else ''}"
+            )
+        path = f"{resource.collection(namespace if resource.namespaced else None)}/{quote(name, safe='')}"
+        for _ in range(ATTEMPTS):
+            status, current = self._call("GET", path)
+            if status == 404 and _is_status(current):
+                return "absent"
+            if status != 200 or not isinstance(current, dict):
+                raise self._failure(status, current, "get", resource, namespace)
+            found = current.get("metadata")
+            found = found if isinstance(found, dict) else {}
+            labels = found.get("labels")
+            if not isinstance(labels, dict) or any(labels.get(k) != v for k, v in self.labels.items()):
+                raise RequestError(f"{path} exists and is not managed by manifest-provider: it is left alone")
+            options = {
+                "apiVersion": "v1",
+                "kind": "DeleteOptions",
+                "preconditions": {"uid": found.get("uid"), "resourceVersion": found.get("resourceVersion")},
+            }
+            status, answer = self.runner.request(
+                "DELETE", path, timeout=self.timeout, what=f"DELETE {path}", query=[], body=options
+            )
+            if status in (200, 202):
+                return "deleted"
+            if status == 404:
+                return "absent"  # deleted meanwhile (the garbage collector)
+            if status == 409:
+                continue  # replaced or changed since our GET: read it again
+            raise self._failure(status, answer, "delete", resource, namespace)
+        raise TransientError(f"{path} kept changing: {ATTEMPTS} attempts to delete it met a newer version each time")
+
     def _failure(self, status: int, body: Any, verb: str, resource: Resource, namespace: Any) -> Exception:
         message = str(body.get("message") if isinstance(body, dict) else body)[:400]
         what = f"{verb} {resource.describe()}{f' in namespace {namespace!r}' if resource.namespaced else ''}"
         if status == 403:
             return TransientError(
-                f"{what} forbidden: grant verbs get, create and update on resource {resource.name!r} in API group "
+                f"{what} forbidden: grant verbs get, create and update{' (and delete)' if verb == 'delete' else ''} on "
+                f"resource {resource.name!r} in API group "
                 f"{resource.group!r} (manifests/overlays/observer/rbac.yaml). API server: {message}"
             )
         if status in (400, 422):

@@ -50,7 +50,9 @@ def write(path: Path, *docs: Any) -> Path:
 
 def results(proc: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
     answer = json.loads(proc.stdout)
-    assert set(answer) == {"results"}
+    assert set(answer) == {"results", "summary"}  # verify's shape (docs/cli.md, verify)
+    assert all({"object", "result"} <= set(r) for r in answer["results"])
+    assert answer["summary"]["objects"] == len(answer["results"])
     return answer["results"]  # type: ignore[no-any-return]
 
 

@@ -121,6 +121,13 @@ class Running:
             if line.startswith("{"):
                 self.lines.put(json.loads(line))
 
+    def until(self, done: Any, timeout: float = 60) -> list[dict[str, Any]]:
+        """The log lines up to the first point where ``done(lines)`` holds."""
+        seen: list[dict[str, Any]] = []
+        while not done(seen):
+            seen.append(self.lines.get(timeout=timeout))
+        return seen
+
     def next(self, event: str, timeout: float = 60) -> dict[str, Any]:
         while True:
             entry = self.lines.get(timeout=timeout)
@@ -193,3 +200,127 @@ def test_an_unusable_targets_file_is_a_usage_error(observe: Observe) -> None:
     (observe.tmp / "targets.yaml").write_text("targets: []\n")
     proc = subprocess.run(observe.command("--once"), capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 2 and "non-empty list 'targets'" in proc.stderr
+
+
+def test_a_policy_file_that_drops_the_default_profiles_is_a_warning_once(observe: Observe) -> None:
+    (observe.tmp / "policy.yaml").write_text("defaults: [argocd]\n")
+    code, log = observe.once("-c", str(observe.tmp / "policy.yaml"))
+    assert code == 0, log
+    (warning,) = [e for e in log if e["event"] == "warning"]
+    assert "leaves out the default profiles k8s-manifest-sigstore, common" in warning["message"]
+
+
+# --- --watch: each change as it happens ----------------------------------------------------------------
+
+
+@pytest.fixture
+def following(observe: Observe) -> Iterator[Running]:
+    """``observe --watch`` with an interval no test waits for: what it does, the watch did."""
+    observe.fake.store.bookmark_seconds = 0.5
+    run = Running(observe.command("--watch", "--interval", "3600", "--metrics-port", "0"))
+    try:
+        listed = {run.next("listed")["target"] for _ in range(3)}
+        assert listed == {
+            "deployments.apps in namespace shop",
+            "configmaps in namespace shop",
+            "configmaps in namespace bank",
+        }
+        yield run
+    finally:
+        if run.proc.poll() is None:
+            run.proc.send_signal(signal.SIGTERM)
+            try:
+                run.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                run.proc.kill()
+        run.proc.wait(timeout=30)
+        run.reader.join(timeout=30)
+        assert run.proc.stderr is not None
+        run.proc.stderr.close()
+
+
+def test_watch_verifies_a_change_when_it_happens(observe: Observe, following: Running) -> None:
+    assert sorted(reports(observe.fake)) == ["bad", "ledger", "settings", "web"]
+    (web,) = [d for d in observe.fake.stored("apps/v1", "Deployment") if d["metadata"]["name"] == "web"]
+    changed = observe.fake.change(reimaged(web))
+    checked = following.next("checked")
+    assert checked["object"] == "Deployment.apps shop/web"
+    assert checked["resourceVersion"] == changed["metadata"]["resourceVersion"]
+    assert (checked["result"], checked["reason"], checked["report"]) == ("fail", "content-mismatch", "updated")
+    assert reports(observe.fake)["web"]["result"] == "fail"
+    following.proc.send_signal(signal.SIGTERM)
+    assert following.next("stopped")["event"] == "stopped"
+    assert following.proc.wait(timeout=60) == 0
+
+
+def test_watch_deletes_the_report_of_a_deleted_object(observe: Observe, following: Running) -> None:
+    observe.fake.remove("apps/v1", "Deployment", "shop", "bad")
+    deleted = following.next("deleted")
+    assert (deleted["object"], deleted["report"]) == ("Deployment.apps shop/bad", "deleted")
+    assert sorted(reports(observe.fake)) == ["ledger", "settings", "web"]
+
+
+def test_watch_resumes_a_dropped_connection_from_the_last_version(observe: Observe, following: Running) -> None:
+    lists_before = len(
+        [
+            r
+            for r in observe.fake.requests
+            if "watch" not in r.query and r.path.endswith(("/configmaps", "/deployments"))
+        ]
+    )
+    last = {w.path: w.query["resourceVersion"][0] for w in observe.fake.watches()}
+    assert observe.fake.drop_watches() == 3
+    seen = following.until(lambda log: len([e for e in log if e["event"] == "resumed"]) == 3)
+    assert len({e["target"] for e in seen if e["event"] == "resumed"}) == 3
+    assert not [e for e in seen if e["event"] in ("relist", "listed")]
+    again = [w for w in observe.fake.watches() if w.status == 200][3:]
+    # Each resumed from at least where its last watch began (bookmarks may have moved it on), none listed again.
+    assert all(int(w.query["resourceVersion"][0]) >= int(last[w.path]) for w in again)
+    lists_after = len(
+        [
+            r
+            for r in observe.fake.requests
+            if "watch" not in r.query and r.path.endswith(("/configmaps", "/deployments"))
+        ]
+    )
+    assert lists_after == lists_before
+
+
+def test_watch_lists_again_after_a_410_and_deletes_what_it_missed(observe: Observe, following: Running) -> None:
+    fake = observe.fake
+    fake.store.watch_failures = 10**6  # while the watches are down ...
+    fake.drop_watches()
+    fake.remove("v1", "ConfigMap", "shop", "settings")  # ... an object is deleted, unseen,
+    fake.add(signed_configmap("fresh"))  # another is created,
+    fake.store.compact()  # and the server forgets those versions.
+    fake.store.watch_failures = 0
+    seen = following.until(
+        lambda log: len([e for e in log if e["event"] == "relist"]) == 3 and any(e["event"] == "deleted" for e in log)
+    )
+    assert {e["target"] for e in seen if e["event"] == "relist"} == {
+        "deployments.apps in namespace shop",
+        "configmaps in namespace shop",
+        "configmaps in namespace bank",
+    }
+    assert all("too old resource version" in e["why"] for e in seen if e["event"] == "relist")
+    (deleted,) = [e for e in seen if e["event"] == "deleted"]
+    assert (deleted["object"], deleted["report"], deleted["seen"]) == ("ConfigMap shop/settings", "deleted", "list")
+    assert sorted(reports(fake)) == ["bad", "fresh", "ledger", "web"]
+
+
+def test_watch_waits_for_a_policy_it_can_read(observe: Observe) -> None:
+    """As passes do: an unreadable policy is said, and read again every interval, before anything is watched."""
+    policy = observe.tmp / "policy.yaml"
+    policy.write_text("keyz: []\n")
+    run = Running(observe.command("-c", str(policy), "--watch", "--interval", "0.5", "--metrics-port", "0"))
+    try:
+        assert "unknown field 'keyz'" in run.next("policy-invalid")["message"]
+        assert observe.fake.watches() == []
+        policy.write_text("defaults: [k8s-manifest-sigstore, common]\n")
+        run.next("listed")
+    finally:
+        run.proc.kill()
+        run.proc.wait(timeout=30)
+        run.reader.join(timeout=30)
+        assert run.proc.stderr is not None
+        run.proc.stderr.close()

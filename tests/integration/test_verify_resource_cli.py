@@ -420,3 +420,34 @@ def test_a_forbidden_list_is_an_error_not_a_pass(cluster: Cluster) -> None:
     cluster.fake.forbidden_resources = {"configmaps"}
     proc = cluster.run("cm")
     assert proc.returncode == 2 and 'cannot list resource "configmaps"' in proc.stderr
+
+
+# --- one shape for files and clusters ------------------------------------------------------------------
+
+
+def test_verify_and_verify_resource_print_the_same_shape(cluster: Cluster) -> None:
+    """``verify -o json`` of an object as stored equals ``verify-resource -o json``'s, but for where it was read."""
+    cluster.fake.add(signed(deployment("web")))
+    proc = cluster.run("deployments", "-o", "json")
+    assert proc.returncode == 0, proc.stderr
+    live = json.loads(proc.stdout)
+    (stored,) = cluster.fake.stored("apps/v1", "Deployment")
+    (cluster.tmp / "web.yaml").write_text(yaml.safe_dump(stored))
+    command = [sys.executable, "-m", "provider.cli", "verify", "-f", str(cluster.tmp / "web.yaml")]
+    file = subprocess.run(
+        [*command, "-k", str(cluster.tmp / "key.pub"), "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert file.returncode == 0, file.stderr
+    read = json.loads(file.stdout)
+    (from_cluster,), (from_file,) = live["results"], read["results"]
+    assert list(from_file) == list(from_cluster)
+    assert from_file["object"] == {**from_cluster["object"], "document": 1}
+    assert from_cluster["object"]["group"] == "apps" and from_cluster["object"]["version"] == "v1"
+    assert {k: v for k, v in from_file.items() if k not in ("object", "message")} == {
+        k: v for k, v in from_cluster.items() if k not in ("object", "message")
+    }
+    assert list(read["summary"]) == list(live["summary"])

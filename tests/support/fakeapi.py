@@ -91,7 +91,12 @@ object of any served kind (server-set ``uid``, ``resourceVersion``,
 ``creationTimestamp``), :meth:`~FakeApiServer.change` writes it again (as a
 controller would), :meth:`~FakeApiServer.remove` deletes it. ``GET`` of a
 collection lists them (pages with ``limit``/``continue``, ``labelSelector``,
-one namespace or all), ``GET`` of an object reads one.
+one namespace or all), ``GET`` of an object reads one, ``GET <collection>?watch=1``
+streams its changes as the API server does (``Transfer-Encoding: chunked``, one
+JSON event per line; bookmarks, the 410 of a too-old resourceVersion: see
+:meth:`tests.support.fakestore.Store.watch`); :meth:`~FakeApiServer.drop_watches`
+cuts every open watch connection mid-stream, as a load balancer or a restarting
+API server does.
 :meth:`~FakeApiServer.install_crd` serves a CustomResourceDefinition: its
 group/version discovery document, its group in ``/apis``, and real creates
 and updates of its objects, validated against its schema (the PolicyReport
@@ -124,6 +129,7 @@ import ssl
 import tempfile
 import threading
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -377,6 +383,7 @@ class FakeApiServer:
             if p.startswith(("/api/", "/apis/")) and p.count("/") == (2 if p.startswith("/api/") else 3)
         }
         self._conflicted: set[str] = set()
+        self._watching: set[socket.socket] = set()
         self._closing = threading.Event()
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
@@ -438,6 +445,30 @@ class FakeApiServer:
                     sock.shutdown(socket.SHUT_RDWR)
                 sock.close()
             self._connections.clear()
+
+    def drop_watches(self) -> int:
+        """Cut every open watch connection without ending its stream; how many were open."""
+        with self._lock:
+            watching, self._watching = self._watching, set()
+        for sock in watching:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        return len(watching)
+
+    def watches(self) -> list[Logged]:
+        """The watch requests received so far."""
+        return [r for r in self.requests if r.method == "GET" and r.query.get("watch", [""])[0] in ("1", "true")]
+
+    def watch(self, logged: Logged) -> tuple[int, Any, dict[str, str]] | Iterator[dict[str, Any]]:
+        """The answer to a watch request: an error answer, or the events to stream."""
+        match = _COLLECTION.match(logged.path)
+        root = ("/api/v1" if match["cv"] else f"/apis/{match['g']}/{match['v']}") if match else ""
+        kind = self.kind_of(root, match["res"]) if match else None
+        if kind is None or (match and match["ns"] and not kind.namespaced):
+            return self._not_found(logged.path)
+        if kind.plural in self.forbidden_resources:
+            return 403, _forbidden(kind.plural, kind.group, match["ns"] if match else None, "watch"), {}
+        return self.store.watch(kind, match["ns"] if match else None, logged.query, self._closing)
 
     def __enter__(self) -> FakeApiServer:
         return self.start()
@@ -657,7 +688,7 @@ class FakeApiServer:
             return None
         namespace = match["ns"]
         if kind.plural in self.forbidden_resources:
-            verb = {"GET": "list" if collection else "get", "POST": "create", "PUT": "update"}.get(
+            verb = {"GET": "list" if collection else "get", "POST": "create", "PUT": "update", "DELETE": "delete"}.get(
                 logged.method, "patch"
             )
             return 403, _forbidden(kind.plural, kind.group, namespace, verb), {}
@@ -671,6 +702,8 @@ class FakeApiServer:
             return self.store.create(kind, namespace or "", logged.body)
         if logged.method == "PUT" and named:
             return self.store.update(kind, namespace or "", named["name"], logged.body)
+        if logged.method == "DELETE" and named:
+            return self.store.remove(kind, namespace or "", named["name"], logged.body)
         return None
 
     # -- answers --
@@ -908,7 +941,12 @@ def _handler(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 fake._closing.wait()
                 return
-            status, answer, extra = self._authorized_answer(logged)
+            answered = self._authorized_answer(logged)
+            if not isinstance(answered, tuple):  # a watch: events as they happen
+                logged.status = 200
+                self._stream(answered)
+                return
+            status, answer, extra = answered
             logged.status = status
             if isinstance(answer, str):
                 data, content_type = answer.encode(), "text/plain; charset=utf-8"
@@ -928,7 +966,7 @@ def _handler(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
             except OSError:
                 pass  # the client gave up (a timeout test)
 
-        def _authorized_answer(self, logged: Logged) -> tuple[int, Any, dict[str, str]]:
+        def _authorized_answer(self, logged: Logged) -> tuple[int, Any, dict[str, str]] | Iterator[dict[str, Any]]:
             try:
                 caller = fake.authentication().caller(self.headers.get("Authorization"), self.request.getpeercert())
             except Unauthorized:
@@ -939,7 +977,35 @@ def _handler(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
                 return refused
             if logged.method == "POST" and logged.path == REVIEW_PATH:
                 return fake.review(logged)
+            if logged.method == "GET" and logged.query.get("watch", [""])[0] in ("1", "true"):
+                return fake.watch(logged)
             return fake.answer(logged)
+
+        def _stream(self, events: Iterator[dict[str, Any]]) -> None:
+            """A watch answer as the API server sends it (k8s.io/apiserver pkg/endpoints/handlers/watch.go
+            HandleHTTP): 200, ``Transfer-Encoding: chunked``, each event one JSON document and a newline,
+            sent as it happens; the stream ends (the terminating chunk) when the watch does."""
+            sock = self.request
+            with fake._lock:
+                fake._watching.add(sock)
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self.wfile.flush()
+                for event in events:
+                    data = json.dumps(event).encode() + b"\n"
+                    self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except OSError:
+                pass  # cut by drop_watches, or the client went away
+            finally:
+                with fake._lock:
+                    fake._watching.discard(sock)
+                self.close_connection = True
 
         def _send_paced(self, pace: str, status: int, content_type: str, data: bytes, extra: dict[str, str]) -> None:
             phrase = self.responses.get(status, ("",))[0]

@@ -18,10 +18,30 @@ adds the state a live cluster has, in the shapes the recordings show:
 * an expired ``continue`` (``expire_continue`` of them) answers 410 Expired
   with an inconsistent token in the Status's ``metadata.continue`` and the
   API server's message (k8s.io/apiserver ``storage/etcd3``);
-* writes (POST without dryRun, PUT) only for resources made writable (the
-  CRDs a test installs): create (409 AlreadyExists if present), update
+* writes (POST without dryRun, PUT, DELETE) only for resources made writable
+  (the CRDs a test installs): create (409 AlreadyExists if present), update
   (409 Conflict on a stale ``resourceVersion``, 404 if absent), each
-  validated against the CRD's schema (422 Invalid, strict fields).
+  validated against the CRD's schema (422 Invalid, strict fields); delete
+  (404 if absent, 409 Conflict when ``preconditions`` name another uid or
+  resourceVersion -- k8s.io/apimachinery ``storage.Preconditions.Check`` -- and
+  otherwise a ``Status`` Success, what the generic registry answers when it
+  does not return the deleted object);
+* a watch (``GET <collection>?watch=1``) as the API server's watch cache
+  serves it (:meth:`Store.watch`; k8s.io/apiserver ``pkg/storage/cacher``):
+  every write is an event (``ADDED``, ``MODIFIED``, ``DELETED``, the object at
+  the write's resourceVersion; a label selector turns a change into or out of
+  it into ``ADDED``/``DELETED``), kept in a window of the last
+  :attr:`Store.history` events (``compact()`` empties it). A watch from a
+  resourceVersion older than the window gets one ``ERROR`` event holding a
+  410 ``Expired`` Status, "too old resource version: X (Y)", on an HTTP 200
+  stream, then the stream ends (``cacher.go``: once the resource version has
+  parsed, "other errors must fail with a watch event of type ERROR, rather
+  than a directly returned error"; ``watch_cache.go``
+  ``getAllEventsSinceLocked``). No resourceVersion, or "0": the current
+  objects as synthetic ``ADDED`` events first. ``allowWatchBookmarks=true``:
+  a ``BOOKMARK`` (an object of the kind with only ``metadata.resourceVersion``)
+  every :attr:`Store.bookmark_seconds` (the cacher's ``defaultBookmarkFrequency``
+  is a minute) and right before ``timeoutSeconds`` ends the watch.
 """
 
 from __future__ import annotations
@@ -33,7 +53,9 @@ import datetime
 import json
 import re
 import threading
+import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,6 +155,17 @@ def selected(labels: Any, requirements: list[tuple[str, str, tuple[str, ...]]]) 
 # --- the store ------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Event:
+    """One write, as the watch window keeps it: the object after it, and before it (for selectors)."""
+
+    rv: int
+    key: tuple[str, str]
+    type: str
+    object: dict[str, Any]
+    old: dict[str, Any] | None
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -159,7 +192,21 @@ class Store:
         self._writable: dict[tuple[str, str], dict[str, Any]] = {}  # -> the CRD that validates writes
         self._rv = 1000
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self.expire_continue = 0
+        #: Events the watch window keeps (the watch cache keeps at least 100, by time since 1.19).
+        self.history = 1000
+        #: Seconds between two bookmarks of a watch that asked for them.
+        self.bookmark_seconds = 60.0
+        #: Every write, oldest first, at most ``history``.
+        self._events: list[Event] = []
+        #: The oldest resourceVersion a watch may start from (``compact`` raises it).
+        self._floor = self._rv
+        #: How a watch from before the window is refused: "event" (an ERROR event on a 200 stream, as the
+        #: watch cache does) or "status" (an HTTP 410 answer).
+        self.expired_as = "event"
+        #: The next N watch requests are answered 500 (a watch cache that is not ready).
+        self.watch_failures = 0
 
     def _next_rv(self) -> str:
         self._rv += 1
@@ -193,6 +240,7 @@ class Store:
             meta["resourceVersion"] = self._next_rv()
             objects[key] = obj
             self._sorted.pop((kind.root, kind.plural), None)
+            self._record((kind.root, kind.plural), "ADDED" if fresh or old is None else "MODIFIED", obj, old)
             return copy.deepcopy(obj)
 
     def get(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
@@ -200,10 +248,35 @@ class Store:
             found = self._objects.get((kind.root, kind.plural), {}).get((namespace, name))
             return copy.deepcopy(found) if found is not None else None
 
-    def delete(self, kind: Kind, namespace: str, name: str) -> None:
+    def delete(self, kind: Kind, namespace: str, name: str) -> dict[str, Any] | None:
+        """Delete an object; the DELETED event carries it at the deletion's resourceVersion. Returns it, or None."""
         with self._lock:
-            self._objects.get((kind.root, kind.plural), {}).pop((namespace, name), None)
+            gone = self._objects.get((kind.root, kind.plural), {}).pop((namespace, name), None)
             self._sorted.pop((kind.root, kind.plural), None)
+            if gone is None:
+                return None
+            gone = copy.deepcopy(gone)
+            gone["metadata"]["resourceVersion"] = self._next_rv()
+            self._record((kind.root, kind.plural), "DELETED", gone, None)
+            return copy.deepcopy(gone)
+
+    # -- the watch window --
+
+    def _record(self, key: tuple[str, str], kind: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        """Keep an event (called with the lock held) and wake the watches."""
+        self._events.append(Event(int(obj["metadata"]["resourceVersion"]), key, kind, copy.deepcopy(obj), old))
+        if len(self._events) > self.history:
+            dropped = self._events[: len(self._events) - self.history]
+            del self._events[: len(dropped)]
+            self._floor = dropped[-1].rv
+        self._changed.notify_all()
+
+    def compact(self) -> int:
+        """Forget every event so far (etcd compaction, a watch cache that moved on); returns the resourceVersion."""
+        with self._lock:
+            self._events.clear()
+            self._floor = self._rv
+            return self._rv
 
     def objects(self, kind: Kind) -> list[dict[str, Any]]:
         with self._lock:
@@ -270,6 +343,118 @@ class Store:
             body = {"kind": f"{kind.kind}List", "apiVersion": kind.api_version, "metadata": meta,
                     "items": [o if kind.custom else {k: v for k, v in o.items() if k not in ("apiVersion", "kind")} for o in items]}  # fmt: skip
             return 200, body, {}  # stored objects are replaced on write, never changed in place
+
+    def watch(
+        self, kind: Kind, namespace: str | None, query: dict[str, list[str]], closing: threading.Event
+    ) -> Answer | Iterator[dict[str, Any]]:
+        """A watch of ``kind`` (module docstring): an error answer, or the events to stream (ends at ``timeoutSeconds``)."""
+        requirements = parse_selector((query.get("labelSelector") or [""])[0])
+        if requirements is None:
+            return 400, status(400, "BadRequest", "unable to parse requirement: invalid label selector"), {}
+        rv_text = (query.get("resourceVersion") or [""])[0]
+        if rv_text not in ("", "0") and not rv_text.isdigit():
+            return (
+                400,
+                status(400, "BadRequest", f'resourceVersion: Invalid value: "{rv_text}": invalid resource version'),
+                {},
+            )
+        try:
+            # The API server's default is minRequestTimeout (30 min) times a random factor in [1, 2).
+            timeout = float((query.get("timeoutSeconds") or ["1800"])[0])
+        except ValueError:
+            return 400, status(400, "BadRequest", "timeoutSeconds must be an integer"), {}
+        bookmarks = (query.get("allowWatchBookmarks") or [""])[0] in ("true", "1")
+        key = (kind.root, kind.plural)
+        with self._lock:
+            if self.watch_failures > 0:
+                self.watch_failures -= 1
+                return 500, status(500, "InternalError", "Internal error occurred: the watch cache is not ready"), {}
+            too_old = rv_text not in ("", "0") and int(rv_text) < self._floor
+            if too_old and self.expired_as == "status":
+                return 410, status(410, "Expired", f"too old resource version: {rv_text} ({self._floor})"), {}
+
+        def matches(obj: dict[str, Any] | None) -> bool:
+            if obj is None:
+                return False
+            meta = obj["metadata"]
+            if namespace is not None and meta.get("namespace", "") != namespace:
+                return False
+            return not requirements or selected(meta.get("labels"), requirements)
+
+        def bookmark(rv: int) -> dict[str, Any]:
+            return {"type": "BOOKMARK", "object": {"kind": kind.kind, "apiVersion": kind.api_version,
+                                                   "metadata": {"resourceVersion": str(rv)}}}  # fmt: skip
+
+        def events() -> Iterator[dict[str, Any]]:
+            deadline = time.monotonic() + timeout
+            with self._lock:
+                if rv_text in ("", "0"):
+                    start = self._rv
+                    initial = [o for o in self._objects.get(key, {}).values() if matches(o)]
+                elif int(rv_text) < self._floor:
+                    message = f"too old resource version: {rv_text} ({self._floor})"
+                    yield {"type": "ERROR", "object": status(410, "Expired", message)}
+                    return
+                else:
+                    start, initial = int(rv_text), []
+            for obj in initial:
+                yield {"type": "ADDED", "object": copy.deepcopy(obj)}
+            last_bookmark = time.monotonic()
+            while not closing.is_set():
+                with self._lock:
+                    pending = [e for e in self._events if e.rv > start]
+                    if not pending:
+                        waits = [deadline - time.monotonic(), 0.1]
+                        if bookmarks:
+                            waits.append(last_bookmark + self.bookmark_seconds - time.monotonic())
+                        self._changed.wait(max(0.0, min(waits)))
+                        pending = [e for e in self._events if e.rv > start]
+                    if pending:
+                        start = pending[-1].rv  # every event up to here is this watch's, sent or filtered out
+                for event in pending:
+                    if event.key != key:
+                        continue
+                    now, before = matches(event.object), matches(event.old)
+                    if event.type == "MODIFIED" and before and not now:
+                        # Out of the selector: a DELETED of what it was, at the change's resourceVersion
+                        # (k8s.io/apiserver pkg/storage/cacher/cache_watcher.go convertToWatchEvent).
+                        gone = copy.deepcopy(event.old)
+                        gone["metadata"]["resourceVersion"] = str(event.rv)
+                        yield {"type": "DELETED", "object": gone}
+                    elif now:
+                        kind_of = "ADDED" if event.type == "MODIFIED" and not before else event.type
+                        yield {"type": kind_of, "object": copy.deepcopy(event.object)}
+                moment = time.monotonic()
+                if moment >= deadline:
+                    if bookmarks:
+                        yield bookmark(start)  # "a bookmark right before watch deadline"
+                    return
+                if bookmarks and moment - last_bookmark >= self.bookmark_seconds:
+                    last_bookmark = moment
+                    yield bookmark(start)
+
+        return events()
+
+    def remove(self, kind: Kind, namespace: str, name: str, body: Any) -> Answer | None:
+        """A real DELETE; None when ``kind`` is not writable here."""
+        if (kind.root, kind.plural) not in self._writable:
+            return None
+        current = self.get(kind, namespace, name)
+        if current is None:
+            return 404, status(404, "NotFound", f'{kind.plural}.{kind.group} "{name}" not found', name=name,
+                               group=kind.group, kind=kind.plural), {}  # fmt: skip
+        preconditions = (body.get("preconditions") if isinstance(body, dict) else None) or {}
+        for field in ("uid", "resourceVersion"):
+            wanted, found = preconditions.get(field), current["metadata"][field]
+            if wanted and wanted != found:
+                label = "UID" if field == "uid" else "ResourceVersion"
+                message = f"Precondition failed: {label} in precondition: {wanted}, {label} in object meta: {found}"
+                return 409, status(409, "Conflict", f'Operation cannot be fulfilled on {kind.plural}.{kind.group} "{name}": {message}',
+                                   name=name, group=kind.group, kind=kind.plural), {}  # fmt: skip
+        self.delete(kind, namespace, name)
+        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "details": {"name": name, "group": kind.group, "kind": kind.plural, "uid": current["metadata"]["uid"]}}  # fmt: skip
+        return 200, body, {}
 
     def read(self, kind: Kind, namespace: str, name: str) -> Answer:
         found = self.get(kind, namespace, name)

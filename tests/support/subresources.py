@@ -71,6 +71,10 @@ KINDS = {
         Kind("certificates.k8s.io", "v1", "CertificateSigningRequest", "certificatesigningrequests"),
     ]
 }
+#: A custom resource (its CRD serves status), for ``--match-kind group/Kind``.
+WIDGET = Kind("example.com", "v1", "Widget", "widgets")
+#: Every kind a request here can be for: the built-in ones and the custom resource.
+ALL_KINDS = {**KINDS, WIDGET.kind: WIDGET}
 SCALE = Kind("autoscaling", "v1", "Scale", "")
 BINDING = Kind("", "v1", "Binding", "")
 EVICTION = Kind("policy", "v1", "Eviction", "")
@@ -197,7 +201,7 @@ def admission_request(
     operation: str | None = None,
 ) -> dict[str, Any]:
     """The AdmissionRequest the API server sends for a write to ``kind`` (through ``subresource``)."""
-    parent = KINDS[kind]
+    parent = ALL_KINDS[kind]
     object_kind = parent if subresource is None or subresource.object_kind is None else subresource.object_kind
     meta: dict[str, Any] = {"name": name}
     if namespace is not None and kind != "Namespace":
@@ -318,7 +322,7 @@ def kyverno_kind_matches(selectors: list[str], request: dict[str, Any], *, valid
     """Kyverno's ``CheckKind`` on the parent resource's kind and the request's subresource."""
     parent = next(
         k
-        for k in KINDS.values()
+        for k in ALL_KINDS.values()
         if k.resource == request["resource"]["resource"] and k.group == request["resource"]["group"]
     )
     sub = request.get("subResource") or ""

@@ -9,9 +9,10 @@ Rendered with ``kubectl kustomize`` (or ``kustomize``). What is checked:
   the policy trusts the keys the shipped Kyverno policy trusts;
 * RBAC grants exactly what the observer does -- ``list`` on each target's
   resource in each target namespace (the resource found as the observer finds
-  it: discovery, here the real API server's recorded documents) and
-  get/create/update on PolicyReports there -- to its service account, and
-  nothing else: no wildcard, no Secrets, no watch, no delete;
+  it: discovery, here the real API server's recorded documents), ``watch`` too
+  when it runs with ``--watch``, and get/create/update on PolicyReports there
+  (with ``--watch`` also delete: it deletes the report of a deleted object) --
+  to its service account, and nothing else: no wildcard, no Secrets;
 * the pod runs as a restricted workload.
 """
 
@@ -131,9 +132,14 @@ def test_rbac_grants_exactly_what_the_observer_does(tmp_path: Path) -> None:
             assert resource.namespaced and target.namespaces, "cluster-wide targets need a ClusterRole"
             for namespace in target.namespaces:
                 grants = needed.setdefault(namespace, set())
-                grants.add((resource.group, resource.name, "list"))
-                grants |= {("wgpolicyk8s.io", "policyreports", verb) for verb in ("get", "create", "update")}
+                grants |= {(resource.group, resource.name, verb) for verb in ("list", "watch")[: 1 + args().watch]}
+                report_verbs = ("get", "create", "update") + (("delete",) if args().watch else ())
+                grants |= {("wgpolicyk8s.io", "policyreports", verb) for verb in report_verbs}
     assert rules_by_namespace() == needed
+
+
+def test_the_observer_follows_changes_as_they_happen() -> None:
+    assert args().watch and not args().once
 
 
 def test_the_pod_is_a_restricted_workload() -> None:

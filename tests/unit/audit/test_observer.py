@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
-from provider.audit.live import Checked, LiveChecker
+from provider.audit.live import Checked, LiveChecker, ObjectRef
 from provider.audit.observer import Observer, PassStats, Target, VerdictCache, WriteOutcome, read_targets
 from provider.audit.reports import same_content
 from provider.bounds import LOCAL
@@ -58,6 +58,11 @@ class Sink:
         old = self.reports.get(name)
         self.reports[name] = report
         return "created" if old is None else ("unchanged" if same_content(old, report) else "updated")
+
+    def delete(self, obj: dict[str, Any]) -> Literal["deleted", "absent"]:
+        if self.failing:
+            raise TransientError("policyreports forbidden")
+        return "deleted" if self.reports.pop(obj["metadata"]["name"], None) is not None else "absent"
 
 
 class CountingChecker(LiveChecker):
@@ -279,3 +284,43 @@ def test_under_a_signature_configmap_every_pass_verifies_again_as_the_configmap_
     signatures.sign(api)  # re-signed without web: the objects' resourceVersions stay
     third = world.run()
     assert dict(third.by_outcome) == {"pass": 1, "fail": 1} and dict(third.reports) == {"unchanged": 1, "updated": 1}
+
+
+# --- what a watch saw (observe --watch) -----------------------------------------------------------------
+
+
+def test_a_watched_change_is_verified_now_and_an_unchanged_object_is_not() -> None:
+    world = World(fleet())
+    world.run()
+    before = CountingChecker.checks
+    web = world.source.objects_by_uid["uid-web"]
+    world.source.write(reimaged(web))
+    stats = world.observer.check([world.source.objects_by_uid["uid-web"], world.source.objects_by_uid["uid-api"]])
+    assert (stats.verified_now, stats.cache_hits, dict(stats.reports)) == (1, 1, {"updated": 1})
+    assert CountingChecker.checks - before == 1
+    assert [(c.ref.name, report) for c, report in stats.verdicts or []] == [("web", "updated"), ("api", "cached")]
+
+
+def test_a_deleted_object_loses_its_report() -> None:
+    world = World(fleet())
+    world.run()
+    ref = ObjectRef.of(world.source.objects_by_uid["uid-bad"])
+    assert world.observer.forget(ref) == "deleted"
+    assert "manifest-provider-uid-bad" not in world.sink.reports and len(world.sink.reports) == 2
+    assert world.observer.forget(ref) == "absent"
+    world.sink.failing = True
+    assert world.observer.forget(ObjectRef.of(world.source.objects_by_uid["uid-web"])) == "failed"
+
+
+def test_reload_says_whether_the_policy_changed() -> None:
+    world = World(fleet())
+    assert world.observer.reload() is True  # the first read
+    assert world.observer.reload() is False
+    rotated = {"keys": [public_key_pem(make_key("ecdsa-p256", 153))]}
+    world.policy = rotated
+    assert world.observer.reload() is True
+    world.policy = {"keys": []}
+    with pytest.raises(PolicyError):
+        world.observer.reload()
+    world.policy = rotated
+    assert world.observer.reload() is False  # the refused one never replaced the one in use

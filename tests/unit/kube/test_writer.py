@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from provider.audit.live import Checked, ObjectRef
-from provider.audit.reports import MANAGED_BY, report_for, same_content
+from provider.audit.reports import MANAGED_BY, report_for, report_stub, same_content
 from provider.errors import RequestError, TransientError
 from provider.kube.dryrun import KubeDryRunner
 from provider.kube.writer import KubeWriter
@@ -138,3 +138,58 @@ def test_a_forbidden_write_names_the_permission(fake: FakeApiServer, writer: Kub
     fake.forbidden_resources = {"policyreports"}
     with pytest.raises(TransientError, match="grant verbs get, create and update on resource 'policyreports'"):
         writer.write(report(PASS))
+
+
+# --- deleting the report of an object that is gone -----------------------------------------------------
+
+
+def test_a_report_is_deleted_and_a_missing_one_is_absent(fake: FakeApiServer, writer: KubeWriter) -> None:
+    writer.write(report(PASS))
+    stub = report_stub(REF)
+    assert writer.delete(stub) == "deleted"
+    assert fake.stored("wgpolicyk8s.io/v1alpha2", "PolicyReport") == []
+    assert writer.delete(stub) == "absent"  # the garbage collector was first: not an error
+    (deleted,) = [r for r in fake.requests if r.method == "DELETE"]
+    assert deleted.body["preconditions"]["uid"] and deleted.body["preconditions"]["resourceVersion"]
+    assert writer.delete(report_stub(CLUSTER_REF)) == "absent"  # a ClusterPolicyReport, by the same rule
+
+
+def test_a_report_this_project_does_not_own_is_not_deleted(fake: FakeApiServer, writer: KubeWriter) -> None:
+    theirs = copy.deepcopy(report(PASS))
+    theirs["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "kyverno"}
+    fake.add(theirs)
+    with pytest.raises(RequestError, match="not managed by manifest-provider"):
+        writer.delete(report_stub(REF))
+    assert len(fake.stored("wgpolicyk8s.io/v1alpha2", "PolicyReport")) == 1
+
+
+class RewritingApi(FakeApiServer):
+    """Rewrites the report between the writer's GET and its first DELETE (another writer), once."""
+
+    rewritten = False
+
+    def answer(self, logged: Logged) -> tuple[int, Any, dict[str, str]]:
+        if logged.method == "DELETE" and not self.rewritten:
+            self.rewritten = True
+            (current,) = self.stored("wgpolicyk8s.io/v1alpha2", "PolicyReport")
+            self.change(current)
+        return super().answer(logged)
+
+
+@pytest.mark.fake_api(make=RewritingApi)
+def test_a_report_changed_meanwhile_is_read_again_before_it_is_deleted(fake: FakeApiServer, writer: KubeWriter) -> None:
+    """The preconditions hold the version read: the API server refuses a stale delete (409), the writer retries."""
+    writer.write(report(PASS))
+    assert writer.delete(report_stub(REF)) == "deleted"
+    assert [(r.method, r.status) for r in fake.requests if r.method == "DELETE"] == [("DELETE", 409), ("DELETE", 200)]
+    first, second = [r.body["preconditions"]["resourceVersion"] for r in fake.requests if r.method == "DELETE"]
+    assert int(second) > int(first)  # read again after the rewrite
+
+
+def test_a_forbidden_delete_names_the_permission(fake: FakeApiServer, writer: KubeWriter) -> None:
+    writer.write(report(PASS))
+    fake.forbidden_resources = {"policyreports"}
+    with pytest.raises(
+        TransientError, match=r"get policyreports\.wgpolicyk8s\.io in namespace 'shop' forbidden: grant"
+    ):
+        writer.delete(report_stub(REF))
