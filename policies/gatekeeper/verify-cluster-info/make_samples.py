@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
+import hmac
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,14 +41,15 @@ from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from cryptography.x509.oid import NameOID  # noqa: E402
 
-from provider.bootstrap import (  # noqa: E402
+from provider.kube.tokens import KubeTokenSource  # noqa: E402
+from provider.neighbours.bootstrap import (  # noqa: E402
     BootstrapToken,
     ClusterInfoPolicy,
     InlineTokenSource,
-    detached_signature,
+    b64url,
     evaluate_cluster_info,
+    protected_header,
 )
-from provider.kube_tokens import KubeTokenSource  # noqa: E402
 from provider.review import Review  # noqa: E402
 
 SAMPLES = HERE / "samples" / "k8sverifyclusterinfo"
@@ -62,6 +65,17 @@ class ClusterTokens(InlineTokenSource):
     """The sample token, described as the service's Secret lookup describes a missing one."""
 
     description = KubeTokenSource.description
+
+
+def detached_signature(content: str, token: BootstrapToken) -> str:
+    """The ``jws-kubeconfig-<id>`` value the bootstrap signer writes: a detached JWS, HS256 keyed by the token.
+
+    ``k8s.io/cluster-bootstrap/token/jws`` (``ComputeDetachedSignature``, keyed by the token secret):
+    the compact serialisation of RFC 7515 with the payload left out (Appendix F).
+    """
+    header = protected_header(token.token_id)
+    signing_input = f"{header}.{b64url(content.encode())}".encode("ascii")
+    return f"{header}..{b64url(hmac.new(token.secret.encode(), signing_input, hashlib.sha256).digest())}"
 
 
 class _Dumper(yaml.SafeDumper):

@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from cryptography.x509.oid import NameOID  # noqa: E402
 
-from provider.csr import CsrPolicy, evaluate_csr  # noqa: E402
+from provider.neighbours.csr import CsrPolicy, evaluate_csr  # noqa: E402
 from provider.review import Review  # noqa: E402
 
 SAMPLES = HERE / "samples" / "k8sverifykubeletservingcsr"
