@@ -155,9 +155,7 @@ def main(output: Path = OUTPUT) -> None:
         "types": types,
     }
     output.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
-    print(
-        f"{output}: {len(document['kinds'])} kinds, {len(types)} types; no model for {', '.join(missing) or 'none'}"
-    )
+    print(f"{output}: {len(document['kinds'])} kinds, {len(types)} types; no model for {', '.join(missing) or 'none'}")
 
 
 if __name__ == "__main__":

@@ -101,12 +101,38 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycles(graph) == [["a", "b", "c"]]
 
 
+LINTED = ("provider", "tests", "bench", "tools", "policies")
+
+
 def test_the_code_is_formatted() -> None:
     """``ruff format`` at 120 columns (pyproject.toml) is enforced, here and in ``make lint``."""
     ruff = Path(sys.executable).with_name("ruff")
-    proc = subprocess.run([str(ruff), "format", "--check", "provider", "tests", "bench", "tools"], cwd=REPO,
+    proc = subprocess.run([str(ruff), "format", "--check", *LINTED], cwd=REPO,
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-1000:]
+
+
+def scripts() -> list[Path]:
+    """The scripts outside the package that write committed files: the policies' generators and tools/."""
+    found = sorted({*REPO.glob("policies/**/*.py"), *REPO.glob("tools/*.py")})
+    assert len(found) >= 6, found
+    return found
+
+
+def test_the_scripts_outside_the_package_pass_ruff_and_strict_mypy(tmp_path: Path) -> None:
+    """policies/**/*.py and tools/ are code like the package's: ruff's rules, and mypy --strict one script
+    at a time (several are called make_samples.py), as ``make lint`` runs them."""
+    ruff, mypy = (Path(sys.executable).with_name(tool) for tool in ("ruff", "mypy"))
+    proc = subprocess.run([str(ruff), "check", "tools", "policies"], cwd=REPO,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-1000:]
+    makefile = (REPO / "Makefile").read_text()
+    assert "ruff check provider tests bench tools policies" in makefile
+    assert '$(VENV)/bin/mypy "$$script"' in makefile
+    for script in scripts():
+        proc = subprocess.run([str(mypy), "--cache-dir", str(tmp_path), str(script.relative_to(REPO))], cwd=REPO,
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-1000:]
 
 
 FORBIDDEN_PACKAGES = ("flask", "werkzeug", "gunicorn", "kubernetes", "prometheus_client")

@@ -37,7 +37,11 @@ COPIED = ("policies", "manifests", "tools", "tests/data/dryrun/discovery")
 #: kind schemas go to the package's data folder, which is not copied (a ``provider`` folder in
 #: the copy would shadow the installed package).
 ELSEWHERE: dict[str, tuple[list[str], str, str]] = {
-    "tools/make_kind_schemas.py": (["--output", "kind_schemas.json"], "kind_schemas.json", "provider/data/kind_schemas.json"),
+    "tools/make_kind_schemas.py": (
+        ["--output", "kind_schemas.json"],
+        "kind_schemas.json",
+        "provider/data/kind_schemas.json",
+    ),
 }
 
 #: The values a run draws at random, each by the context that names it.
@@ -53,7 +57,9 @@ RANDOM = [
 
 
 def generators() -> list[str]:
-    found = sorted(str(p.relative_to(REPO)) for p in (*REPO.glob("policies/**/make_*.py"), *REPO.glob("tools/make_*.py")))
+    found = sorted(
+        str(p.relative_to(REPO)) for p in (*REPO.glob("policies/**/make_*.py"), *REPO.glob("tools/make_*.py"))
+    )
     assert len(found) >= 6, found
     return found
 
@@ -126,7 +132,9 @@ def test_the_generators_that_write_elsewhere_write_what_is_committed(regenerated
 
 def test_a_changed_verdict_is_a_difference_and_a_new_key_is_not() -> None:
     """The comparison can fail: a fresh key compares equal to another, a changed message does not."""
-    committed = "keys:\n- |\n  -----BEGIN PUBLIC KEY-----\n  MFkwEwYHKoZIzj0CAQ\n  AbCdEfGh==\n  -----END PUBLIC KEY-----\n"
+    committed = (
+        "keys:\n- |\n  -----BEGIN PUBLIC KEY-----\n  MFkwEwYHKoZIzj0CAQ\n  AbCdEfGh==\n  -----END PUBLIC KEY-----\n"
+    )
     committed += "verdict.message: signed by sha256:" + "a" * 64 + " admitted 'debug'\n"
     fresh = committed.replace("MFkwEwYHKoZIzj0CAQ", "MFkwEwYHKoZIzj0CZZ").replace("a" * 64, "b" * 64)
     assert masked(committed, {}) == masked(fresh, {})

@@ -111,9 +111,9 @@ def throwaway_ca() -> bytes:
 
 def kubeconfig(ca: bytes, server: str) -> str:
     """The kubeconfig kubeadm writes into cluster-info: one cluster, no users."""
+    cluster = {"certificate-authority-data": base64.b64encode(ca).decode(), "server": server}
     config = {
-        "apiVersion": "v1",
-        "clusters": [{"cluster": {"certificate-authority-data": base64.b64encode(ca).decode(), "server": server}, "name": ""}],
+        "apiVersion": "v1", "clusters": [{"cluster": cluster, "name": ""}],
         "contexts": [], "current-context": "", "kind": "Config", "preferences": {}, "users": [],
     }  # fmt: skip
     return yaml.safe_dump(config, sort_keys=False)
@@ -122,13 +122,20 @@ def kubeconfig(ca: bytes, server: str) -> str:
 def cluster_info(config: str, *signatures: tuple[str, str]) -> dict[str, Any]:
     data = {f"jws-kubeconfig-{token_id}": value for token_id, value in signatures}
     data["kubeconfig"] = config
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cluster-info", "namespace": "kube-public"}, "data": data}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "cluster-info", "namespace": "kube-public"},
+        "data": data,
+    }
 
 
 def main() -> None:
     config = kubeconfig(throwaway_ca(), SERVER)
     signed = cluster_info(config, (TOKEN.token_id, detached_signature(config, TOKEN)))
-    tampered = cluster_info(config.replace(SERVER, "https://203.0.113.66:6443"), (TOKEN.token_id, detached_signature(config, TOKEN)))
+    tampered = cluster_info(
+        config.replace(SERVER, "https://203.0.113.66:6443"), (TOKEN.token_id, detached_signature(config, TOKEN))
+    )
     stranger = cluster_info(config, (STRANGER.token_id, detached_signature(config, STRANGER)))
     cases = {"allowed": signed, "disallowed_tampered": tampered, "disallowed_unknown_token": stranger}
 
@@ -166,7 +173,9 @@ def main() -> None:
             "kind": "Values",
             "metadata": {"name": "values"},
             "policies": [{"name": "verify-cluster-info", "resources": [{"name": "cluster-info", "values": {
-                "verdict.allowed": verdict.allowed, "verdict.reason": verdict.reason, "verdict.message": verdict.message,
+                "verdict.allowed": verdict.allowed,
+                "verdict.reason": verdict.reason,
+                "verdict.message": verdict.message,
             }}]}],
         })  # fmt: skip
         write(directory / "kyverno-test.yaml", {

@@ -100,13 +100,19 @@ CONSTRAINT_HEADER = (
     "# Matches ConfigMaps and Deployments in demo, and Scale: `kubectl scale` writes a\n"
     "# Deployment through its scale subresource, with a Scale as the object. Gatekeeper\n"
     "# must be sent those requests at all: manifests/overlays/gatekeeper/gatekeeper-values.yaml\n"
-    "# (docs/policy.md, \"Subresources\").\n"
+    '# (docs/policy.md, "Subresources").\n'
 )
 
 
 def admission_request(obj: dict[str, Any]) -> dict[str, Any]:
     """``{{ request }}`` at admission: the API server's AdmissionRequest for a create by :data:`USER`."""
-    return {"operation": "CREATE", "namespace": NAMESPACE, "name": obj["metadata"]["name"], "userInfo": USER, "object": obj}
+    return {
+        "operation": "CREATE",
+        "namespace": NAMESPACE,
+        "name": obj["metadata"]["name"],
+        "userInfo": USER,
+        "object": obj,
+    }
 
 
 def background_scan_request(obj: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +124,9 @@ def background_scan_request(obj: dict[str, Any]) -> dict[str, Any]:
     return {"object": obj, "namespace": NAMESPACE, "operation": "CREATE"}
 
 
-def verdicts(objects: list[dict[str, Any]], public_key: str, request: Any = admission_request) -> dict[str, dict[str, Any]]:
+def verdicts(
+    objects: list[dict[str, Any]], public_key: str, request: Any = admission_request
+) -> dict[str, dict[str, Any]]:
     policy = Policy.from_dict({"keys": [public_key]})
     out = {}
     for obj in objects:
@@ -156,12 +164,19 @@ def replace_key(path: Path, old: list[str], new: list[str]) -> None:
 
 def main() -> None:
     old_constraint = SAMPLES / "constraint.yaml"
-    old_key = key_lines(yaml.safe_load(old_constraint.read_text())["spec"]["parameters"]["keys"][0]) if old_constraint.exists() else []
+    old_key = (
+        key_lines(yaml.safe_load(old_constraint.read_text())["spec"]["parameters"]["keys"][0])
+        if old_constraint.exists()
+        else []
+    )
 
     key = generate_key("ecdsa-p256")
     public_key = public_pem(key).decode()
     signed = sign_documents(
-        [configmap("app-config", {"mode": "production", "replicas": "3"}), configmap("app-settings", {"log-level": "info"})],
+        [
+            configmap("app-config", {"mode": "production", "replicas": "3"}),
+            configmap("app-settings", {"log-level": "info"}),
+        ],
         key,
     )
     allowed = signed[0]
@@ -180,7 +195,10 @@ def main() -> None:
         replace_key(policy_path, old_key, key_lines(public_key))
     replace_key(OBSERVER_CONFIG, old_key, key_lines(public_key))
 
-    for name, request in (("verify-manifest-signature", admission_request), ("verify-manifest-signature-background", background_scan_request)):
+    for name, request in (
+        ("verify-manifest-signature", admission_request),
+        ("verify-manifest-signature-background", background_scan_request),
+    ):
         answers = verdicts([allowed, tampered, unsigned], public_key, request)
         values = {
             "apiVersion": "cli.kyverno.io/v1alpha1",
@@ -189,7 +207,10 @@ def main() -> None:
             "policies": [
                 {
                     "name": name,
-                    "resources": [{"name": obj, "values": {f"verdict.{k}": v for k, v in verdict.items()}} for obj, verdict in answers.items()],
+                    "resources": [
+                        {"name": obj, "values": {f"verdict.{k}": v for k, v in verdict.items()}}
+                        for obj, verdict in answers.items()
+                    ],
                 }
             ],
         }
