@@ -792,11 +792,13 @@ def test_dry_run_may_create_exactly_the_protected_kinds_where_it_dry_runs(
     assert find(docs, "Deployment")["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
 
 
-def test_the_observer_lists_what_it_observes_and_writes_only_reports() -> None:
+@pytest.mark.parametrize("watch", [True, False], ids=["watch", "schedule"])
+def test_the_observer_lists_what_it_observes_and_writes_only_reports(watch: bool) -> None:
+    """With ``--watch`` (the default, as the overlay) it also watches the kinds and deletes reports of what is gone."""
     values = policy_values(
         "kyverno-cel",
         policies={"enabled": True, "namespaces": ["shop"], "kinds": ["ConfigMap", "apps/Deployment", "ClusterRole"]},
-        observer={"enabled": True},
+        observer={"enabled": True, "watch": watch},
     )
     docs = render(values)
     config = find(docs, "ConfigMap", "manifest-provider-observer")
@@ -807,22 +809,26 @@ def test_the_observer_lists_what_it_observes_and_writes_only_reports() -> None:
         ("clusterroles.rbac.authorization.k8s.io", ()),
     ]
     assert Policy.from_dict(yaml.safe_load(config["data"]["policy.yaml"])).keys
+    kinds = ["list", "watch"] if watch else ["list"]
+    reports = ["get", "create", "update", "delete"] if watch else ["get", "create", "update"]
     observer = {k: v for k, v in rbac(docs).items() if k[2] == "manifest-provider-observer"}
     assert observer[("Role", "shop", "manifest-provider-observer")] == [
-        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]},
-        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]},
-        {"apiGroups": ["wgpolicyk8s.io"], "resources": ["policyreports"], "verbs": ["get", "create", "update"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": kinds},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": kinds},
+        {"apiGroups": ["wgpolicyk8s.io"], "resources": ["policyreports"], "verbs": reports},
     ]
     assert observer[("ClusterRole", "", "manifest-provider-observer")] == [
-        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": ["list"]},
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"], "verbs": kinds},
         {
             "apiGroups": ["wgpolicyk8s.io"],
             "resources": ["policyreports", "clusterpolicyreports"],
-            "verbs": ["get", "create", "update"],
+            "verbs": reports,
         },
     ]
     deployment = find(docs, "Deployment", "manifest-provider-observer")
     assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"] == {"type": "Recreate"}
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert ("--watch" in container["args"]) is watch
 
 
 # --- metrics --------------------------------------------------------------------------------------
