@@ -1,6 +1,6 @@
 """Every file, folder and module the prose names exists.
 
-A docstring, a comment or a page that names ``provider/config.py`` after the module moved
+A docstring, a comment or a page that names a module where it was before it moved
 sends the reader to nothing. This reads the prose of every file git holds -- the whole text
 of docs, manifests, policies and configuration files, the comments and docstrings of Python
 files (their code is checked by running it) -- and resolves two kinds of names:
