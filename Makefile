@@ -135,10 +135,15 @@ test-latest: system-packages
 	$(LATEST)/bin/python -m tests.support.lock || true
 	$(LATEST)/bin/python -m pytest --deselect tests/unit/test_lock.py::test_installed_versions_match_the_lock
 
+# The scripts that write committed files (policies/**/make_*.py, tools/*.py) are checked one by
+# one: several share a name (make_samples.py), and they are scripts, not a package.
+SCRIPTS = $(sort $(wildcard policies/*.py policies/*/*/*.py tools/*.py))
+
 lint: install
-	$(VENV)/bin/ruff check provider tests bench tools
-	$(VENV)/bin/ruff format --check provider tests bench tools
+	$(VENV)/bin/ruff check provider tests bench tools policies
+	$(VENV)/bin/ruff format --check provider tests bench tools policies
 	$(VENV)/bin/mypy
+	for script in $(SCRIPTS); do $(VENV)/bin/mypy "$$script" || exit 1; done
 	$(VENV)/bin/lint-imports --no-cache
 
 ## bench: every benchmark and the figures docs/performance.md quotes (about 7 minutes)

@@ -40,7 +40,7 @@ import copy
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from .allocations import adopt_server_choices
 from .compare import DiffItem, IgnoreSet, diff
@@ -49,9 +49,6 @@ from .errors import MalformedMessage, TransientError
 from .kindschema import object_shape
 from .objects import split_api_version
 from .schema import child_list, child_mapping
-
-if TYPE_CHECKING:
-    from .policy import Policy
 
 #: Appended to the signed name, so a dry-run create never clashes with the
 #: object under review (which, on UPDATE, exists) and is recognisable in logs
@@ -317,17 +314,19 @@ def compare_with_dry_run(  # noqa: PLR0917 - step 5 of the verifier calls it pos
     document: dict[str, Any],
     obj: dict[str, Any],
     namespace: str | None,
-    policy: Policy,
+    configured_namespace: str,
     ignore: IgnoreSet,
     dry_runner: DryRunner,
     envelope: frozenset[str],
 ) -> list[DiffItem]:
     """Differences between the dry-run of ``document`` and ``obj``, by value (empty: it verifies).
 
-    ``envelope`` names the annotations the signature envelope was read from:
-    exactly those are left out of the admitted object.
+    ``configured_namespace`` is the policy's ``dryRun.namespace`` (empty: the
+    object's own, :func:`target_namespace`); ``ignore`` its ignore set for the
+    object. ``envelope`` names the annotations the signature envelope was read
+    from: exactly those are left out of the admitted object.
     """
-    plan = plan_dry_run(document, target_namespace(obj, namespace, policy.dry_run.namespace))
+    plan = plan_dry_run(document, target_namespace(obj, namespace, configured_namespace))
     result = dry_runner.dry_run(plan.manifest, plan.namespace)
     problem = answer_mismatch(result, plan)
     if problem:

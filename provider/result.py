@@ -50,7 +50,7 @@ Reason = Literal[
     "bundle-unavailable",  # the registry could not be asked, refused, or did not answer in time
     "bundle-invalid",  # the registry answered with something that is not a bundle within the limits
     "signature-configmap-unavailable",  # the signature ConfigMap could not be read
-    # denied: a bootstrap-token signed cluster-info ConfigMap (provider/bootstrap.py)
+    # denied: a bootstrap-token signed cluster-info ConfigMap (provider/neighbours/bootstrap.py)
     "cluster-info-invalid",
     "jws-malformed",
     "jws-header-invalid",
@@ -58,7 +58,7 @@ Reason = Literal[
     "token-expired",
     "token-not-for-signing",
     "ca-pin-mismatch",
-    # denied: a kubelet-serving CertificateSigningRequest (provider/csr.py)
+    # denied: a kubelet-serving CertificateSigningRequest (provider/neighbours/csr.py)
     "csr-malformed",
     "csr-requester-mismatch",
     "csr-username-not-node",

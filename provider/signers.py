@@ -1,7 +1,7 @@
 """Who signed: what checking one trusted key or signer entry establishes, and how signers are counted.
 
 :class:`Outcome` is the answer of one check -- a key against the signature
-sets (:func:`provider.verifier.check_key`), a keyless or certificate signer
+sets (step 2 of :mod:`provider.verifier`), a keyless or certificate signer
 entry (:func:`provider.keyless.signer.check_signer`): the signers it accepts
 (:class:`Match`) and what every certificate that passed its trust checks
 binds (:class:`Binding`). :class:`Signers` joins keys into signers and

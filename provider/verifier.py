@@ -617,7 +617,7 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
         _check_dry_run_namespace(policy, own_namespaces)
         try:
             items = compare_with_dry_run(
-                document, admitted, namespace, policy, ignore, dry_runner, envelope.annotations
+                document, admitted, namespace, policy.dry_run.namespace, ignore, dry_runner, envelope.annotations
             )
         except VerificationFailure as failure:  # the API server rejected the signed manifest
             failure.signers, failure.used_cluster = signers, True

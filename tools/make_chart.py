@@ -193,7 +193,7 @@ def _type_of(schema: dict[str, Any]) -> str:
     if "enum" in schema and len(schema["enum"]) <= 6:
         return " \\| ".join(f"`{json.dumps(v)}`" for v in schema["enum"])
     if "$ref" in schema:
-        return schema["$ref"].rsplit("/", 1)[-1]
+        return str(schema["$ref"]).rsplit("/", 1)[-1]
     kind = schema.get("type", "any")
     if kind == "array":
         item = schema.get("items", {})

@@ -23,6 +23,7 @@ fail-closed reading. Run ``make kind-schemas`` after upgrading the client.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -135,7 +136,8 @@ def prune(types: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     }
 
 
-def main() -> None:
+def main(output: Path = OUTPUT) -> None:
+    """Write the document to ``output`` (``python tools/make_kind_schemas.py [--output PATH]``; default: the package's)."""
     kinds: dict[str, str] = {}
     missing: list[str] = []
     for group, version, kind in served_kinds():
@@ -152,11 +154,11 @@ def main() -> None:
         "kinds": {key: model for key, model in sorted(kinds.items()) if model in types},
         "types": types,
     }
-    OUTPUT.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
-    print(
-        f"{OUTPUT.relative_to(REPO)}: {len(document['kinds'])} kinds, {len(types)} types; no model for {', '.join(missing) or 'none'}"
-    )
+    output.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
+    print(f"{output}: {len(document['kinds'])} kinds, {len(types)} types; no model for {', '.join(missing) or 'none'}")
 
 
 if __name__ == "__main__":
-    main()
+    arguments = argparse.ArgumentParser(description=__doc__.partition("\n")[0])
+    arguments.add_argument("--output", type=Path, default=OUTPUT, help="where to write (default: %(default)s)")
+    main(arguments.parse_args().output)

@@ -38,7 +38,7 @@ consulted, so there is no signing time -- the certificate must be valid at
 verification time -- and steps 5 and 6 apply unchanged.
 
 Every certificate that passes steps 1-5 (or the certificate signer's checks)
-is reported as a :class:`~provider.verifier.Binding` of its key to its SAN
+is reported as a :class:`~provider.signers.Binding` of its key to its SAN
 values, whether or not it matches the entry: the verifier counts keys bound to
 one subject as one signer.
 

@@ -392,7 +392,7 @@ class KubeDryRunner:
         The same client, connection pool and whole-exchange deadline as the
         dry-runs (``timeout`` seconds for this one); a write names its own
         ``query`` (``fieldManager``). Used by :mod:`provider.kube.lister` and
-        :mod:`provider.kube.reports`. ``limits`` replaces the runner's for
+        :mod:`provider.audit.reports`. ``limits`` replaces the runner's for
         this answer (a list page holds many objects).
         """
         if method != "GET" and query is None:

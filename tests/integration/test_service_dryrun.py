@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.fake_api(pe
 
 GATEKEEPER = "/v1/gatekeeper/verify"
 KYVERNO = "/v1/kyverno/verify"
-#: The service's deadline (provider/config.py ``deadline_seconds``) plus slack for TLS and a loaded CI machine.
+#: The service's deadline (provider/service/config.py ``deadline_seconds``) plus slack for TLS and a loaded CI machine.
 ANSWER_WITHIN = 2.5 + 1.0
 
 

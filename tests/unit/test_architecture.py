@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import grimp
 from importlinter import api as importlinter
@@ -27,14 +28,79 @@ def test_the_import_contracts_hold() -> None:
     assert "0 broken" in proc.stdout
 
 
-def test_the_contracts_cover_every_subpackage_and_are_not_empty() -> None:
+def _contracts() -> dict[str, dict[str, Any]]:
     configuration = importlinter.read_configuration(str(REPO / "setup.cfg"))
-    contracts = {c["name"] for c in configuration["contracts_options"]}
-    assert len(contracts) == 3, contracts
-    layered = next(c for c in configuration["contracts_options"] if c["type"] == "layers")
-    named = " ".join(layered["layers"])
-    for package in ("cli", "service", "kube", "audit", "neighbours", "keyless"):
-        assert f"provider.{package}" in named, package
+    return {c["id"]: c for c in configuration["contracts_options"]}
+
+
+def tiers() -> list[str]:
+    """The contracts' tiers: each layer of the layers contract (independent ones split), then each primitive."""
+    contracts = _contracts()
+    layered = [t.strip() for layer in contracts["layers"]["layers"] for t in layer.split("|")]
+    return [*layered, *contracts["primitives"]["source_modules"]]
+
+
+#: Faces and the adapters that hold the web stack or the kubernetes client: all but these are the library.
+NOT_LIBRARY = {"provider.cli", "provider.service", "provider.kube"}
+
+
+def _within(module: str, tier: str) -> bool:
+    return module == tier or module.startswith(tier + ".")
+
+
+def _package_modules() -> list[str]:
+    """Every module of the package, read from the files (so a module nothing imports counts too)."""
+    root = REPO / "provider"
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        found.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    assert len(found) > 50
+    return found
+
+
+def test_the_contracts_are_the_three_named() -> None:
+    assert set(_contracts()) == {"layers", "primitives", "library"}
+
+
+def test_every_module_sits_in_exactly_one_tier() -> None:
+    """A module in no tier is checked by no contract; in two, the contracts contradict each other."""
+    named = tiers()
+    assert len(named) == len(set(named)), named
+    misplaced = {}
+    for module in _package_modules():
+        if module == "provider":
+            continue  # the public face re-exports the library; it is no tier's member
+        holding = [t for t in named if _within(module, t)]
+        if len(holding) != 1:
+            misplaced[module] = holding
+    assert misplaced == {}
+
+
+def test_every_subpackage_is_a_tier_by_name() -> None:
+    """Each folder of the package is named whole in the contracts, so a module added to it is covered."""
+    named = set(tiers())
+    subpackages = sorted(
+        ".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "provider").rglob("__init__.py") if p.parent.name
+    )
+    top = [s for s in subpackages if s.count(".") == 1]
+    assert len(top) >= 7, top
+    assert [s for s in top if s not in named] == []
+    # A deeper folder (service.wire) sits in its parent's tier, never in a tier of its own.
+    assert [s for s in subpackages if s.count(".") > 1 and s in named] == []
+
+
+def test_the_library_contract_covers_every_tier_but_the_faces_and_the_cluster_client() -> None:
+    sources = set(_contracts()["library"]["source_modules"])
+    assert sources == set(tiers()) - NOT_LIBRARY
+
+
+def test_the_tier_checks_can_fail() -> None:
+    """A module in no tier is found, and so is one in two."""
+    assert [t for t in ["provider.keys", "provider.keyless"] if _within("provider.keyless.rekor", t)] == [
+        "provider.keyless"
+    ]
+    assert not any(_within("provider.keysmith", t) for t in ["provider.keys"])
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -101,12 +167,38 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycles(graph) == [["a", "b", "c"]]
 
 
+LINTED = ("provider", "tests", "bench", "tools", "policies")
+
+
 def test_the_code_is_formatted() -> None:
     """``ruff format`` at 120 columns (pyproject.toml) is enforced, here and in ``make lint``."""
     ruff = Path(sys.executable).with_name("ruff")
-    proc = subprocess.run([str(ruff), "format", "--check", "provider", "tests", "bench", "tools"], cwd=REPO,
+    proc = subprocess.run([str(ruff), "format", "--check", *LINTED], cwd=REPO,
                           capture_output=True, text=True, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-1000:]
+
+
+def scripts() -> list[Path]:
+    """The scripts outside the package that write committed files: the policies' generators and tools/."""
+    found = sorted({*REPO.glob("policies/**/*.py"), *REPO.glob("tools/*.py")})
+    assert len(found) >= 6, found
+    return found
+
+
+def test_the_scripts_outside_the_package_pass_ruff_and_strict_mypy(tmp_path: Path) -> None:
+    """policies/**/*.py and tools/ are code like the package's: ruff's rules, and mypy --strict one script
+    at a time (several are called make_samples.py), as ``make lint`` runs them."""
+    ruff, mypy = (Path(sys.executable).with_name(tool) for tool in ("ruff", "mypy"))
+    proc = subprocess.run([str(ruff), "check", "tools", "policies"], cwd=REPO,
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-1000:]
+    makefile = (REPO / "Makefile").read_text()
+    assert "ruff check provider tests bench tools policies" in makefile
+    assert '$(VENV)/bin/mypy "$$script"' in makefile
+    for script in scripts():
+        proc = subprocess.run([str(mypy), "--cache-dir", str(tmp_path), str(script.relative_to(REPO))], cwd=REPO,
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-1000:]
 
 
 FORBIDDEN_PACKAGES = ("flask", "werkzeug", "gunicorn", "kubernetes", "prometheus_client")

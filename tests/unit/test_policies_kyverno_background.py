@@ -33,8 +33,11 @@ from tests.support.kyverno import (
     admission_request,
     api_call,
     background_scan_request,
+    denied,
+    expected_results,
     policy_doc,
     request_body,
+    stored_verdict,
 )
 from tests.support.live import PUBLIC_KEY, deployment, reimaged, scaled, signed
 
@@ -89,14 +92,34 @@ def test_it_uses_no_variable_kyverno_refuses_in_background_mode() -> None:
         assert not any(f.search(" " + variable) for f in FORBIDDEN_IN_BACKGROUND), variable
 
 
-def test_its_kyverno_cli_test_files_are_the_admission_policys() -> None:
-    for name in ("resource.yaml", "values.yaml"):
-        mine, theirs = (load_yaml(d / ".kyverno-test" / name) for d in (BACKGROUND, APICALL))
-        if name == "values.yaml":
-            for doc in theirs:
-                for entry in doc["policies"]:
-                    entry["name"] = "verify-manifest-signature-background"
-        assert mine == theirs, name
+def test_its_kyverno_cli_test_objects_are_the_admission_policys() -> None:
+    mine, theirs = (load_yaml(d / ".kyverno-test" / "resource.yaml") for d in (BACKGROUND, APICALL))
+    assert mine == theirs
+
+
+def test_its_kyverno_cli_test_values_are_what_a_background_scan_gets() -> None:
+    """Each mocked ``verdict`` is the service's answer to a background scan of that stored object, through the
+    Kyverno wire, and gives the result kyverno-test.yaml expects. A scan reads the object as stored, so the
+    messages say "stored" where the admission policy's say "admitted" (make_samples.py writes both).
+    """
+    doc = policy_doc(BACKGROUND)
+    policy = Policy.from_dict(api_call(doc)["data"][1]["value"])
+    (values,) = load_yaml(BACKGROUND / ".kyverno-test" / "values.yaml")
+    ((entry,),) = [[p for p in values["policies"] if p["name"] == doc["metadata"]["name"]]]
+    mocked = {r["name"]: {k.removeprefix("verdict."): v for k, v in r["values"].items()} for r in entry["resources"]}
+    expected = expected_results(BACKGROUND)
+    objects = load_yaml(BACKGROUND / ".kyverno-test" / "resource.yaml")
+    assert len(objects) >= 3 and set(mocked) == {o["metadata"]["name"] for o in objects}
+    stored = 0
+    for obj in objects:
+        name = obj["metadata"]["name"]
+        question, _ = read_body(request_body(doc, background_scan_request(obj)))
+        assert question.review.live, name
+        answer = decide(question.review, policy).to_dict()
+        assert mocked[name] == {k: answer[k] for k in ("allowed", "reason", "message")}, name
+        assert ("fail" if denied(doc, stored_verdict(doc, mocked[name])) else "pass") == expected[name], name
+        stored += "stored" in answer["message"]
+    assert stored  # the tampered object's difference is named as stored
 
 
 SIGNED = signed(deployment())

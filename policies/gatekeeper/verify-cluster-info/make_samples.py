@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import hashlib
+import hmac
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,14 +41,15 @@ from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from cryptography.x509.oid import NameOID  # noqa: E402
 
-from provider.bootstrap import (  # noqa: E402
+from provider.kube.tokens import KubeTokenSource  # noqa: E402
+from provider.neighbours.bootstrap import (  # noqa: E402
     BootstrapToken,
     ClusterInfoPolicy,
     InlineTokenSource,
-    detached_signature,
+    b64url,
     evaluate_cluster_info,
+    protected_header,
 )
-from provider.kube_tokens import KubeTokenSource  # noqa: E402
 from provider.review import Review  # noqa: E402
 
 SAMPLES = HERE / "samples" / "k8sverifyclusterinfo"
@@ -62,6 +65,17 @@ class ClusterTokens(InlineTokenSource):
     """The sample token, described as the service's Secret lookup describes a missing one."""
 
     description = KubeTokenSource.description
+
+
+def detached_signature(content: str, token: BootstrapToken) -> str:
+    """The ``jws-kubeconfig-<id>`` value the bootstrap signer writes: a detached JWS, HS256 keyed by the token.
+
+    ``k8s.io/cluster-bootstrap/token/jws`` (``ComputeDetachedSignature``, keyed by the token secret):
+    the compact serialisation of RFC 7515 with the payload left out (Appendix F).
+    """
+    header = protected_header(token.token_id)
+    signing_input = f"{header}.{b64url(content.encode())}".encode("ascii")
+    return f"{header}..{b64url(hmac.new(token.secret.encode(), signing_input, hashlib.sha256).digest())}"
 
 
 class _Dumper(yaml.SafeDumper):
@@ -97,9 +111,9 @@ def throwaway_ca() -> bytes:
 
 def kubeconfig(ca: bytes, server: str) -> str:
     """The kubeconfig kubeadm writes into cluster-info: one cluster, no users."""
+    cluster = {"certificate-authority-data": base64.b64encode(ca).decode(), "server": server}
     config = {
-        "apiVersion": "v1",
-        "clusters": [{"cluster": {"certificate-authority-data": base64.b64encode(ca).decode(), "server": server}, "name": ""}],
+        "apiVersion": "v1", "clusters": [{"cluster": cluster, "name": ""}],
         "contexts": [], "current-context": "", "kind": "Config", "preferences": {}, "users": [],
     }  # fmt: skip
     return yaml.safe_dump(config, sort_keys=False)
@@ -108,13 +122,20 @@ def kubeconfig(ca: bytes, server: str) -> str:
 def cluster_info(config: str, *signatures: tuple[str, str]) -> dict[str, Any]:
     data = {f"jws-kubeconfig-{token_id}": value for token_id, value in signatures}
     data["kubeconfig"] = config
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cluster-info", "namespace": "kube-public"}, "data": data}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "cluster-info", "namespace": "kube-public"},
+        "data": data,
+    }
 
 
 def main() -> None:
     config = kubeconfig(throwaway_ca(), SERVER)
     signed = cluster_info(config, (TOKEN.token_id, detached_signature(config, TOKEN)))
-    tampered = cluster_info(config.replace(SERVER, "https://203.0.113.66:6443"), (TOKEN.token_id, detached_signature(config, TOKEN)))
+    tampered = cluster_info(
+        config.replace(SERVER, "https://203.0.113.66:6443"), (TOKEN.token_id, detached_signature(config, TOKEN))
+    )
     stranger = cluster_info(config, (STRANGER.token_id, detached_signature(config, STRANGER)))
     cases = {"allowed": signed, "disallowed_tampered": tampered, "disallowed_unknown_token": stranger}
 
@@ -152,7 +173,9 @@ def main() -> None:
             "kind": "Values",
             "metadata": {"name": "values"},
             "policies": [{"name": "verify-cluster-info", "resources": [{"name": "cluster-info", "values": {
-                "verdict.allowed": verdict.allowed, "verdict.reason": verdict.reason, "verdict.message": verdict.message,
+                "verdict.allowed": verdict.allowed,
+                "verdict.reason": verdict.reason,
+                "verdict.message": verdict.message,
             }}]}],
         })  # fmt: skip
         write(directory / "kyverno-test.yaml", {

@@ -38,7 +38,7 @@ from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from cryptography.x509.oid import NameOID  # noqa: E402
 
-from provider.csr import CsrPolicy, evaluate_csr  # noqa: E402
+from provider.neighbours.csr import CsrPolicy, evaluate_csr  # noqa: E402
 from provider.review import Review  # noqa: E402
 
 SAMPLES = HERE / "samples" / "k8sverifykubeletservingcsr"
@@ -49,9 +49,19 @@ PARAMETERS = {"providerRegex": r"^worker-\d+\.example\.com$", "providerIpPrefixe
 
 def request(*, org: str = "system:nodes", dns: str = f"{NODE}.example.com", ip: str = "10.0.1.5") -> str:
     """A kubelet's serving-certificate request (client-go's certificate manager shape), base64 of the PEM."""
-    subject = x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, org), x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{NODE}")])
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, org),
+            x509.NameAttribute(NameOID.COMMON_NAME, f"system:node:{NODE}"),
+        ]
+    )
     sans = x509.SubjectAlternativeName([x509.DNSName(dns), x509.IPAddress(ipaddress.ip_address(ip))])
-    csr = x509.CertificateSigningRequestBuilder().subject_name(subject).add_extension(sans, critical=False).sign(ec.generate_private_key(ec.SECP256R1()), hashes.SHA256())
+    csr = (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(subject)
+        .add_extension(sans, critical=False)
+        .sign(ec.generate_private_key(ec.SECP256R1()), hashes.SHA256())
+    )
     return base64.b64encode(csr.public_bytes(serialization.Encoding.PEM)).decode()
 
 
@@ -104,13 +114,20 @@ def main() -> None:
     policy = CsrPolicy.from_dict(PARAMETERS)
     objects = list(cases.values())
     write(KYVERNO_TESTS / "resource.yaml", *objects)
-    verdicts = {obj["metadata"]["name"]: evaluate_csr(Review(object=obj, operation="CREATE", username=f"system:node:{NODE}"), policy) for obj in objects}
+    verdicts = {
+        obj["metadata"]["name"]: evaluate_csr(
+            Review(object=obj, operation="CREATE", username=f"system:node:{NODE}"), policy
+        )
+        for obj in objects
+    }
     write(KYVERNO_TESTS / "values.yaml", {
         "apiVersion": "cli.kyverno.io/v1alpha1",
         "kind": "Values",
         "metadata": {"name": "values"},
         "policies": [{"name": "verify-kubelet-serving-csr", "resources": [
-            {"name": name, "values": {"verdict.allowed": v.allowed, "verdict.reason": v.reason, "verdict.message": v.message}}
+            {"name": name, "values": {
+                "verdict.allowed": v.allowed, "verdict.reason": v.reason, "verdict.message": v.message,
+            }}
             for name, v in verdicts.items()
         ]}],
     })  # fmt: skip

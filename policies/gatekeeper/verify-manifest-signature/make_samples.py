@@ -9,11 +9,20 @@ both, as ``manifest-provider sign`` does for a two-document file) and writes:
   key), ``example_allowed.yaml`` (signed, unchanged),
   ``example_disallowed_tampered.yaml`` (signed, then its data edited) and
   ``example_disallowed_unsigned.yaml`` (no signature);
-* ``.kyverno-test/resource.yaml`` of both Kyverno signature policies (the same
-  three objects), and the ClusterPolicy's ``.kyverno-test/values.yaml`` with
-  the verdicts the verifier gives them (computed here in-process; the
-  integration tests check the running service answers the same);
-* the public key inside both Kyverno policies, replacing the previous one.
+* ``.kyverno-test/resource.yaml`` of the three Kyverno signature policies (the
+  same three objects), and the two ClusterPolicies' ``.kyverno-test/values.yaml``
+  with the verdicts the verifier gives them (computed here in-process; the
+  integration tests check the running service answers the same): for the
+  admission policy, what an admission request for each gets; for the
+  background variant, what a background scan of each stored object gets
+  (Kyverno's scan sends ``{object, namespace, operation: CREATE}`` and nothing
+  else, which the service reads as the stored object: its messages say
+  "stored", not "admitted");
+* the public key inside the three Kyverno policies and the observer overlay's
+  policy, replacing the previous one.
+
+``tests/unit/test_generators.py`` reruns this script on a copy of the
+repository and compares what it writes with what is committed.
 
 The private key is thrown away: these are examples, and a policy trusting a
 key nobody holds admits nothing new.
@@ -41,9 +50,11 @@ from provider.verifier import decide  # noqa: E402
 SAMPLES = HERE / "samples" / "k8sverifymanifestsignature"
 KYVERNO = REPO / "policies" / "kyverno"
 KYVERNO_POLICIES = {
-    "verify-manifest-signature": KYVERNO / "verify-manifest-signature" / "verify-manifest-signature.yaml",
-    "verify-manifest-signature-cel": KYVERNO / "verify-manifest-signature-cel" / "verify-manifest-signature-cel.yaml",
+    name: KYVERNO / name / f"{name}.yaml"
+    for name in ("verify-manifest-signature", "verify-manifest-signature-cel", "verify-manifest-signature-background")
 }
+#: The observer overlay's policy trusts the same sample key.
+OBSERVER_CONFIG = REPO / "manifests" / "overlays" / "observer" / "observer-config.yaml"
 NAMESPACE = "demo"
 #: The user the Kyverno values pretend made the request.
 USER = {"username": "alice@example.com", "groups": ["system:authenticated"]}
@@ -89,15 +100,37 @@ CONSTRAINT_HEADER = (
     "# Matches ConfigMaps and Deployments in demo, and Scale: `kubectl scale` writes a\n"
     "# Deployment through its scale subresource, with a Scale as the object. Gatekeeper\n"
     "# must be sent those requests at all: manifests/overlays/gatekeeper/gatekeeper-values.yaml\n"
-    "# (docs/policy.md, \"Subresources\").\n"
+    '# (docs/policy.md, "Subresources").\n'
 )
 
 
-def verdicts(objects: list[dict[str, Any]], public_key: str) -> dict[str, dict[str, Any]]:
+def admission_request(obj: dict[str, Any]) -> dict[str, Any]:
+    """``{{ request }}`` at admission: the API server's AdmissionRequest for a create by :data:`USER`."""
+    return {
+        "operation": "CREATE",
+        "namespace": NAMESPACE,
+        "name": obj["metadata"]["name"],
+        "userInfo": USER,
+        "object": obj,
+    }
+
+
+def background_scan_request(obj: dict[str, Any]) -> dict[str, Any]:
+    """``{{ request }}`` in a background scan of a stored object: no uid, no userInfo.
+
+    kyverno/kyverno ``pkg/controllers/report/utils/scanner.go`` (``validateResource``) and
+    ``pkg/engine/policycontext/policy_context.go``; ``provider/review.py`` reads this shape.
+    """
+    return {"object": obj, "namespace": NAMESPACE, "operation": "CREATE"}
+
+
+def verdicts(
+    objects: list[dict[str, Any]], public_key: str, request: Any = admission_request
+) -> dict[str, dict[str, Any]]:
     policy = Policy.from_dict({"keys": [public_key]})
     out = {}
     for obj in objects:
-        review = Review.from_admission({"operation": "CREATE", "namespace": NAMESPACE, "name": obj["metadata"]["name"], "userInfo": USER, "object": obj})
+        review = Review.from_admission(request(obj))
         result = decide(review, policy).to_dict()
         out[obj["metadata"]["name"]] = {k: result[k] for k in ("allowed", "reason", "message")}
     return out
@@ -131,12 +164,19 @@ def replace_key(path: Path, old: list[str], new: list[str]) -> None:
 
 def main() -> None:
     old_constraint = SAMPLES / "constraint.yaml"
-    old_key = key_lines(yaml.safe_load(old_constraint.read_text())["spec"]["parameters"]["keys"][0]) if old_constraint.exists() else []
+    old_key = (
+        key_lines(yaml.safe_load(old_constraint.read_text())["spec"]["parameters"]["keys"][0])
+        if old_constraint.exists()
+        else []
+    )
 
     key = generate_key("ecdsa-p256")
     public_key = public_pem(key).decode()
     signed = sign_documents(
-        [configmap("app-config", {"mode": "production", "replicas": "3"}), configmap("app-settings", {"log-level": "info"})],
+        [
+            configmap("app-config", {"mode": "production", "replicas": "3"}),
+            configmap("app-settings", {"log-level": "info"}),
+        ],
         key,
     )
     allowed = signed[0]
@@ -153,20 +193,28 @@ def main() -> None:
     for policy_path in KYVERNO_POLICIES.values():
         write_yaml(policy_path.parent / ".kyverno-test" / "resource.yaml", [allowed, tampered, unsigned], header)
         replace_key(policy_path, old_key, key_lines(public_key))
+    replace_key(OBSERVER_CONFIG, old_key, key_lines(public_key))
 
-    answers = verdicts([allowed, tampered, unsigned], public_key)
-    values = {
-        "apiVersion": "cli.kyverno.io/v1alpha1",
-        "kind": "Values",
-        "metadata": {"name": "values"},
-        "policies": [
-            {
-                "name": "verify-manifest-signature",
-                "resources": [{"name": name, "values": {f"verdict.{k}": v for k, v in verdict.items()}} for name, verdict in answers.items()],
-            }
-        ],
-    }
-    write_yaml(KYVERNO / "verify-manifest-signature" / ".kyverno-test" / "values.yaml", [values], header)
+    for name, request in (
+        ("verify-manifest-signature", admission_request),
+        ("verify-manifest-signature-background", background_scan_request),
+    ):
+        answers = verdicts([allowed, tampered, unsigned], public_key, request)
+        values = {
+            "apiVersion": "cli.kyverno.io/v1alpha1",
+            "kind": "Values",
+            "metadata": {"name": "values"},
+            "policies": [
+                {
+                    "name": name,
+                    "resources": [
+                        {"name": obj, "values": {f"verdict.{k}": v for k, v in verdict.items()}}
+                        for obj, verdict in answers.items()
+                    ],
+                }
+            ],
+        }
+        write_yaml(KYVERNO / name / ".kyverno-test" / "values.yaml", [values], header)
 
 
 if __name__ == "__main__":

@@ -142,7 +142,7 @@ def test_gunicorn_runs_gthread_workers_preloaded_with_tls(pki: DevPki) -> None:
 
 
 def test_the_gthread_internals_the_worker_extends_are_there() -> None:
-    """provider/worker.py builds on these; a gunicorn that renames them must fail here, not under load."""
+    """provider/service/worker.py builds on these; a gunicorn that renames them must fail here, not under load."""
     from gunicorn.http.unreader import Unreader
     from gunicorn.workers import gthread
 
