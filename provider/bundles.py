@@ -72,7 +72,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .envelope import (
     GZIP_MAGIC,
@@ -87,6 +87,9 @@ from .errors import DataError, PolicyError, ProviderError, Unsigned, Verificatio
 from .limits import DEFAULT_LIMITS, Limits
 from .parsing import load_json
 from .schema import check_fields, read_list, read_str
+
+if TYPE_CHECKING:
+    from .keyrefs import KeySecretReader
 
 #: ``D/resourceBundleRef`` (``pkg/k8smanifest/option.go`` ``defaultResourceBundleRefAnnotationBaseName``).
 BUNDLE_REF_NAME = "resourceBundleRef"
@@ -331,10 +334,12 @@ class ConfigMapReader(Protocol):
 
 @dataclass(frozen=True)
 class Sources:
-    """Where signatures kept outside the object are fetched from; ``None``: not configured."""
+    """Where signatures kept outside the object, and keys kept in Secrets, come from; ``None``: not configured."""
 
     bundles: BundleSource | None = None
     configmaps: ConfigMapReader | None = None
+    #: Reads keys kept in Secrets (:mod:`provider.keyrefs`).
+    keys: KeySecretReader | None = None
 
 
 def bundle_envelope(fetched: FetchedBundle, domain: str, limits: Limits = DEFAULT_LIMITS) -> Envelope:

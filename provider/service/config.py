@@ -101,6 +101,20 @@ class Config:
     #: Registries or repositories (``registry[/path]``) bundles may come from; every entry of a policy's
     #: ``resourceBundleRef.repositories`` must lie under one. Default none: no bundle is fetched.
     bundle_repositories: tuple[str, ...] = ()
+    #: Namespaces whose Secrets a policy may name as keys (``k8s://NS/NAME``, ``secretRef``, ``keys.secret``).
+    #: Default none, and never implicitly the admitted object's own: a key must sit where the people whose
+    #: objects it verifies cannot write it (docs/security.md, "Threat model"). The service account also
+    #: needs ``get`` on each Secret by name (RBAC ``resourceNames``).
+    key_secret_namespaces: tuple[str, ...] = ()
+    #: Seconds a key read from a Secret is used before the Secret is read again (provider/kube/keysecrets.py);
+    #: 0 reads it for every verification.
+    key_secret_ttl_seconds: float = 30.0
+    #: Namespaces whose ``kubernetes.io/dockerconfigjson`` Secrets a policy may name as registry credentials
+    #: (``resourceBundleRef.pullSecrets``). Default none: they are credentials.
+    pull_secret_namespaces: tuple[str, ...] = ()
+    #: A Docker config file (``{"auths": {...}}``, e.g. a mounted pull Secret's ``.dockerconfigjson``) whose
+    #: credentials bundle fetches use, each only for the registry it names; reread when it changes.
+    registry_auth_file: str | None = None
     #: Hosts (``host[:port]``, 443 without a port) a registry may send a bundle fetch to by a redirect or
     #: a token realm, besides itself (Docker Hub: ``auth.docker.io,production.cloudflare.docker.com``).
     registry_hosts: tuple[str, ...] = ()
@@ -201,6 +215,8 @@ class Config:
             own_namespace_signatures=self.signature_own_namespace,
             bundle_repositories=self.bundle_repositories,
             dry_run_namespaces=self.dry_run_namespaces,
+            key_secret_namespaces=self.key_secret_namespaces,
+            pull_secret_namespaces=self.pull_secret_namespaces,
         )
 
     @property
@@ -331,6 +347,8 @@ def _check(config: Config) -> Config:
         raise ConfigError(f"{env_name('cache_entries')}: must be 0 (off) or more")
     if config.cache_ttl_seconds < 0:
         raise ConfigError(f"{env_name('cache_ttl_seconds')}: must be 0 or more")
+    if config.key_secret_ttl_seconds < 0:
+        raise ConfigError(f"{env_name('key_secret_ttl_seconds')}: must be 0 (read every time) or more")
     if config.cert_expiry_warning_days < 0:
         raise ConfigError(f"{env_name('cert_expiry_warning_days')}: must be 0 (no warning) or more")
     for name in ("port", "metrics_port"):
@@ -360,7 +378,7 @@ def _check_bounds(config: Config) -> Config:
     for path in config.trusted_root_files:
         if not os.path.isabs(path) or os.path.normpath(path) != path or "\x00" in path:
             raise ConfigError(f"{where}: {path[:80]!r} is not an absolute, normalised path (no '..', '.', '//')")
-    for name in ("signature_namespaces", "dry_run_namespaces"):
+    for name in ("signature_namespaces", "dry_run_namespaces", "key_secret_namespaces", "pull_secret_namespaces"):
         for namespace in getattr(config, name):
             if not _NAMESPACE.match(namespace):
                 raise ConfigError(
