@@ -654,6 +654,25 @@ class FakeApiServer:
         """Every stored object of a kind (copies)."""
         return self.store.objects(self._kind_for(api_version, kind))
 
+    def writable_configmaps(self) -> None:
+        """Real creates, updates and deletes of ConfigMaps (``sign --apply-signature-configmap``).
+
+        Checked as the API server checks a ConfigMap's ``data`` and ``binaryData``: maps of strings
+        (k8s.io/api core/v1 types.go ``ConfigMap``); the 1 MiB size limit is not modelled.
+        """
+        kind = self._kind_for("v1", "ConfigMap")
+
+        def problems(body: dict[str, Any]) -> list[str]:
+            return [
+                f"{field}: must be a map of strings"
+                for field in ("data", "binaryData")
+                if field in body
+                and not (isinstance(body[field], dict) and all(isinstance(v, str) for v in body[field].values()))
+            ]
+
+        crd: dict[str, Any] = {"builtin": problems}
+        self.store.writable(kind, crd)
+
     def install_crd(self, crd: dict[str, Any]) -> None:
         """Serve a CustomResourceDefinition's served versions, and real writes of its objects (module docstring)."""
         spec = crd["spec"]
