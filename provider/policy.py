@@ -30,7 +30,8 @@ Fields (camelCase on the wire)::
     unsafeUnanchoredIgnoreFields: false          # upstream's regex matching (opt-in)
     attestors: [{count, name, entries: [{keys | certificates | keyless | attestor}]}]
                                                  # nested signer sets instead of keys/signers (provider/attestors.py)
-    resourceBundleRef: {repositories: [prefix], timeoutSeconds}   # OCI resource bundles (provider/bundles.py)
+    resourceBundleRef: {repositories: [prefix], timeoutSeconds, pullSecrets: [{namespace, name, key}]}
+                                                 # OCI resource bundles (provider/bundles.py, provider/oci/auth.py)
     signatureResourceRef: k8s://ConfigMap/NS/NAME  # message and signature kept in a ConfigMap
 """
 
@@ -567,7 +568,10 @@ class Policy:
             check_allowed(ref, bounds, f"{where}.keys")
         bundle_options = (
             BundleOptions.from_dict(
-                data["resourceBundleRef"], f"{where}.resourceBundleRef", allowed=bounds.bundle_repositories
+                data["resourceBundleRef"],
+                f"{where}.resourceBundleRef",
+                allowed=bounds.bundle_repositories,
+                pull_namespaces=bounds.pull_secret_namespaces,
             )
             if "resourceBundleRef" in data
             else None

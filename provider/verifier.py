@@ -232,8 +232,24 @@ def _bundle_envelope(  # noqa: PLR0917 - step 1's inputs
             f"the object is signed in the resource bundle {reference}, but no registry client is configured",
             "bundle-unavailable",
         )
-    fetched = sources.bundles.fetch(reference, _until(min(options.timeout, limits.bundle_timeout), deadline), limits)
+    until = _until(min(options.timeout, limits.bundle_timeout), deadline)
+    fetched = sources.bundles.fetch(reference, until, limits, _pull_secrets(options, sources, until))
     return bundle_envelope(fetched, domain, limits)
+
+
+def _pull_secrets(options: BundleOptions, sources: Sources, deadline: float) -> tuple[str, ...]:
+    """The Docker configs the policy's pull Secrets hold now (read as keys kept in Secrets are, and as bounded)."""
+    texts = []
+    for ref in options.pull_secrets:
+        where = f"the pull Secret k8s://{ref.namespace}/{ref.name}"
+        if sources.keys is None:
+            raise _unavailable(f"the policy names {where}, but no cluster is configured to read it",
+                               "bundle-unavailable")  # fmt: skip
+        try:
+            texts.append(sources.keys.read_key(ref.namespace, ref.name, ref.key, deadline))
+        except TransientError as exc:
+            raise _unavailable(f"{where} could not be read: {exc.message}", "bundle-unavailable") from exc
+    return tuple(texts)
 
 
 # --- step 2: keys and signers -----------------------------------------------------

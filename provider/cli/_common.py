@@ -547,9 +547,12 @@ def signature_sources(
 
     bundles = configmaps = keys = None
     if policy.resource_bundle is not None:
+        from ..oci.auth import AuthFile
         from ..oci.bundles import OciBundleSource
 
-        bundles = OciBundleSource()
+        # As docker and cosign (go-containerregistry's default keychain): the user's own Docker config.
+        docker = os.environ.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker")
+        bundles = OciBundleSource(auth_file=AuthFile(os.path.join(docker, "config.json")))
     if policy.signature_resource_ref is not None:
         from ..kube.configmaps import KubeConfigMapReader
         from ..kube.dryrun import dry_runner_for
@@ -558,7 +561,7 @@ def signature_sources(
             dry_runner_for, kubeconfig, in_cluster=in_cluster, service_account_dir=service_account_dir
         )
         configmaps = KubeConfigMapReader(runner)
-    if policy.secret_keys:
+    if policy.secret_keys or (policy.resource_bundle is not None and policy.resource_bundle.pull_secrets):
         from ..kube.dryrun import dry_runner_for
         from ..kube.keysecrets import KubeKeySecretReader
 

@@ -197,12 +197,27 @@ def _sign_image(args: argparse.Namespace, documents: list[Any], key: Any, domain
         else None
     )
     clean, payload = message_payload(documents, domain=domain, tarball_files=tarball, sensitive_kinds=kinds)
-    client = RegistryClient()
+    client = RegistryClient(credentials=_docker_credentials())
     digest = push_bundle(client, reference, payload)
     claim = simple_signing_payload(reference, digest)
     push_signature(client, reference, digest, claim, base64.b64encode(sign_bytes(key, claim)).decode())
     print(f"pushed {reference.name}@{digest} and its signature", file=sys.stderr)
     return with_bundle_ref(clean, args.image, domain)
+
+
+def _docker_credentials() -> Any:
+    """The user's Docker config as a registry client's credentials, as ``docker push`` and cosign read it."""
+    import os
+
+    from ..oci.auth import AuthFile
+
+    auth = AuthFile(os.path.join(os.environ.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker"), "config.json"))
+
+    def credentials(registry: str) -> tuple[str, str] | None:
+        found = auth.credentials().get(registry)
+        return found.pair() if found is not None else None
+
+    return credentials
 
 
 def run(args: argparse.Namespace) -> int:

@@ -208,12 +208,16 @@ def signature_sources(clients: ClusterClients, config: Config) -> Sources:
     """
     from ..kube.configmaps import KubeConfigMapReader
     from ..kube.keysecrets import KubeKeySecretReader
+    from ..oci.auth import AuthFile
     from ..oci.bundles import OciBundleSource
     from ..oci.registry import RegistryClient
 
     runner = clients.configmap_runner
+    auth_file = AuthFile(config.registry_auth_file) if config.registry_auth_file else None
     configmaps = KubeConfigMapReader(runner) if runner is not None else None
     keys = KubeKeySecretReader(runner, ttl=config.key_secret_ttl_seconds) if runner is not None else None
     return Sources(
-        bundles=OciBundleSource(RegistryClient(hosts=config.registry_hosts)), configmaps=configmaps, keys=keys
+        bundles=OciBundleSource(RegistryClient(hosts=config.registry_hosts), auth_file=auth_file),
+        configmaps=configmaps,
+        keys=keys,
     )

@@ -374,6 +374,12 @@ _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 
 def _check_bounds(config: Config) -> Config:
     """The policy bounds, checked and normalised: a typo must not widen them, nor fail on the first request."""
+    if config.registry_auth_file is not None and (
+        not os.path.isabs(config.registry_auth_file) or "\x00" in config.registry_auth_file
+    ):
+        raise ConfigError(
+            f"{env_name('registry_auth_file')}: {config.registry_auth_file[:80]!r} is not an absolute path"
+        )
     where = env_name("trusted_root_files")
     for path in config.trusted_root_files:
         if not os.path.isabs(path) or os.path.normpath(path) != path or "\x00" in path:
