@@ -118,6 +118,15 @@ class Config:
     #: Hosts (``host[:port]``, 443 without a port) a registry may send a bundle fetch to by a redirect or
     #: a token realm, besides itself (Docker Hub: ``auth.docker.io,production.cloudflare.docker.com``).
     registry_hosts: tuple[str, ...] = ()
+    # -- the keyless trust root kept current (provider/service/trustroot.py) --
+    #: TUF repository the default TrustedRoot is refreshed from, in the background; empty: the shipped root only.
+    tuf_url: str = "https://tuf-repo-cdn.sigstore.dev"
+    #: The pinned root of trust: a TUF ``root.json`` file; unset: the public-good root.json sigstore-python ships.
+    tuf_root: str | None = None
+    #: Seconds between refreshes (a failed one is tried again after 5 minutes).
+    tuf_refresh_seconds: float = 3600.0
+    #: Where the TUF client keeps the metadata it trusts (rollback protection); unset: a temporary directory.
+    tuf_cache_dir: str | None = None
     # -- the cluster --
     #: kubeconfig for dry-runs and Secret reads; unset: in-cluster config inside a pod, else no cluster.
     kubeconfig: str | None = None
@@ -318,6 +327,7 @@ def _check(config: Config) -> Config:
         "token_reviews_per_second",
         "head_timeout_seconds",
         "max_connections",
+        "tuf_refresh_seconds",
     ):
         positive(name)
     if config.max_connections <= config.threads:
