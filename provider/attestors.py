@@ -10,6 +10,7 @@ A policy's ``attestors`` (Kyverno ``validate.manifests.attestors``, CRD
       entries:
       - keys: {publicKeys: PEM | armored OpenPGP (several keys: several entries)}
       - keys: {openpgpKeyring: base64 of a binary keyring}
+      - keys: {secret: {namespace, name, key}}   # a key kept in a Secret (provider/keyrefs.py)
       - certificates: {cert: PEM}          # the certificate's key
       - keyless: {subject | subjectRegExp, issuer | issuerRegExp, roots}
       - attestor: {count, entries, name}   # a nested set counts as one entry
@@ -41,13 +42,15 @@ from typing import Any
 
 from .errors import PolicyError
 from .keyless.identity import SignerSpec
+from .keyrefs import SecretKeyRef, is_key_reference, parse_key_reference, secret_ref_from_dict
 from .keys import PublicKey
 from .limits import DEFAULT_LIMITS, Limits
 from .openpgp import OpenPGPKey, load_openpgp_keys, load_trusted_keys
 from .schema import check_fields, read_list, read_str
 
-#: What a leaf of the tree is: a key, an OpenPGP certificate, or a keyless / certificate identity.
-Leaf = PublicKey | OpenPGPKey | SignerSpec
+#: What a leaf of the tree is: a key, an OpenPGP certificate, a key kept in a Secret, or a keyless /
+#: certificate identity.
+Leaf = PublicKey | OpenPGPKey | SecretKeyRef | SignerSpec
 #: Nesting depth of ``attestor`` entries: Kyverno's examples use one level; four is generous.
 MAX_DEPTH = 4
 #: Steps :func:`solve` may take before it gives up (and the verdict is a denial). A tree of the
@@ -74,12 +77,17 @@ class AnchorSet:
         return found
 
 
-def keys_from_entry(data: Any, where: str, limits: Limits) -> tuple[PublicKey | OpenPGPKey, ...]:
-    """The keys of a ``keys`` entry: ``publicKeys`` (PEM and armored OpenPGP) and/or ``openpgpKeyring`` (base64)."""
-    data = check_fields(data, where, ("publicKeys", "openpgpKeyring", "name"))
+def keys_from_entry(data: Any, where: str, limits: Limits) -> tuple[PublicKey | OpenPGPKey | SecretKeyRef, ...]:
+    """The keys of a ``keys`` entry: ``publicKeys`` (PEM and armored OpenPGP, or ``k8s://NS/NAME``),
+    ``openpgpKeyring`` (base64) and/or ``secret`` (Kyverno's ``{namespace, name}``)."""
+    data = check_fields(data, where, ("publicKeys", "openpgpKeyring", "secret", "name"))
     name = read_str(data["name"], f"{where}.name") if "name" in data else None
-    found: list[PublicKey | OpenPGPKey] = []
-    if "publicKeys" in data:
+    found: list[PublicKey | OpenPGPKey | SecretKeyRef] = []
+    if "secret" in data:
+        found.append(secret_ref_from_dict(data["secret"], f"{where}.secret", name))
+    if "publicKeys" in data and is_key_reference(data["publicKeys"]):
+        found.append(parse_key_reference(data["publicKeys"], f"{where}.publicKeys", name))
+    elif "publicKeys" in data:
         try:
             found.extend(load_trusted_keys(read_str(data["publicKeys"], f"{where}.publicKeys"), name, limits.max_keys))
         except PolicyError as exc:
@@ -87,7 +95,7 @@ def keys_from_entry(data: Any, where: str, limits: Limits) -> tuple[PublicKey | 
     if "openpgpKeyring" in data:
         found.extend(read_keyring(data["openpgpKeyring"], f"{where}.openpgpKeyring", name, limits))
     if not found:
-        raise PolicyError(f"{where}: give publicKeys or openpgpKeyring")
+        raise PolicyError(f"{where}: give publicKeys, openpgpKeyring or secret")
     return tuple(found)
 
 

@@ -4,7 +4,7 @@ A policy is an input, and its author is not always the operator. A
 namespaced Kyverno ``Policy`` is written by a namespace admin and sent by
 Kyverno with Kyverno's own token, so the service cannot tell it from a
 cluster admin's ``ClusterPolicy`` (``docs/security.md``, "Threat model").
-Three policy fields make the verifier touch something outside the request,
+Policy fields make the verifier touch something outside the request,
 and the operator -- not the policy -- bounds each:
 
 * ``trustedRoot`` given as a *path* reads a file on the verifier's disk:
@@ -28,6 +28,15 @@ and the operator -- not the policy -- bounds each:
   must lie under one of :attr:`Bounds.bundle_repositories`, so a policy can
   narrow the operator's list and never widen it.
 
+* a key given as ``k8s://NAMESPACE/NAME`` or ``secretRef`` (:mod:`provider.keyrefs`)
+  makes the verifier read a Secret: only in :attr:`Bounds.key_secret_namespaces`,
+  none by default and never "the object's own": a key must live where the
+  people whose objects it verifies cannot write it, and a Secret in the
+  object's namespace is writable by whoever may write Secrets there;
+* ``resourceBundleRef.pullSecrets`` makes the verifier read registry
+  credentials from Secrets: only in :attr:`Bounds.pull_secret_namespaces`,
+  none by default, for the same reason and because they are credentials.
+
 Where a registry may send the fetch next (redirects, token realms) is the
 registry client's bound (:class:`provider.oci.registry.RegistryClient`
 ``hosts``), set from the same configuration.
@@ -40,7 +49,8 @@ Who holds which bounds:
   The service widens them only as its configuration says
   (``MANIFEST_PROVIDER_TRUSTED_ROOT_FILES``, ``..._SIGNATURE_NAMESPACES``,
   ``..._SIGNATURE_OWN_NAMESPACE``, ``..._DRY_RUN_NAMESPACES``,
-  ``..._BUNDLE_REPOSITORIES``; :mod:`provider.service.config`);
+  ``..._BUNDLE_REPOSITORIES``, ``..._KEY_SECRET_NAMESPACES``,
+  ``..._PULL_SECRET_NAMESPACES``; :mod:`provider.service.config`);
 * :data:`LOCAL` -- the CLI (``verify``, ``classify``, ``verify-resource``,
   ``observe``): the person who runs it wrote the policy file and is the
   operator, so their policy may name any file they can read, any namespace
@@ -71,6 +81,10 @@ class Bounds:
     bundle_repositories: tuple[str, ...] | None = ()
     #: Namespaces a policy's ``dryRun.namespace`` may name besides the object's own (``None``: any).
     dry_run_namespaces: tuple[str, ...] | None = ()
+    #: Namespaces whose Secrets a policy may name as keys (``k8s://NS/NAME``, ``secretRef``; ``None``: any).
+    key_secret_namespaces: tuple[str, ...] | None = ()
+    #: Namespaces whose Secrets a policy may name as registry pull secrets (``None``: any).
+    pull_secret_namespaces: tuple[str, ...] | None = ()
 
     def allows_trusted_root_file(self, path: str) -> bool:
         return self.trusted_root_files is None or path in self.trusted_root_files
@@ -86,6 +100,12 @@ class Bounds:
             return True
         return self.own_namespace_signatures and bool(own) and all(ns == namespace for ns in own)
 
+    def allows_key_secret(self, namespace: str) -> bool:
+        return self.key_secret_namespaces is None or namespace in self.key_secret_namespaces
+
+    def allows_pull_secret(self, namespace: str) -> bool:
+        return self.pull_secret_namespaces is None or namespace in self.pull_secret_namespaces
+
     def allows_dry_run_namespace(self, namespace: str, own: tuple[str, ...]) -> bool:
         """Whether a dry-run may be sent to ``namespace`` for an object whose namespaces are ``own``."""
         if self.dry_run_namespaces is None or namespace in self.dry_run_namespaces:
@@ -96,6 +116,13 @@ class Bounds:
 #: The service's defaults, and the library's (:meth:`provider.policy.Policy.from_dict`).
 SERVICE = Bounds()
 #: The CLI's: the person running it wrote the policy (module docstring).
-LOCAL = Bounds(trusted_root_files=None, signature_namespaces=None, bundle_repositories=None, dry_run_namespaces=None)
+LOCAL = Bounds(
+    trusted_root_files=None,
+    signature_namespaces=None,
+    bundle_repositories=None,
+    dry_run_namespaces=None,
+    key_secret_namespaces=None,
+    pull_secret_namespaces=None,
+)
 
 __all__ = ["LOCAL", "SERVICE", "Bounds"]

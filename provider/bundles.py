@@ -72,7 +72,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .envelope import (
     GZIP_MAGIC,
@@ -87,6 +87,9 @@ from .errors import DataError, PolicyError, ProviderError, Unsigned, Verificatio
 from .limits import DEFAULT_LIMITS, Limits
 from .parsing import load_json
 from .schema import check_fields, read_list, read_str
+
+if TYPE_CHECKING:
+    from .keyrefs import KeySecretReader, SecretKeyRef
 
 #: ``D/resourceBundleRef`` (``pkg/k8smanifest/option.go`` ``defaultResourceBundleRefAnnotationBaseName``).
 BUNDLE_REF_NAME = "resourceBundleRef"
@@ -202,21 +205,40 @@ def _registry_host(text: str) -> str | None:
     return None
 
 
+#: The data key of a ``kubernetes.io/dockerconfigjson`` Secret (k8s.io/api core/v1 ``DockerConfigJsonKey``).
+DOCKER_CONFIG_JSON_KEY = ".dockerconfigjson"
+
+
 @dataclass(frozen=True)
 class BundleOptions:
-    """The policy's ``resourceBundleRef``: where bundles may come from, and how long a fetch may take."""
+    """The policy's ``resourceBundleRef``: where bundles may come from, how long a fetch may take, and the pull
+    Secrets whose credentials it uses (``provider/oci/auth.py``)."""
 
     repositories: tuple[str, ...]
     timeout: float = DEFAULT_TIMEOUT
+    pull_secrets: tuple[SecretKeyRef, ...] = ()
 
     @classmethod
-    def from_dict(cls, data: Any, where: str, allowed: tuple[str, ...] | None = None) -> BundleOptions:
-        """The policy's ``resourceBundleRef``; ``allowed`` is the operator's list every entry must lie under.
+    def from_dict(
+        cls,
+        data: Any,
+        where: str,
+        allowed: tuple[str, ...] | None = None,
+        pull_namespaces: tuple[str, ...] | None = (),
+    ) -> BundleOptions:
+        """The policy's ``resourceBundleRef``; ``allowed`` is the operator's list every entry must lie under,
+        ``pull_namespaces`` the namespaces its ``pullSecrets`` may name.
 
-        ``None``: not bounded (the person running the CLI wrote the policy); ``()``: no registry at all.
+        ``None``: not bounded (the person running the CLI wrote the policy); ``()``: none at all.
         A policy's list narrows the operator's and never widens it (:mod:`provider.bounds`).
         """
-        data = check_fields(data, where, ("repositories", "timeoutSeconds"))
+        data = check_fields(data, where, ("repositories", "timeoutSeconds", "pullSecrets"))
+        pull_secrets = tuple(
+            _pull_secret(item, f"{where}.pullSecrets[{i}]", pull_namespaces)
+            for i, item in enumerate(read_list(data.get("pullSecrets"), f"{where}.pullSecrets"))
+        )
+        if len(set(pull_secrets)) != len(pull_secrets):
+            raise PolicyError(f"{where}.pullSecrets: the same Secret is listed twice")
         if allowed is not None and not allowed:
             raise PolicyError(
                 f"{where}: resource bundles are not allowed here: the operator lists no registry that bundles may "
@@ -240,11 +262,29 @@ class BundleOptions:
         timeout = data.get("timeoutSeconds", DEFAULT_TIMEOUT)
         if type(timeout) not in (int, float) or not 0 < timeout <= 30:
             raise PolicyError(f"{where}.timeoutSeconds: expected a number of seconds in (0, 30]")
-        return cls(tuple(repositories), float(timeout))
+        return cls(tuple(repositories), float(timeout), pull_secrets)
 
     def allows(self, reference: Reference) -> bool:
         """Whether the reference's repository is one listed, or lies under one, at a ``/`` boundary."""
         return any(under(reference.name, prefix) for prefix in self.repositories)
+
+
+def _pull_secret(item: Any, where: str, namespaces: tuple[str, ...] | None) -> SecretKeyRef:
+    """A ``pullSecrets`` entry: ``{namespace, name, key}`` (``key``: ``.dockerconfigjson``), in an allowed namespace.
+
+    Refused on the reference alone, one message whatever the namespace holds (:mod:`provider.bounds`).
+    """
+    from .keyrefs import secret_ref_from_dict
+
+    if not isinstance(item, dict):
+        raise PolicyError(f"{where}: expected {{namespace, name}} of a kubernetes.io/dockerconfigjson Secret")
+    ref = secret_ref_from_dict({"key": DOCKER_CONFIG_JSON_KEY, **item}, where)
+    if namespaces is not None and ref.namespace not in namespaces:
+        raise PolicyError(
+            f"{where}: policies may not read pull Secrets in namespace {ref.namespace!r}; they may read only the "
+            "namespaces the operator lists (MANIFEST_PROVIDER_PULL_SECRET_NAMESPACES, none by default)"
+        )
+    return ref
 
 
 def under(name: str, prefix: str) -> bool:
@@ -314,9 +354,13 @@ class BundleSource(Protocol):
     not answer in time) or ``bundle-invalid`` (it answered with something
     that is not a bundle within the limits), by the deadline plus a bounded
     margin. Resolves a tag to a digest once and fetches the rest by digest.
+    ``pull_secrets`` are Docker config documents (a policy's pull Secrets, read by the verifier);
+    one that is not a Docker config raises :class:`~provider.errors.PolicyError`.
     """
 
-    def fetch(self, reference: Reference, deadline: float, limits: Limits) -> FetchedBundle: ...
+    def fetch(
+        self, reference: Reference, deadline: float, limits: Limits, pull_secrets: tuple[str, ...] = ()
+    ) -> FetchedBundle: ...
 
 
 class ConfigMapReader(Protocol):
@@ -331,10 +375,12 @@ class ConfigMapReader(Protocol):
 
 @dataclass(frozen=True)
 class Sources:
-    """Where signatures kept outside the object are fetched from; ``None``: not configured."""
+    """Where signatures kept outside the object, and keys kept in Secrets, come from; ``None``: not configured."""
 
     bundles: BundleSource | None = None
     configmaps: ConfigMapReader | None = None
+    #: Reads keys kept in Secrets (:mod:`provider.keyrefs`).
+    keys: KeySecretReader | None = None
 
 
 def bundle_envelope(fetched: FetchedBundle, domain: str, limits: Limits = DEFAULT_LIMITS) -> Envelope:

@@ -10,8 +10,10 @@ Reference: ``docs/policy.md``.
 
 Fields (camelCase on the wire)::
 
-    keys: [PEM | {publicKey: PEM, name: str} | {openpgpKeyring: base64, name: str}]
-                                                 # each PEM block / OpenPGP certificate is one key
+    keys: [PEM | {publicKey: PEM, name: str} | {openpgpKeyring: base64, name: str}
+           | k8s://NS/NAME | {secretRef: {namespace, name, key}, name: str}]
+                                                 # each PEM block / OpenPGP certificate is one key;
+                                                 # a Secret holds one (provider/keyrefs.py)
     signers: [{subject | subjectRegExp, issuer | issuerRegExp, roots}]  # keyless / certificates
     keyOperation: AtLeastOne | MustAll           # default AtLeastOne
     threshold: N                                 # at least N distinct keys/signers
@@ -28,7 +30,8 @@ Fields (camelCase on the wire)::
     unsafeUnanchoredIgnoreFields: false          # upstream's regex matching (opt-in)
     attestors: [{count, name, entries: [{keys | certificates | keyless | attestor}]}]
                                                  # nested signer sets instead of keys/signers (provider/attestors.py)
-    resourceBundleRef: {repositories: [prefix], timeoutSeconds}   # OCI resource bundles (provider/bundles.py)
+    resourceBundleRef: {repositories: [prefix], timeoutSeconds, pullSecrets: [{namespace, name, key}]}
+                                                 # OCI resource bundles (provider/bundles.py, provider/oci/auth.py)
     signatureResourceRef: k8s://ConfigMap/NS/NAME  # message and signature kept in a ConfigMap
 """
 
@@ -49,6 +52,7 @@ from .controlplane import CONTROL_PLANE_OBJECTS, Written
 from .envelope import DEFAULT_DOMAIN
 from .errors import PolicyError
 from .keyless.identity import SignerSpec
+from .keyrefs import SecretKeyRef, check_allowed, is_key_reference, parse_key_reference, secret_ref_from_dict
 from .keys import PublicKey
 from .kindschema import object_shape
 from .limits import DEFAULT_LIMITS, Limits
@@ -430,13 +434,18 @@ def load_profile(name: str) -> BuiltinProfile:
 # --- the policy -------------------------------------------------------------------
 
 
-def _load_key_entry(item: Any, spot: str, limits: Limits) -> tuple[PublicKey | OpenPGPKey, ...]:
-    """One ``keys`` entry: a PEM / armored OpenPGP string, ``{publicKey, name}`` or ``{openpgpKeyring, name}``."""
+def _load_key_entry(item: Any, spot: str, limits: Limits) -> tuple[PublicKey | OpenPGPKey | SecretKeyRef, ...]:
+    """One ``keys`` entry: a PEM / armored OpenPGP string, ``{publicKey, name}``, ``{openpgpKeyring, name}``,
+    or a key kept in a Secret: ``k8s://NS/NAME`` or ``{secretRef: {namespace, name, key}, name}``."""
+    if is_key_reference(item):
+        return (parse_key_reference(item, spot),)
     if isinstance(item, dict):
-        entry = check_fields(item, spot, ("publicKey", "openpgpKeyring", "name"))
+        entry = check_fields(item, spot, ("publicKey", "openpgpKeyring", "secretRef", "name"))
         name = read_str(entry["name"], f"{spot}.name") if "name" in entry else None
-        if ("publicKey" in entry) == ("openpgpKeyring" in entry):
-            raise PolicyError(f"{spot}: give publicKey or openpgpKeyring")
+        if sum(k in entry for k in ("publicKey", "openpgpKeyring", "secretRef")) != 1:
+            raise PolicyError(f"{spot}: give one of publicKey, openpgpKeyring or secretRef")
+        if "secretRef" in entry:
+            return (secret_ref_from_dict(entry["secretRef"], f"{spot}.secretRef", name),)
         if "openpgpKeyring" in entry:
             return read_keyring(entry["openpgpKeyring"], f"{spot}.openpgpKeyring", name, limits)
         text = read_str(entry.get("publicKey"), f"{spot}.publicKey")
@@ -446,6 +455,13 @@ def _load_key_entry(item: Any, spot: str, limits: Limits) -> tuple[PublicKey | O
         return tuple(load_trusted_keys(text, name, limits.max_keys))
     except PolicyError as exc:
         raise PolicyError(f"{spot}: {exc.message}") from exc
+
+
+def _identity(key: PublicKey | OpenPGPKey | SecretKeyRef) -> str:
+    """What makes two ``keys`` entries the same key: a fingerprint, or the Secret value named."""
+    if isinstance(key, SecretKeyRef):
+        return f"secret:{key.namespace}/{key.name}/{key.key}"
+    return key.fingerprint
 
 
 def _with_compiled(node: AnchorSet, compiled: dict[int, SignerSpec]) -> AnchorSet:
@@ -475,6 +491,8 @@ class Policy:
     unsafe_unanchored_ignore_fields: bool = False
     #: Trusted OpenPGP certificates (provider/openpgp.py), counted with ``keys``.
     openpgp_keys: tuple[OpenPGPKey, ...] = ()
+    #: Keys kept in Secrets (provider/keyrefs.py), read at verification time; counted with ``keys``.
+    secret_keys: tuple[SecretKeyRef, ...] = ()
     #: Nested signer sets (provider/attestors.py); when given, ``keys``, ``openpgp_keys`` and ``signers``
     #: list the sets' leaves and keyOperation/threshold do not apply.
     attestors: tuple[AnchorSet, ...] = ()
@@ -507,7 +525,7 @@ class Policy:
         no registries); ``deadline`` (a :func:`time.monotonic` instant) bounds reading a trust-root file.
         """
         data = check_fields(data, where, _POLICY_FIELDS)
-        loaded: list[PublicKey | OpenPGPKey] = []
+        loaded: list[PublicKey | OpenPGPKey | SecretKeyRef] = []
         for i, item in enumerate(read_list(data.get("keys"), f"{where}.keys")):
             loaded.extend(_load_key_entry(item, f"{where}.keys[{i}]", limits))
             if len(loaded) > limits.max_keys:  # stop loading here: thousands of key strings cost seconds
@@ -517,6 +535,7 @@ class Policy:
                 )
         keys = [k for k in loaded if isinstance(k, PublicKey)]
         openpgp_keys = tuple(k for k in loaded if isinstance(k, OpenPGPKey))
+        secret_keys = tuple(k for k in loaded if isinstance(k, SecretKeyRef))
         signers = tuple(
             SignerSpec.from_value(s, f"{where}.signers[{i}]")
             for i, s in enumerate(read_list(data.get("signers"), f"{where}.signers"))
@@ -532,6 +551,7 @@ class Policy:
             leaves = [leaf for s in attestors for leaf in s.leaves()]
             keys = [k for k in leaves if isinstance(k, PublicKey)]
             openpgp_keys = tuple(k for k in leaves if isinstance(k, OpenPGPKey))
+            secret_keys = tuple(k for k in leaves if isinstance(k, SecretKeyRef))
             signers = tuple(k for k in leaves if isinstance(k, SignerSpec))
             anchors = len(leaves)
         else:
@@ -542,11 +562,16 @@ class Policy:
             )
         if anchors > limits.max_keys:
             raise PolicyError(f"{where}: {anchors} keys and signers; at most {limits.max_keys} are allowed")
-        if not attestors and len({k.fingerprint for k in loaded}) != len(loaded):
+        if not attestors and len({_identity(k) for k in loaded}) != len(loaded):
             raise PolicyError(f"{where}.keys: the same key is listed twice; MustAll and threshold count distinct keys")
+        for ref in secret_keys:  # before anything is read: the operator's bound (provider/bounds.py)
+            check_allowed(ref, bounds, f"{where}.keys")
         bundle_options = (
             BundleOptions.from_dict(
-                data["resourceBundleRef"], f"{where}.resourceBundleRef", allowed=bounds.bundle_repositories
+                data["resourceBundleRef"],
+                f"{where}.resourceBundleRef",
+                allowed=bounds.bundle_repositories,
+                pull_namespaces=bounds.pull_secret_namespaces,
             )
             if "resourceBundleRef" in data
             else None
@@ -638,6 +663,7 @@ class Policy:
             defaults=defaults,
             unsafe_unanchored_ignore_fields=unanchored,
             openpgp_keys=openpgp_keys,
+            secret_keys=secret_keys,
             attestors=attestors,
             resource_bundle=bundle_options,
             signature_resource_ref=signature_ref,
@@ -651,7 +677,7 @@ class Policy:
         """Every key and signer entry: the flat list, or the attestor sets' leaves in order."""
         if self.attestors:
             return tuple(leaf for s in self.attestors for leaf in s.leaves())
-        return (*self.keys, *self.openpgp_keys, *self.signers)
+        return (*self.keys, *self.openpgp_keys, *self.secret_keys, *self.signers)
 
     @property
     def anchor_count(self) -> int:

@@ -50,6 +50,7 @@ Reason = Literal[
     "bundle-unavailable",  # the registry could not be asked, refused, or did not answer in time
     "bundle-invalid",  # the registry answered with something that is not a bundle within the limits
     "signature-configmap-unavailable",  # the signature ConfigMap could not be read
+    "key-secret-unavailable",  # a key kept in a Secret could not be read (the cluster could not be asked)
     # denied: a bootstrap-token signed cluster-info ConfigMap (provider/neighbours/bootstrap.py)
     "cluster-info-invalid",
     "jws-malformed",

@@ -58,6 +58,7 @@ from .errors import (
     VerificationFailure,
 )
 from .keyless.identity import SignerSpec
+from .keyrefs import SecretKeyRef, load_secret_key
 from .keys import PublicKey
 from .kindschema import object_shape
 from .limits import DEFAULT_LIMITS, Limits
@@ -97,6 +98,8 @@ class Verification:
     document: dict[str, Any]
     payload_format: str
     used_cluster: bool = False
+    #: A dry-run made the difference (the verdict's message says so).
+    dry_run: bool = False
 
 
 # --- step 1: where the signatures are -----------------------------------------------
@@ -229,8 +232,24 @@ def _bundle_envelope(  # noqa: PLR0917 - step 1's inputs
             f"the object is signed in the resource bundle {reference}, but no registry client is configured",
             "bundle-unavailable",
         )
-    fetched = sources.bundles.fetch(reference, _until(min(options.timeout, limits.bundle_timeout), deadline), limits)
+    until = _until(min(options.timeout, limits.bundle_timeout), deadline)
+    fetched = sources.bundles.fetch(reference, until, limits, _pull_secrets(options, sources, until))
     return bundle_envelope(fetched, domain, limits)
+
+
+def _pull_secrets(options: BundleOptions, sources: Sources, deadline: float) -> tuple[str, ...]:
+    """The Docker configs the policy's pull Secrets hold now (read as keys kept in Secrets are, and as bounded)."""
+    texts = []
+    for ref in options.pull_secrets:
+        where = f"the pull Secret k8s://{ref.namespace}/{ref.name}"
+        if sources.keys is None:
+            raise _unavailable(f"the policy names {where}, but no cluster is configured to read it",
+                               "bundle-unavailable")  # fmt: skip
+        try:
+            texts.append(sources.keys.read_key(ref.namespace, ref.name, ref.key, deadline))
+        except TransientError as exc:
+            raise _unavailable(f"{where} could not be read: {exc.message}", "bundle-unavailable") from exc
+    return tuple(texts)
 
 
 # --- step 2: keys and signers -----------------------------------------------------
@@ -264,10 +283,51 @@ def _check_signer(
     return check_signer(spec, envelope, policy.trusted_root, now=now, limits=limits, every=every)
 
 
+def _secret_keys(
+    policy: Policy, sources: Sources, limits: Limits, deadline: float | None
+) -> dict[SecretKeyRef, PublicKey | OpenPGPKey]:
+    """The key each of the policy's Secret-held keys holds now (step 2's keys; :mod:`provider.keyrefs`).
+
+    Every reference is read before any is checked, and one that cannot be used denies, whatever the
+    other keys would say: a policy whose key cannot be read is broken or the cluster is down, and
+    neither is a reason to decide on what is left of it. Unusable (missing, forbidden, not one key):
+    :class:`~provider.errors.PolicyError` naming the reference; the cluster could not be asked:
+    ``key-secret-unavailable``, never cached.
+    """
+    found: dict[SecretKeyRef, PublicKey | OpenPGPKey] = {}
+    for ref in policy.secret_keys:
+        if sources.keys is None:
+            raise _unavailable(
+                f"the policy names the key Secret {ref}, but no cluster is configured to read it",
+                "key-secret-unavailable",
+            )
+        try:
+            text = sources.keys.read_key(ref.namespace, ref.name, ref.key, _until(limits.dry_run_timeout, deadline))
+        except TransientError as exc:
+            raise _unavailable(f"the key Secret {ref} could not be read: {exc.message}",
+                               "key-secret-unavailable") from exc  # fmt: skip
+        found[ref] = load_secret_key(ref, text, limits.max_keys)
+    return found
+
+
 def _leaf_check(
-    leaf: Leaf, envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits, *, every: bool
+    leaf: Leaf,
+    envelope: Envelope,
+    policy: Policy,
+    now: datetime | None,
+    limits: Limits,
+    *,
+    every: bool,
+    in_secrets: dict[SecretKeyRef, PublicKey | OpenPGPKey] | None = None,
 ) -> tuple[str, Callable[[], Outcome]]:
-    """A leaf's label and its check: keys cost one signature check each, OpenPGP one Sequoia verify, signers more."""
+    """A leaf's label and its check: keys cost one signature check each, OpenPGP one Sequoia verify, signers more.
+
+    A key kept in a Secret is checked as the key ``in_secrets`` says it holds now.
+    """
+    if isinstance(leaf, SecretKeyRef):
+        key = (in_secrets or {})[leaf]
+        label, check = _leaf_check(key, envelope, policy, now, limits, every=every)
+        return f"{leaf} ({label})", check
     if isinstance(leaf, PublicKey):
         return leaf.label(), partial(_check_key, leaf, envelope)
     if isinstance(leaf, OpenPGPKey):
@@ -275,7 +335,13 @@ def _leaf_check(
     return leaf.describe(), partial(_check_signer, leaf, envelope, policy, now, limits, every=every)
 
 
-def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits) -> tuple[Signer, ...]:
+def _check_anchors(
+    envelope: Envelope,
+    policy: Policy,
+    now: datetime | None,
+    limits: Limits,
+    in_secrets: dict[SecretKeyRef, PublicKey | OpenPGPKey] | None = None,
+) -> tuple[Signer, ...]:
     """The signers that satisfy the policy's keys and signer entries, or raise why they do not.
 
     A *signer* is who signed, not an entry's name for them (:class:`~provider.signers.Signers`):
@@ -302,10 +368,13 @@ def _check_anchors(envelope: Envelope, policy: Policy, now: datetime | None, lim
     counted apart are one signer, so stopping early would depend on order.
     """
     if policy.attestors:
-        return _check_attestors(envelope, policy, now, limits)
+        return _check_attestors(envelope, policy, now, limits, in_secrets)
     required = policy.required_count  # MustAll: every anchor
     counting = required > 1
-    checks = [_leaf_check(leaf, envelope, policy, now, limits, every=counting) for leaf in policy.anchors]
+    checks = [
+        _leaf_check(leaf, envelope, policy, now, limits, every=counting, in_secrets=in_secrets)
+        for leaf in policy.anchors
+    ]
     outcomes: list[tuple[str, Outcome]] = []
     for label, run in checks:
         outcome = run()
@@ -349,7 +418,13 @@ def _counted(envelope: Envelope) -> tuple[str, str]:
     return f"{sets} signature{'s' if sets != 1 else ''}", unread
 
 
-def _check_attestors(envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits) -> tuple[Signer, ...]:
+def _check_attestors(
+    envelope: Envelope,
+    policy: Policy,
+    now: datetime | None,
+    limits: Limits,
+    in_secrets: dict[SecretKeyRef, PublicKey | OpenPGPKey] | None = None,
+) -> tuple[Signer, ...]:
     """Every attestor set satisfied by its count of entries, with signers distinct across the tree.
 
     Every leaf is checked (with every signer each accepts); :func:`provider.attestors.solve`
@@ -361,7 +436,7 @@ def _check_attestors(envelope: Envelope, policy: Policy, now: datetime | None, l
     outcomes: dict[int, tuple[str, Outcome]] = {}
     for leaf in leaves:
         if id(leaf) not in outcomes:
-            label, run = _leaf_check(leaf, envelope, policy, now, limits, every=True)
+            label, run = _leaf_check(leaf, envelope, policy, now, limits, every=True, in_secrets=in_secrets)
             outcomes[id(leaf)] = (label, run())
     signers = Signers(binding for _, outcome in outcomes.values() for binding in outcome.bindings)
     by_class: dict[Hashable, Signer] = {}
@@ -506,7 +581,8 @@ def verify(
     bundle, a signature ConfigMap); without them a policy that needs one denies.
     A verdict read from a signature ConfigMap used the cluster (``used_cluster``,
     never cached): the ConfigMap can change -- a signature withdrawn, one
-    added -- while the object and the policy stay the same. ``deadline`` (a
+    added -- while the object and the policy stay the same; so does one that
+    used a key kept in a Secret (the key rotates). ``deadline`` (a
     :func:`time.monotonic` instant, the request's) ends every fetch at the
     latest. A signature ConfigMap in a namespace the policy's bounds do not
     allow is a :class:`~provider.errors.PolicyError`, raised before it is read.
@@ -531,7 +607,7 @@ def _verify_bounded(  # noqa: PLR0917 - verify()'s arguments, passed on
     held: Held,
 ) -> Verification:
     """:func:`verify` for an object already bounded (:func:`decide` checks it once, before anything else)."""
-    if policy.signature_resource_ref is None:
+    if policy.signature_resource_ref is None and not policy.secret_keys:
         return _verify(obj, policy, namespace, dry_runner, now, limits, sources, deadline, held=held)
     try:
         facts = _verify(obj, policy, namespace, dry_runner, now, limits, sources, deadline, held=held)
@@ -562,8 +638,9 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
     # 1. the envelope: on the object, in a signature ConfigMap, or in an OCI resource bundle
     own_namespaces = tuple(ns for ns in (namespace, meta.get("namespace")) if isinstance(ns, str) and ns)
     envelope = _envelope(meta.get("annotations"), policy, sources or Sources(), limits, own_namespaces, deadline)
-    # 2. keys and signers over the payload bytes
-    signers = _check_anchors(envelope, policy, now, limits)
+    # 2. keys and signers over the payload bytes (keys kept in Secrets as they are now)
+    in_secrets = _secret_keys(policy, sources or Sources(), limits, deadline) if policy.secret_keys else None
+    signers = _check_anchors(envelope, policy, now, limits, in_secrets)
     # 3. the document signed for this object
     try:
         document = find_document(envelope.payload.documents(limits), obj, namespace)
@@ -623,7 +700,7 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
             failure.signers, failure.used_cluster = signers, True
             raise
         if not items:
-            return Verification(signers, document, envelope.payload.format, used_cluster=True)
+            return Verification(signers, document, envelope.payload.format, used_cluster=True, dry_run=True)
         # The "before" values are now the dry-run's, not the bare manifest's.
         hint, used_cluster = " (compared with the API server's dry-run of the signed manifest)", True
     items = redact(items, policy.sensitive_for(ident))
@@ -957,7 +1034,7 @@ def decide(
     except VerificationFailure as failure:
         return _denied(what, failure, limits)
     signed_by = ", ".join(s if isinstance(s, str) else s.get("subject", "?") for s in facts.signers[:3])
-    how = " after a server-side dry-run" if facts.used_cluster else ""
+    how = " after a server-side dry-run" if facts.dry_run else ""
     return Result.proven(
         f"{what} matches its signed manifest{how} (signed by {signed_by})",
         facts.signers,

@@ -51,6 +51,7 @@ COMMANDS = (
     "completion",
     "version",
     "convert-policy",
+    "trusted-root",
 )
 
 EXIT_OK, EXIT_DENIED, EXIT_USAGE, EXIT_UNVERIFIED = 0, 1, 2, 3

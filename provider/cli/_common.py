@@ -127,14 +127,14 @@ def split_key_refs(values: list[str]) -> list[str]:
 
 
 def read_key_ref(ref: str) -> bytes:
-    """The text of one key reference: a file, ``-``, or ``env://NAME``."""
+    """The text of one key reference: a file, ``-``, or ``env://NAME`` (``k8s://``: :func:`read_public_keys`)."""
     scheme = _SCHEME.match(ref)
     if scheme is None:
         return read_text(ref)
     if not ref.startswith(ENV_SCHEME):
+        hint = " (k8s://NAMESPACE/NAME names a public key only)" if ref.startswith("k8s://") else ""
         raise PolicyError(
-            f"{ref}: keys are read from files or {ENV_SCHEME}NAME; {scheme.group(1)}:// is not supported "
-            "(nothing is fetched from elsewhere)"
+            f"{ref}: keys are read from files or {ENV_SCHEME}NAME; {scheme.group(1)}:// is not supported here{hint}"
         )
     name = ref.removeprefix(ENV_SCHEME)
     if not name:
@@ -156,10 +156,15 @@ def read_public_keys(values: list[str]) -> list[str]:
     Each is loaded here, so that a file that holds no usable key is refused
     with its own name, not as an entry of the policy it is added to.
     """
+    from ..keyrefs import is_key_reference, parse_key_reference
     from ..openpgp import load_trusted_keys
 
     keys = []
     for ref in split_key_refs(values):
+        if is_key_reference(ref):  # a key kept in a Secret: read through the kubeconfig when verifying
+            parse_key_reference(ref, f"-k {ref}")
+            keys.append(ref)
+            continue
         try:
             text = read_key_ref(ref).decode()
         except UnicodeDecodeError as exc:
@@ -192,8 +197,9 @@ def add_policy_flags(parser: argparse.ArgumentParser, *, dry_run: bool = True) -
         action="append",
         default=[],
         metavar="KEY",
-        help="trusted public key or certificate: a PEM file, env://VAR, or a comma-separated list of them "
-        "(repeatable; several PEM blocks in one file are several keys)",
+        help="trusted public key or certificate: a PEM file, env://VAR, k8s://NAMESPACE/NAME (the Secret's cosign.pub, "
+        "read with --kubeconfig), or a comma-separated list of them (repeatable; several PEM blocks in one file are "
+        "several keys)",
     )
     parser.add_argument(
         "--key-operation", choices=("AtLeastOne", "MustAll"), help="AtLeastOne (default) or MustAll of the keys"
@@ -532,17 +538,21 @@ def _files_of(path: str) -> list[Path] | list[str]:
 def signature_sources(
     kubeconfig: str | None, policy: Any, *, in_cluster: bool = False, service_account_dir: str | None = None
 ) -> Any:
-    """The policy's signature sources: the cluster for a signature ConfigMap, a registry client for resource bundles.
+    """The policy's signature sources: the cluster for a signature ConfigMap and for keys kept in Secrets, a
+    registry client for resource bundles.
 
     Module-level, so that a worker process can be sent it (``verify``, ``verify-resource`` and ``observe``).
     """
     from ..bundles import Sources
 
-    bundles = configmaps = None
+    bundles = configmaps = keys = None
     if policy.resource_bundle is not None:
+        from ..oci.auth import AuthFile
         from ..oci.bundles import OciBundleSource
 
-        bundles = OciBundleSource()
+        # As docker and cosign (go-containerregistry's default keychain): the user's own Docker config.
+        docker = os.environ.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker")
+        bundles = OciBundleSource(auth_file=AuthFile(os.path.join(docker, "config.json")))
     if policy.signature_resource_ref is not None:
         from ..kube.configmaps import KubeConfigMapReader
         from ..kube.dryrun import dry_runner_for
@@ -551,4 +561,12 @@ def signature_sources(
             dry_runner_for, kubeconfig, in_cluster=in_cluster, service_account_dir=service_account_dir
         )
         configmaps = KubeConfigMapReader(runner)
-    return Sources(bundles=bundles, configmaps=configmaps)
+    if policy.secret_keys or (policy.resource_bundle is not None and policy.resource_bundle.pull_secrets):
+        from ..kube.dryrun import dry_runner_for
+        from ..kube.keysecrets import KubeKeySecretReader
+
+        runner = functools.partial(
+            dry_runner_for, kubeconfig, in_cluster=in_cluster, service_account_dir=service_account_dir
+        )
+        keys = KubeKeySecretReader(runner)
+    return Sources(bundles=bundles, configmaps=configmaps, keys=keys)

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DataError, PolicyError
+from ..keyrefs import is_key_reference
 
 #: A kind selector's version part (``pkg/utils/kube/kind.go`` ``versionRegex``).
 _VERSION = re.compile(r"(v\d((alpha|beta)\d)?|\*)\Z")
@@ -201,9 +202,8 @@ def split_pem(text: str) -> list[str]:
 
 def _keys_entry(keys: dict[str, Any], where: str, lost: list[str]) -> list[dict[str, Any]] | None:
     """The converted entries for one Kyverno ``keys`` entry (several when Kyverno expands it), or None."""
-    for name in ("kms", "secret"):
-        if keys.get(name):
-            lost.append(f"{where}.{name}: keys kept in KMS or a Secret are not read here: paste the public key")
+    if keys.get("kms"):
+        lost.append(f"{where}.kms: keys kept in KMS are not read here: paste the public key")
     # A transparency log narrows nothing for a key signature unless it is required (k8s-manifest-sigstore
     # pkg/cosign/verify.go VerifyBlob ignores the log for a signature without a bundle annotation).
     if isinstance(keys.get("rekor"), dict) and not keys["rekor"].get("ignoreTlog"):
@@ -214,12 +214,23 @@ def _keys_entry(keys: dict[str, Any], where: str, lost: list[str]) -> list[dict[
         lost.append(f"{where}.signatureAlgorithm: not read here (each key's own scheme is used)")
     text = keys.get("publicKeys")
     if not isinstance(text, str) or not text.strip():
+        # Kyverno's manifest rules read publicKeys alone (kyverno v1.19.0
+        # pkg/engine/handlers/validation/validate_manifest.go buildVerifyResourceOptionsAndPath); its image
+        # rules read ``secret`` when publicKeys is empty (pkg/engine/internal/imageverifier.go:
+        # k8s://<namespace>/<name>, the Secret's cosign.pub). Carried as the key that Secret holds.
+        secret = keys.get("secret")
+        if isinstance(secret, dict) and secret:
+            return [{"keys": {"secret": {k: v for k, v in secret.items() if k in ("namespace", "name")}}}]
         return None
+    if is_key_reference(text):
+        # k8s://NAMESPACE/NAME: k8s-manifest-sigstore hands it to cosign, which reads the Secret's cosign.pub
+        # (sigstore/cosign v3.1.2 pkg/signature/keys.go PublicKeyFromKeyRefWithHashAlgo): carried as it is.
+        return [{"keys": {"publicKeys": text.strip()}}]
     pieces = split_pem(text)
     if len(pieces) <= 1:
         pieces = [text]
     if not pieces[0].lstrip().startswith(_INLINE_KEY_PREFIXES):
-        lost.append(f"{where}.publicKeys: {text.strip()[:60]!r} is a key reference (KMS, k8s://), not a key")
+        lost.append(f"{where}.publicKeys: {text.strip()[:60]!r} is a key reference (KMS), not a key")
         return None
     if any(not piece.startswith(_INLINE_KEY_PREFIXES) for piece in pieces):
         lost.append(

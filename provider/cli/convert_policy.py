@@ -27,6 +27,7 @@ the printed policy is the source's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from ..bounds import SERVICE
 from ..errors import PolicyError
 from . import EXIT_OK, EXIT_UNVERIFIED
 from ._common import command_parser, read_documents
@@ -210,7 +212,8 @@ def convert_document(doc: Any) -> Conversion:
                         "everything)")  # fmt: skip
             continue
         try:
-            Policy.from_dict(rule.policy)
+            # Which namespaces may hold key Secrets is the operator's setting, not the converter's to know.
+            Policy.from_dict(rule.policy, bounds=dataclasses.replace(SERVICE, key_secret_namespaces=None))
         except PolicyError as exc:
             lost.append(f"{rule.name}: the printed policy is invalid, so it denies everything until it is edited: "
                         f"{exc.message}")  # fmt: skip

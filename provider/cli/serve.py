@@ -91,6 +91,45 @@ FLAGS: tuple[tuple[str, str, type, str, str], ...] = (
         "host[:port] a registry may redirect a bundle fetch to or name as its token realm, besides itself "
         "(default: none)",
     ),
+    (
+        "--key-secret-namespaces",
+        "key_secret_namespaces",
+        str,
+        "LIST",
+        "namespaces whose Secrets a policy may name as keys (k8s://NS/NAME, secretRef), comma-separated "
+        "(default: none)",
+    ),
+    (
+        "--key-secret-ttl-seconds",
+        "key_secret_ttl_seconds",
+        float,
+        "S",
+        "seconds a key read from a Secret is used before it is read again (default 30; 0: every time)",
+    ),
+    (
+        "--pull-secret-namespaces",
+        "pull_secret_namespaces",
+        str,
+        "LIST",
+        "namespaces whose pull Secrets a policy may name (resourceBundleRef.pullSecrets), comma-separated "
+        "(default: none)",
+    ),
+    (
+        "--registry-auth-file",
+        "registry_auth_file",
+        str,
+        "FILE",
+        "Docker config (.dockerconfigjson) whose credentials bundle fetches use, each for its own registry",
+    ),
+    (
+        "--tuf-url",
+        "tuf_url",
+        str,
+        "URL",
+        "TUF repository the keyless trust root is refreshed from in the background (default: sigstore's "
+        "public-good one; empty: none)",
+    ),
+    ("--tuf-root", "tuf_root", str, "FILE", "the pinned TUF root.json (default: the public-good one)"),
     ("--deadline-seconds", "deadline_seconds", float, "S", "answer within S seconds or fail the request (default 1.5)"),
     ("--max-body-bytes", "max_body_bytes", int, "N", "largest request body (default 16 MiB; 413 beyond)"),
     ("--max-keys", "max_keys", int, "N", "most keys in one Gatekeeper request (default 128)"),

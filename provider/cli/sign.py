@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RequestError
-from . import EXIT_OK
+from . import EXIT_OK, _signature_configmap
 from ._common import command_parser, input_files, read_documents
 
 HELP = "sign a manifest file or directory (writes <file>.signed), or standard input (-f -)"
@@ -39,6 +39,7 @@ EXAMPLES = (
     "manifest-provider sign -f app.yaml.signed -k ops.key --append-signature -o app.yaml.signed2",
     "kustomize build overlays/prod | manifest-provider sign -f - -k env://SIGNING_KEY > release.yaml",
     "manifest-provider sign --post-renderer -k team.key   # a Helm post-renderer: helm install --post-renderer",
+    "manifest-provider sign -f app.yaml -k team.key -o k8s://ConfigMap/shop/app-sig   # writes k8s_ConfigMap_*.yaml",
 )
 
 
@@ -69,8 +70,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "-o",
         "--output",
         metavar="OUT",
-        help="output file (default <FILE>.signed; standard output for -f -; - for stdout)",
+        help="output file (default <FILE>.signed; standard output for -f -; - for stdout), or "
+        "k8s://ConfigMap/NAMESPACE/NAME: the message and signature in a ConfigMap, as kubectl sigstore writes it "
+        "(to k8s_ConfigMap_NAMESPACE_NAME.yaml, or to the cluster with --apply-signature-configmap)",
     )
+    p.add_argument(
+        "--apply-signature-configmap",
+        action="store_true",
+        help="with -o k8s://ConfigMap/NAMESPACE/NAME: create or update the ConfigMap in the cluster (--kubeconfig)",
+    )
+    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --apply-signature-configmap")
     p.add_argument(
         "--post-renderer",
         action="store_true",
@@ -188,12 +197,27 @@ def _sign_image(args: argparse.Namespace, documents: list[Any], key: Any, domain
         else None
     )
     clean, payload = message_payload(documents, domain=domain, tarball_files=tarball, sensitive_kinds=kinds)
-    client = RegistryClient()
+    client = RegistryClient(credentials=_docker_credentials())
     digest = push_bundle(client, reference, payload)
     claim = simple_signing_payload(reference, digest)
     push_signature(client, reference, digest, claim, base64.b64encode(sign_bytes(key, claim)).decode())
     print(f"pushed {reference.name}@{digest} and its signature", file=sys.stderr)
     return with_bundle_ref(clean, args.image, domain)
+
+
+def _docker_credentials() -> Any:
+    """The user's Docker config as a registry client's credentials, as ``docker push`` and cosign read it."""
+    import os
+
+    from ..oci.auth import AuthFile
+
+    auth = AuthFile(os.path.join(os.environ.get("DOCKER_CONFIG") or os.path.expanduser("~/.docker"), "config.json"))
+
+    def credentials(registry: str) -> tuple[str, str] | None:
+        found = auth.credentials().get(registry)
+        return found.pair() if found is not None else None
+
+    return credentials
 
 
 def run(args: argparse.Namespace) -> int:
@@ -222,6 +246,18 @@ def run(args: argparse.Namespace) -> int:
     if args.post_renderer and not documents:
         return EXIT_OK  # a release of hooks only: Helm post-renders an empty stream, and gets one back
     kinds = _sensitive_kinds(args)
+    if _signature_configmap.is_configmap_output(args.output):
+        if args.image or args.append_signature or args.per_object or args.tarball or args.post_renderer:
+            raise RequestError(
+                "-o k8s://ConfigMap/... keeps one message and one signature in a ConfigMap; --image, "
+                "--append-signature, --per-object, --tarball and --post-renderer do not apply"
+            )
+        ref = _signature_configmap.parse_output(args.output)
+        configmap = _signature_configmap.signature_configmap(documents, key, ref, domain=domain, sensitive_kinds=kinds)
+        return _signature_configmap.write(configmap, ref, apply=args.apply_signature_configmap,
+                                          kubeconfig=args.kubeconfig)  # fmt: skip
+    if args.apply_signature_configmap:
+        raise RequestError("--apply-signature-configmap writes the ConfigMap -o k8s://ConfigMap/NAMESPACE/NAME names")
     apart: list[dict[str, Any]] = []
     try:
         if args.image:

@@ -26,7 +26,8 @@ again, and a corporate root would lend its trust to every CA it ever
 certified (TLS issuing CAs, retired code-signing CAs, enrolment CAs).
 
 Nothing here touches the network: the TrustedRoot is data the operator
-provides (``docs/keyless.md`` says how to refresh it).
+provides, or the service's background TUF refresh installs as the default
+(:func:`set_default_root`; :mod:`provider.service.trustroot`).
 
 A path comes from the policy, and the policy's author is not always the
 operator (``docs/security.md``, "Threat model"), so:
@@ -169,7 +170,7 @@ def load_trusted_root(
     :class:`~provider.errors.TransientError` ``deadline-exceeded``.
     """
     if value is None:
-        return _default_root()
+        return default_root()
     if isinstance(value, str):
         return _root_from_file(value, limits, bounds, deadline)
     if isinstance(value, dict):
@@ -199,6 +200,27 @@ def _root_from_file(path: str, limits: Limits, bounds: Bounds, deadline: float |
         raise PolicyError(
             f"trustedRoot: the trust-root file {shown!r} could not be used; the service's log says why"
         ) from None
+
+
+#: The default root a background TUF refresh installed (provider/service/trustroot.py); empty: the shipped one.
+_refreshed: list[TrustRoot] = []
+
+
+def set_default_root(root: TrustRoot | None) -> None:
+    """Replace the default TrustedRoot (a policy without ``trustedRoot`` gets it); None: the shipped one again."""
+    _refreshed[:] = [root] if root is not None else []
+
+
+def default_root() -> TrustRoot:
+    """The TrustedRoot a policy without ``trustedRoot`` gets: the last refreshed one, else the shipped one."""
+    found = _refreshed[:1]
+    return found[0] if found else _default_root()
+
+
+def current_default_digest() -> str:
+    """Which default is in use: the refreshed root's digest, or ``""`` for the shipped one (cheap: no parse)."""
+    found = _refreshed[:1]
+    return found[0].digest if found else ""
 
 
 @lru_cache(maxsize=1)

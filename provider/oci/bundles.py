@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -50,8 +51,9 @@ from ..bundles import (
     signature_tag,
 )
 from ..cache import LRUCache, digest
-from ..errors import RequestError, VerificationFailure
+from ..errors import PolicyError, RequestError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
+from .auth import AuthError, AuthFile, Credential, parse_docker_config
 from .registry import MANIFEST_TYPES, OCI_CONFIG, OCI_MANIFEST, Answer, RegistryClient, RegistryError, json_document
 
 log = logging.getLogger("provider.bundles")
@@ -110,17 +112,54 @@ def _bundle_layer(reference: Reference, document: dict[str, Any]) -> dict[str, A
 class OciBundleSource:
     """:class:`provider.bundles.BundleSource` over a registry (see the module docstring)."""
 
-    def __init__(self, client: RegistryClient | None = None, *, cache_entries: int = 64) -> None:
+    def __init__(
+        self, client: RegistryClient | None = None, *, cache_entries: int = 64, auth_file: AuthFile | None = None
+    ) -> None:
         self.client = client or RegistryClient()
+        #: The operator's Docker config (``MANIFEST_PROVIDER_REGISTRY_AUTH_FILE``), after a policy's pull Secrets.
+        self.auth_file = auth_file
+        self._local = threading.local()
         self._images: LRUCache[_Image] = LRUCache(cache_entries)
         self._signatures: LRUCache[tuple[tuple[ImageSignature, ...], tuple[str, ...]]] = LRUCache(
             cache_entries, ttl=SIGNATURES_TTL
         )
 
-    def fetch(self, reference: Reference, deadline: float, limits: Limits = DEFAULT_LIMITS) -> FetchedBundle:
+    def _credential(self, registry: str, pull_secrets: tuple[str, ...]) -> Credential | None:
+        """The credential for ``registry``: a policy's pull Secrets first, then the operator's file (oci/auth.py)."""
+        for index, text in enumerate(pull_secrets):
+            found = parse_docker_config(text, f"resourceBundleRef.pullSecrets[{index}]").get(registry)
+            if found is not None:
+                return found
+        if self.auth_file is not None:
+            return self.auth_file.credentials().get(registry)
+        return None
+
+    def fetch(
+        self, reference: Reference, deadline: float, limits: Limits = DEFAULT_LIMITS, pull_secrets: tuple[str, ...] = ()
+    ) -> FetchedBundle:
+        """The bundle, fetched with the credential for its registry (``pull_secrets``: Docker config texts).
+
+        What was fetched with a credential is cached for that credential only: a bundle a tenant's
+        pull Secret can read is never served from the cache to a fetch without it.
+        """
+        try:
+            credential = self._credential(reference.registry, pull_secrets)
+        except AuthError as exc:
+            raise PolicyError(exc.message) from None
+        self._local.credential = credential
+        try:
+            return self._fetch(reference, deadline, limits)
+        finally:
+            self._local.credential = None
+
+    def _who(self) -> str:
+        credential: Credential | None = getattr(self._local, "credential", None)
+        return digest(*credential.pair()).hex() if credential is not None else ""
+
+    def _fetch(self, reference: Reference, deadline: float, limits: Limits) -> FetchedBundle:
         try:
             image = self._image(reference, deadline, limits)
-            key = digest(reference.name, image.digest)
+            key = digest(reference.name, image.digest, self._who())
             signatures = self._signatures.get(key)
             if signatures is None:
                 signatures = self._fetch_signatures(reference, image.digest, deadline, limits)
@@ -143,6 +182,7 @@ class OciBundleSource:
         )
 
     def _get(self, reference: Reference, path: str, deadline: float, max_bytes: int, accept: str = "") -> Answer:
+        credential: Credential | None = getattr(self._local, "credential", None)
         return self.client.request(
             "GET",
             reference.registry,
@@ -151,6 +191,7 @@ class OciBundleSource:
             deadline=deadline,
             max_bytes=max_bytes,
             headers={"Accept": accept} if accept else None,
+            credentials=(lambda _registry: credential.pair()) if credential is not None else None,
         )
 
     def _blob(self, reference: Reference, descriptor: dict[str, Any], deadline: float, max_bytes: int) -> bytes:
@@ -193,7 +234,7 @@ class OciBundleSource:
 
     def _image(self, reference: Reference, deadline: float, limits: Limits) -> _Image:
         if reference.digest:
-            cached = self._images.get(digest(reference.name, reference.digest))
+            cached = self._images.get(digest(reference.name, reference.digest, self._who()))
             if cached is not None:
                 return cached
         found = self._manifest(reference, reference.digest or str(reference.tag), deadline, limits)
@@ -202,13 +243,13 @@ class OciBundleSource:
         manifest_digest, document = found
         if reference.digest and manifest_digest != reference.digest:
             raise RegistryError(f"the manifest's bytes are {manifest_digest}, not {reference.digest}", "invalid")
-        cached = self._images.get(digest(reference.name, manifest_digest))
+        cached = self._images.get(digest(reference.name, manifest_digest, self._who()))
         if cached is not None:
             return cached
         descriptor = _bundle_layer(reference, document)
         layer = self._blob(reference, descriptor, deadline, limits.max_payload_bytes)
         image = _Image(manifest_digest, layer, str(descriptor.get("mediaType", "")))
-        self._images.put(digest(reference.name, manifest_digest), image)
+        self._images.put(digest(reference.name, manifest_digest, self._who()), image)
         return image
 
     def _fetch_signatures(

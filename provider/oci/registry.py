@@ -254,7 +254,9 @@ class RegistryClient:
             raise RegistryError(f"{method} {parts.target[:80]} answered more than {max_bytes} bytes", "invalid")
         return Answer(response.status, answer_headers, data)
 
-    def _token(self, registry: str, challenge: str, scope: str, deadline: float) -> str | None:
+    def _token(
+        self, registry: str, challenge: str, scope: str, deadline: float, credentials: Credentials | None = None
+    ) -> str | None:
         params = dict(_CHALLENGE.findall(challenge))
         realm = params.get("realm", "")
         origin = self._origin(registry)
@@ -263,7 +265,8 @@ class RegistryClient:
             raise RegistryError(f"{registry} asks for a token from {realm[:80]!r}, {refusal}")
         query = urllib.parse.urlencode({k: v for k, v in (("service", params.get("service")), ("scope", scope)) if v})
         headers = {}
-        creds = self.credentials(registry) if self.credentials else None
+        given = credentials or self.credentials
+        creds = given(registry) if given else None
         if creds:
             headers["Authorization"] = "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
         url = f"{realm}{'&' if '?' in realm else '?'}{query}"
@@ -274,10 +277,10 @@ class RegistryClient:
         token = document.get("token") or document.get("access_token")
         if not isinstance(token, str):
             raise RegistryError(f"{registry}'s token service answered no token", "invalid")
-        self._keep(registry, scope, token, document.get("expires_in", DEFAULT_TOKEN_LIFETIME))
+        self._keep(_token_key(registry, scope, creds), token, document.get("expires_in", DEFAULT_TOKEN_LIFETIME))
         return token
 
-    def _keep(self, registry: str, scope: str, token: str, expires: Any) -> None:
+    def _keep(self, key: bytes, token: str, expires: Any) -> None:
         """Cache ``token`` for its lifetime, at most :data:`MAX_TOKEN_LIFETIME`, less a margin.
 
         ``expires_in`` is the token service's to write: json reads NaN, Infinity and integers of
@@ -289,7 +292,7 @@ class RegistryClient:
             lifetime = float(max(0, min(expires, MAX_TOKEN_LIFETIME)))  # clamped before float(): no overflow
         lifetime -= 5
         if lifetime > 0:
-            self._tokens.put(digest(registry, scope), token, ttl=lifetime)
+            self._tokens.put(key, token, ttl=lifetime)
 
     def request(
         self,
@@ -302,20 +305,27 @@ class RegistryClient:
         max_bytes: int,
         headers: dict[str, str] | None = None,
         body: bytes | None = None,
+        credentials: Credentials | None = None,
     ) -> Answer:
-        """One exchange with ``registry`` (``host[:port]``), authenticating and following redirects as needed."""
+        """One exchange with ``registry`` (``host[:port]``), authenticating and following redirects as needed.
+
+        ``credentials`` replaces the client's own for this exchange (a policy's pull Secret). A token is
+        reused only for the same registry, scope and credentials: one obtained with a tenant's
+        credentials never serves an exchange made with other credentials or none.
+        """
         origin = self._origin(registry)
         url = f"{origin.scheme}://{registry}{path}"
         sent = dict(headers or {})
-        cached = self._tokens.get(digest(registry, scope))
+        given = credentials or self.credentials
+        creds = given(registry) if given else None
+        cached = self._tokens.get(_token_key(registry, scope, creds))
         if cached is not None:
             sent["Authorization"] = f"Bearer {cached}"
         answer = self._once(method, url, sent, body, deadline=deadline, max_bytes=max_bytes)
         if answer.status == 401:
             challenge = answer.headers.get("www-authenticate", "")
-            creds = self.credentials(registry) if self.credentials else None
             if challenge.lower().startswith("bearer"):
-                token = self._token(registry, challenge, scope, deadline)
+                token = self._token(registry, challenge, scope, deadline, given)
                 sent["Authorization"] = f"Bearer {token}"
             elif challenge.lower().startswith("basic") and creds:
                 sent["Authorization"] = "Basic " + base64.b64encode(f"{creds[0]}:{creds[1]}".encode()).decode()
@@ -340,6 +350,12 @@ class RegistryClient:
             own = (target.scheme, target.netloc) == (origin.scheme, origin.netloc)
             answer = self._once(method, url, sent if own else anonymous, body, deadline=deadline, max_bytes=max_bytes)
         return answer
+
+
+def _token_key(registry: str, scope: str, creds: tuple[str, str] | None) -> bytes:
+    """A token's cache key: its registry, its scope, and who obtained it (a digest, never the password)."""
+    who = digest(*creds) if creds else b""
+    return digest(registry, scope, who)
 
 
 def _json(body: bytes, what: str) -> dict[str, Any]:

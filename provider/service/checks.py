@@ -76,7 +76,11 @@ class PolicyCache:
             canonical = json.dumps(raw, sort_keys=True, separators=(",", ":"), allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise PolicyError(f"policy: not JSON data ({str(exc)[:80]})") from exc
-        key = digest(canonical, str(limits.max_keys), repr(bounds))
+        # The default trust root is part of a compiled keyless policy: one refreshed in the background
+        # (provider/service/trustroot.py) must reach policies compiled before it.
+        from ..keyless.trust import current_default_digest
+
+        key = digest(canonical, str(limits.max_keys), repr(bounds), current_default_digest())
         policy = self._cache.get(key)
         if policy is None:
             policy = Policy.from_dict(raw, limits=limits, bounds=bounds, deadline=deadline)

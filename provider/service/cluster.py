@@ -203,12 +203,21 @@ def signature_sources(clients: ClusterClients, config: Config) -> Sources:
     The registry client follows redirects and token realms only to the registry itself and the
     operator's ``MANIFEST_PROVIDER_REGISTRY_HOSTS``; which registries a policy may name at all is
     the policy's bound (``MANIFEST_PROVIDER_BUNDLE_REPOSITORIES``, :mod:`provider.bounds`). ConfigMaps
-    are read with the dry-runner's client (its identity, pool and deadlines).
+    are read with the dry-runner's client (its identity, pool and deadlines), and so are keys kept in
+    Secrets (each value reused for ``MANIFEST_PROVIDER_KEY_SECRET_TTL_SECONDS``).
     """
     from ..kube.configmaps import KubeConfigMapReader
+    from ..kube.keysecrets import KubeKeySecretReader
+    from ..oci.auth import AuthFile
     from ..oci.bundles import OciBundleSource
     from ..oci.registry import RegistryClient
 
     runner = clients.configmap_runner
+    auth_file = AuthFile(config.registry_auth_file) if config.registry_auth_file else None
     configmaps = KubeConfigMapReader(runner) if runner is not None else None
-    return Sources(bundles=OciBundleSource(RegistryClient(hosts=config.registry_hosts)), configmaps=configmaps)
+    keys = KubeKeySecretReader(runner, ttl=config.key_secret_ttl_seconds) if runner is not None else None
+    return Sources(
+        bundles=OciBundleSource(RegistryClient(hosts=config.registry_hosts), auth_file=auth_file),
+        configmaps=configmaps,
+        keys=keys,
+    )

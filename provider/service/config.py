@@ -101,9 +101,32 @@ class Config:
     #: Registries or repositories (``registry[/path]``) bundles may come from; every entry of a policy's
     #: ``resourceBundleRef.repositories`` must lie under one. Default none: no bundle is fetched.
     bundle_repositories: tuple[str, ...] = ()
+    #: Namespaces whose Secrets a policy may name as keys (``k8s://NS/NAME``, ``secretRef``, ``keys.secret``).
+    #: Default none, and never implicitly the admitted object's own: a key must sit where the people whose
+    #: objects it verifies cannot write it (docs/security.md, "Threat model"). The service account also
+    #: needs ``get`` on each Secret by name (RBAC ``resourceNames``).
+    key_secret_namespaces: tuple[str, ...] = ()
+    #: Seconds a key read from a Secret is used before the Secret is read again (provider/kube/keysecrets.py);
+    #: 0 reads it for every verification.
+    key_secret_ttl_seconds: float = 30.0
+    #: Namespaces whose ``kubernetes.io/dockerconfigjson`` Secrets a policy may name as registry credentials
+    #: (``resourceBundleRef.pullSecrets``). Default none: they are credentials.
+    pull_secret_namespaces: tuple[str, ...] = ()
+    #: A Docker config file (``{"auths": {...}}``, e.g. a mounted pull Secret's ``.dockerconfigjson``) whose
+    #: credentials bundle fetches use, each only for the registry it names; reread when it changes.
+    registry_auth_file: str | None = None
     #: Hosts (``host[:port]``, 443 without a port) a registry may send a bundle fetch to by a redirect or
     #: a token realm, besides itself (Docker Hub: ``auth.docker.io,production.cloudflare.docker.com``).
     registry_hosts: tuple[str, ...] = ()
+    # -- the keyless trust root kept current (provider/service/trustroot.py) --
+    #: TUF repository the default TrustedRoot is refreshed from, in the background; empty: the shipped root only.
+    tuf_url: str = "https://tuf-repo-cdn.sigstore.dev"
+    #: The pinned root of trust: a TUF ``root.json`` file; unset: the public-good root.json sigstore-python ships.
+    tuf_root: str | None = None
+    #: Seconds between refreshes (a failed one is tried again after 5 minutes).
+    tuf_refresh_seconds: float = 3600.0
+    #: Where the TUF client keeps the metadata it trusts (rollback protection); unset: a temporary directory.
+    tuf_cache_dir: str | None = None
     # -- the cluster --
     #: kubeconfig for dry-runs and Secret reads; unset: in-cluster config inside a pod, else no cluster.
     kubeconfig: str | None = None
@@ -201,6 +224,8 @@ class Config:
             own_namespace_signatures=self.signature_own_namespace,
             bundle_repositories=self.bundle_repositories,
             dry_run_namespaces=self.dry_run_namespaces,
+            key_secret_namespaces=self.key_secret_namespaces,
+            pull_secret_namespaces=self.pull_secret_namespaces,
         )
 
     @property
@@ -302,6 +327,7 @@ def _check(config: Config) -> Config:
         "token_reviews_per_second",
         "head_timeout_seconds",
         "max_connections",
+        "tuf_refresh_seconds",
     ):
         positive(name)
     if config.max_connections <= config.threads:
@@ -331,6 +357,8 @@ def _check(config: Config) -> Config:
         raise ConfigError(f"{env_name('cache_entries')}: must be 0 (off) or more")
     if config.cache_ttl_seconds < 0:
         raise ConfigError(f"{env_name('cache_ttl_seconds')}: must be 0 or more")
+    if config.key_secret_ttl_seconds < 0:
+        raise ConfigError(f"{env_name('key_secret_ttl_seconds')}: must be 0 (read every time) or more")
     if config.cert_expiry_warning_days < 0:
         raise ConfigError(f"{env_name('cert_expiry_warning_days')}: must be 0 (no warning) or more")
     for name in ("port", "metrics_port"):
@@ -356,11 +384,17 @@ _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 
 def _check_bounds(config: Config) -> Config:
     """The policy bounds, checked and normalised: a typo must not widen them, nor fail on the first request."""
+    if config.registry_auth_file is not None and (
+        not os.path.isabs(config.registry_auth_file) or "\x00" in config.registry_auth_file
+    ):
+        raise ConfigError(
+            f"{env_name('registry_auth_file')}: {config.registry_auth_file[:80]!r} is not an absolute path"
+        )
     where = env_name("trusted_root_files")
     for path in config.trusted_root_files:
         if not os.path.isabs(path) or os.path.normpath(path) != path or "\x00" in path:
             raise ConfigError(f"{where}: {path[:80]!r} is not an absolute, normalised path (no '..', '.', '//')")
-    for name in ("signature_namespaces", "dry_run_namespaces"):
+    for name in ("signature_namespaces", "dry_run_namespaces", "key_secret_namespaces", "pull_secret_namespaces"):
         for namespace in getattr(config, name):
             if not _NAMESPACE.match(namespace):
                 raise ConfigError(

@@ -19,6 +19,9 @@ Every name starts with ``manifest_provider_``:
   -- latency histograms (a cache hit is not a verification);
 * ``keys_per_request`` -- batch sizes;
 * ``cache_lookups_total{result="hit"|"miss"}`` -- the verdict cache;
+* ``trusted_root_age_seconds`` -- seconds since the keyless trusted root in use
+  was last confirmed current by a TUF refresh (the oldest worker's), and
+  ``trusted_root_refreshes_total{result="ok"|"failed"}`` (:mod:`provider.service.trustroot`);
 * ``auth_refusals_total{reason}`` -- callers refused (401/403/503), by why
   (:data:`provider.service.auth.REFUSAL_REASONS`);
 * ``connections_closed_total{reason}`` -- connections closed before they sent a
@@ -68,7 +71,7 @@ import bisect
 import os
 import platform
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as distribution_version
 from typing import Any
@@ -123,6 +126,14 @@ CONNECTIONS_CLOSED = Counter(
     "manifest_provider_connections_closed_total", "Connections closed before a complete request, by reason.", ["reason"]
 )
 #: Requests being answered, summed over the live workers (a dead worker's count goes with it).
+TRUSTED_ROOT_REFRESHES = Counter(
+    "manifest_provider_trusted_root_refreshes_total", "Background TUF refreshes of the trusted root.", ["result"]
+)
+TRUSTED_ROOT_AGE = Gauge(
+    "manifest_provider_trusted_root_age_seconds",
+    "Seconds since the keyless trusted root in use was last confirmed current by a TUF refresh.",
+    multiprocess_mode="max",
+)
 IN_FLIGHT = Gauge("manifest_provider_requests_in_flight", "Requests being answered now.", multiprocess_mode="livesum")
 BUILD_INFO = "manifest_provider_build_info"
 CERTIFICATE_EXPIRY = "manifest_provider_certificate_expiry_timestamp_seconds"
@@ -306,7 +317,12 @@ class Tally:
                 if n:
                     child._buckets[index].inc(n)
             child._sum.inc(sums[-1])
+        if TRUSTED_ROOT_AGE_SOURCE is not None:  # a gauge of time: set as it is now, at each flush
+            TRUSTED_ROOT_AGE.set(TRUSTED_ROOT_AGE_SOURCE())
 
+
+#: Where this process reads the trusted root's age from (the background refresher's ``age``); None: no series.
+TRUSTED_ROOT_AGE_SOURCE: Callable[[], float] | None = None
 
 #: The tally of this process. A forked worker starts with an empty one and a fresh lock.
 TALLY = Tally()

@@ -39,6 +39,11 @@ class Service:
         self.kube_client: Any = clients.kube_client
         self.sources = signature_sources(clients, config)
         self.clients = clients
+        from .trustroot import refresher_for
+
+        self.trust_root = refresher_for(
+            config.tuf_url, config.tuf_root, config.tuf_cache_dir, config.tuf_refresh_seconds
+        )
         self.auth = Authenticator(
             client_certificates=ClientCertificates(config.client_ca) if config.client_ca else None,
             audience=config.token_audience,
@@ -50,8 +55,11 @@ class Service:
         )
 
     def prepare(self) -> None:
-        """Build the cluster clients ahead of the first request (:mod:`provider.service.cluster`)."""
+        """Build the cluster clients ahead of the first request (:mod:`provider.service.cluster`), and start
+        refreshing the keyless trust root in the background (:mod:`provider.service.trustroot`)."""
         self.clients.prepare()
+        if self.trust_root is not None:
+            self.trust_root.start()
 
     def context(self) -> CheckContext:
         return CheckContext(

@@ -363,6 +363,12 @@ class FakeApiServer:
     anonymous: bool = True
     #: Users authenticated but granted nothing by RBAC.
     unprivileged: set[str] = field(default_factory=set)
+    #: RBAC ``resourceNames`` rules of the service's own user, by resource (plural): on these resources it
+    #: may only ``get`` the listed ``(namespace, name)`` objects, and everything else is 403 -- a role rule
+    #: with ``resourceNames`` grants a request that names one of them and nothing else (a list or watch
+    #: names none: kubernetes pkg/apis/rbac/v1/evaluation_helpers.go ``ResourceNameMatches`` compares the
+    #: request's name with the rule's list whenever the list is not empty).
+    granted_names: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     #: Tokens a TokenReview finds valid, and for which audiences.
     reviewable: dict[str, Identity] = field(default_factory=dict, repr=False)
     #: The port to listen on (0: an ephemeral one); a server started again on a stopped one's port is "back up".
@@ -411,9 +417,12 @@ class FakeApiServer:
                 # Headers and body go out in separate writes: without this, Nagle
                 # plus the client's delayed ACK adds ~40 ms to every answer.
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                wrapped = context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
                 with fake._lock:
-                    fake._connections.add(sock)
-                return context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), addr
+                    # The TLS socket, not ``sock``: wrapping detaches ``sock`` from its descriptor, and
+                    # stop() must cut kept-alive connections too (a client's pool would reuse them).
+                    fake._connections.add(wrapped)
+                return wrapped, addr
 
             def handle_error(self, request: Any, client_address: Any) -> None:
                 pass  # clients that time out and hang up are part of the tests
@@ -530,7 +539,7 @@ class FakeApiServer:
     def authorize(self, caller: Caller, logged: Logged) -> tuple[int, Any, dict[str, str]] | None:
         """RBAC's refusal of ``logged`` for ``caller`` (403), or None when it may go on."""
         if not (caller.anonymous or caller.username in self.unprivileged):
-            return None
+            return self._by_name(caller, logged)
         if allowed_without_grants(caller, logged.path):
             return None
         match = _OBJECT.match(logged.path) or _COLLECTION.match(logged.path)
@@ -542,6 +551,18 @@ class FakeApiServer:
         named = match.groupdict().get("name") or ""
         if logged.method == "GET" and not named:
             verb = "list"
+        return 403, forbidden_status(caller, verb, match["res"], match["g"] or "", match["ns"], name=named), {}
+
+    def _by_name(self, caller: Caller, logged: Logged) -> tuple[int, Any, dict[str, str]] | None:
+        """The refusal of a ``granted_names`` rule (403), or None."""
+        match = _OBJECT.match(logged.path) or _COLLECTION.match(logged.path)
+        if match is None or match["res"] not in self.granted_names:
+            return None
+        named = match.groupdict().get("name") or ""
+        if logged.method == "GET" and named and (match["ns"] or "", named) in self.granted_names[match["res"]]:
+            return None
+        verbs = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+        verb = verbs.get(logged.method, "get" if named else "list")
         return 403, forbidden_status(caller, verb, match["res"], match["g"] or "", match["ns"], name=named), {}
 
     def review(self, logged: Logged) -> tuple[int, Any, dict[str, str]]:
@@ -632,6 +653,25 @@ class FakeApiServer:
     def stored(self, api_version: str, kind: str) -> list[dict[str, Any]]:
         """Every stored object of a kind (copies)."""
         return self.store.objects(self._kind_for(api_version, kind))
+
+    def writable_configmaps(self) -> None:
+        """Real creates, updates and deletes of ConfigMaps (``sign --apply-signature-configmap``).
+
+        Checked as the API server checks a ConfigMap's ``data`` and ``binaryData``: maps of strings
+        (k8s.io/api core/v1 types.go ``ConfigMap``); the 1 MiB size limit is not modelled.
+        """
+        kind = self._kind_for("v1", "ConfigMap")
+
+        def problems(body: dict[str, Any]) -> list[str]:
+            return [
+                f"{field}: must be a map of strings"
+                for field in ("data", "binaryData")
+                if field in body
+                and not (isinstance(body[field], dict) and all(isinstance(v, str) for v in body[field].values()))
+            ]
+
+        crd: dict[str, Any] = {"builtin": problems}
+        self.store.writable(kind, crd)
 
     def install_crd(self, crd: dict[str, Any]) -> None:
         """Serve a CustomResourceDefinition's served versions, and real writes of its objects (module docstring)."""

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -43,10 +44,48 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-class Registry:
-    """``docker-registry serve`` on ``127.0.0.1:<port>`` with storage under ``directory``."""
+#: docker-registry's htpasswd authentication (distribution v2.8 ``registry/auth/htpasswd``): a Basic
+#: challenge with this realm; the file's hashes must be bcrypt (``$2a$``/``$2b$``/``$2y$``), the only
+#: kind its ``htpasswd.go`` reads (golang.org/x/crypto/bcrypt ``CompareHashAndPassword``).
+HTPASSWD_CONFIG = """\
+auth:
+  htpasswd:
+    realm: manifest-provider-tests
+    path: {path}
+"""
 
-    def __init__(self, directory: Path) -> None:
+
+def bcrypt_hash(password: str) -> str:
+    """A bcrypt hash of ``password`` with what this machine has: the C library's crypt(3) (libxcrypt:
+    ``$2b$``) through Python 3.11's ``crypt`` module, else the ``bcrypt`` package; neither: a clear failure."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # crypt: deprecated in 3.11, removed in 3.13
+        try:
+            import crypt
+
+            if crypt.METHOD_BLOWFISH in crypt.methods:
+                return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=1 << 4))
+        except ImportError:
+            pass
+    try:
+        import bcrypt  # type: ignore[import-not-found]
+    except ImportError:
+        raise AssertionError(
+            "no bcrypt for docker-registry's htpasswd file: Python's crypt module with libxcrypt, or the bcrypt "
+            "package, is needed"
+        ) from None
+    return str(bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode())
+
+
+class Registry:
+    """``docker-registry serve`` on ``127.0.0.1:<port>`` with storage under ``directory``.
+
+    ``users`` (name -> password) turns on htpasswd authentication: every request then needs Basic credentials.
+    """
+
+    def __init__(self, directory: Path, users: dict[str, str] | None = None) -> None:
         if not BINARY.exists():
             raise AssertionError(
                 f"{BINARY} is missing; `make install` installs Debian's docker-registry package (apt-get)"
@@ -54,7 +93,12 @@ class Registry:
         self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
         config = directory / "config.yml"
-        config.write_text(CONFIG.format(root=directory / "storage", port=self.port))
+        text = CONFIG.format(root=directory / "storage", port=self.port)
+        if users:
+            htpasswd = directory / "htpasswd"
+            htpasswd.write_text("".join(f"{name}:{bcrypt_hash(password)}\n" for name, password in users.items()))
+            text += HTPASSWD_CONFIG.format(path=htpasswd)
+        config.write_text(text)
         self.log = directory / "registry.log"
         with self.log.open("wb") as log:  # the child keeps its own descriptor
             self.process = subprocess.Popen([str(BINARY), "serve", str(config)], stdout=log, stderr=log)
@@ -64,6 +108,9 @@ class Registry:
                 with urllib.request.urlopen(f"http://{self.host}/v2/", timeout=1) as answer:
                     if answer.status == 200:
                         return
+            except urllib.error.HTTPError as refused:
+                if refused.code == 401 and users:  # up, and asking for credentials
+                    return
             except OSError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.stop()

@@ -887,3 +887,28 @@ def test_a_packaged_chart_carries_the_shipped_files(tmp_path: Path) -> None:
     texts = [text for path, text in out.items() if not path.endswith("NOTES.txt")]
     (doc,) = [d for text in texts for d in yaml.safe_load_all(text) if d and d["kind"] == "ValidatingPolicy"]
     assert object_problems(doc) == []
+
+
+def test_secrets_are_read_by_name_only_and_their_namespaces_allowed() -> None:
+    values = {
+        "engine": "kyverno-cel",
+        "secrets": {
+            "keys": [{"namespace": "sigstore-keys", "name": "team"}, {"namespace": "sigstore-keys", "name": "ops"}],
+            "pullSecrets": [{"namespace": "registry-auth", "name": "bundles"}],
+        },
+    }
+    docs = render(values)
+    assert rbac(docs) == {
+        ("Role", "sigstore-keys", "manifest-provider-read-secrets"): [
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["ops", "team"], "verbs": ["get"]}
+        ],
+        ("RoleBinding", "sigstore-keys", "manifest-provider-read-secrets"): SERVICE,
+        ("Role", "registry-auth", "manifest-provider-read-secrets"): [
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["bundles"], "verbs": ["get"]}
+        ],
+        ("RoleBinding", "registry-auth", "manifest-provider-read-secrets"): SERVICE,
+    }
+    deployment = find(docs, "Deployment")
+    assert deployment["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
+    assert env(deployment)["MANIFEST_PROVIDER_KEY_SECRET_NAMESPACES"] == "sigstore-keys"
+    assert env(deployment)["MANIFEST_PROVIDER_PULL_SECRET_NAMESPACES"] == "registry-auth"

@@ -204,10 +204,10 @@ def test_the_deprecated_policy_wide_failure_action_counts_too() -> None:
         ({"certificates": {"cert": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----"}}, "certificates"),
         ({"keyless": {"subject": "a@example.com", "issuer": "https://i", "additionalExtensions": {"x": "y"}}},
          "additionalExtensions"),
-        (keys("k8s://kyverno/cosign-key"), "key reference"),
+        ({"keys": {"kms": "awskms://k"}}, "KMS"),
     ],
     ids=["required-annotations", "bundle-repository", "certificate-checked-by-kyverno", "keyless-extensions",
-         "a-key-reference"],
+         "a-kms-key"],
 )  # fmt: skip
 def test_an_entry_narrowed_by_what_has_no_equivalent_is_left_out_whole(narrowed: dict[str, Any], why: str) -> None:
     """An entry converted without its narrowing field would accept more; left out, it accepts nothing."""
