@@ -118,18 +118,14 @@ def _namespace_of(review: Review, obj: dict[str, Any], ident: ObjectIdentity) ->
     own = meta.get("namespace") if isinstance(meta, dict) else None
     if isinstance(own, str) and own:
         if review.namespace and review.namespace != own:
-            raise RequestError(
-                f"the request is for namespace {review.namespace!r} but the object says {own[:63]!r}"
-            )
+            raise RequestError(f"the request is for namespace {review.namespace!r} but the object says {own[:63]!r}")
         return own
     if ident.group == "" and ident.kind == "Namespace":
         return ""
     return review.namespace or ""
 
 
-def check_policy_object(
-    review: Review, policies: PolicySet, compile: Compile, bounds: Bounds
-) -> Admission | None:
+def check_policy_object(review: Review, policies: PolicySet, compile: Compile, bounds: Bounds) -> Admission | None:
     """Rule 2: the denial of a policy object that would not compile, or one too many; None to go on."""
     resource = review.resource
     if resource is None or resource.group != API_GROUP or resource.resource not in PLURALS or review.sub_resource:
@@ -241,9 +237,7 @@ def admit(
             applying.append(held)
     what = ident.describe()
     if not applying:
-        return Admission(
-            True, Result.allow("out-of-scope", f"no {CLUSTER_KIND} or {NAMESPACED_KIND} matches {what}")
-        )
+        return Admission(True, Result.allow("out-of-scope", f"no {CLUSTER_KIND} or {NAMESPACED_KIND} matches {what}"))
     verdicts = [PolicyVerdict(held, _judge(held, review, evaluate)) for held in applying]
     enforced = [v for v in verdicts if v.policy.action == "Enforce"]
     denials = [v for v in enforced if not v.result.allowed]

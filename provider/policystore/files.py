@@ -122,9 +122,7 @@ def read_policy_files(path: Path, limits: Limits = DEFAULT_LIMITS) -> list[tuple
                 where = f"{file}, document {index + 1}" + (f", item {position + 1}" if items is not None else "")
                 if not isinstance(obj, dict) or obj.get("kind") not in KINDS:
                     kind = obj.get("kind") if isinstance(obj, dict) else type(obj).__name__
-                    raise ConfigError(
-                        f"{where}: a {str(kind)[:60]}, not a ClusterManifestPolicy or ManifestPolicy"
-                    )
+                    raise ConfigError(f"{where}: a {str(kind)[:60]}, not a ClusterManifestPolicy or ManifestPolicy")
                 meta = obj.get("metadata")
                 meta = meta if isinstance(meta, dict) else {}
                 key = (str(obj["kind"]), str(meta.get("namespace") or ""), str(meta.get("name") or ""))

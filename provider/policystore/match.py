@@ -169,9 +169,9 @@ class KindSelector:
             for i, k in enumerate(_bounded(read_list(data.get("kinds"), f"{where}.kinds"), where))
         )
         if not groups:
-            raise PolicyError(f"{where}.apiGroups: name at least one group (\"\" is the core group, \"*\" any)")
+            raise PolicyError(f'{where}.apiGroups: name at least one group ("" is the core group, "*" any)')
         if not kinds:
-            raise PolicyError(f"{where}.kinds: name at least one kind (\"*\" for any)")
+            raise PolicyError(f'{where}.kinds: name at least one kind ("*" for any)')
         return cls(groups, kinds)
 
     def matches(self, ident: ObjectIdentity) -> bool:

@@ -184,7 +184,9 @@ def read_policy_object(obj: Any, compile: Compile, bounds: Bounds) -> HeldPolicy
         if scope == "namespace":
             _check_tenant_namespaces(policy, namespace, bounds, f"{where}.policy")
     except ProviderError as exc:  # a TransientError too (a trust-root file not read in time): not usable
-        return HeldPolicy(action=action, match=match, policy=None, error=exc.message, **base)  # type: ignore[arg-type]
+        # The policy body's errors name it "policy..." (Policy.from_dict): here it is spec.policy.
+        error = f"spec.{exc.message}" if exc.message.startswith("policy") else exc.message
+        return HeldPolicy(action=action, match=match, policy=None, error=error, **base)  # type: ignore[arg-type]
     return HeldPolicy(action=action, match=match, policy=policy, **base)  # type: ignore[arg-type]
 
 
@@ -226,8 +228,8 @@ def status_for(held: HeldPolicy, current: Any, now: datetime) -> dict[str, Any] 
     old = next((c for c in conditions if c.get("type") == READY), None)
     if old is not None and {k: v for k, v in old.items() if k != "lastTransitionTime"} == wanted:
         return None
-    same_status = old is not None and old.get("status") == wanted["status"] and isinstance(
-        old.get("lastTransitionTime"), str
+    same_status = (
+        old is not None and old.get("status") == wanted["status"] and isinstance(old.get("lastTransitionTime"), str)
     )
     wanted["lastTransitionTime"] = old["lastTransitionTime"] if same_status and old else _timestamp(now)
     others = [c for c in conditions if c.get("type") != READY]

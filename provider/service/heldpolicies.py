@@ -164,7 +164,7 @@ class HeldPolicies:
         self._cluster = clients.configmap_runner is not None
         sources: list[tuple[str, str]] = []
         if config.watch_policies:
-            sources = [(plural, f"the {kind}s") for kind, (plural, _) in KINDS.items()]
+            sources = [(plural, f"the {kind} objects") for kind, (plural, _) in KINDS.items()]
         elif config.policy_file:
             sources = [(FILES_SOURCE, f"the policy files ({config.policy_file})")]
         if sources and self._cluster:
