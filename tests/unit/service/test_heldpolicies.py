@@ -216,3 +216,43 @@ def test_the_service_threads_stop(fake: FakeApiServer, tmp_path: Path) -> None:
     stop()
     wait_for(lambda: not {t.name for t in threading.enumerate() if t.name.startswith(("watch-", "policy-"))} & before,
              "the threads end")  # fmt: skip
+
+
+def test_every_request_the_service_made_is_one_the_shipped_rbac_allows(cluster: Cluster) -> None:
+    """The webhook overlay's ClusterRole (and the chart's, tests/unit/test_chart.py) against what was really asked."""
+    import re
+
+    import yaml
+
+    from tests.support.data import REPO
+
+    wait_for(cluster.ready, "ready")
+    cluster.add(cluster_policy("p", keys(KEY)))
+    cluster.add(tenant_policy("t", "shop", keys(TEAM)))
+    wait_for(lambda: cluster.condition("ManifestPolicy", "t") is not None, "status written")
+    (role,) = [d for d in yaml.safe_load_all((REPO / "manifests/overlays/webhook/rbac.yaml").read_text())
+               if (d["kind"], d["metadata"]["name"]) == ("ClusterRole", "manifest-provider-policies")]  # fmt: skip
+    path = re.compile(
+        r"/(?:api/v1|apis/(?P<g>[^/]+)/[^/]+)(?:/namespaces/[^/]+)?/(?P<res>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>status))?\Z"
+    )
+    asked = set()
+    for logged in cluster.fake.requests:
+        if logged.user != cluster.fake.username:
+            continue
+        found = path.match(logged.path)
+        assert found is not None, logged.path
+        resource = found["res"] + ("/status" if found["sub"] else "")
+        if logged.method == "GET":
+            verb = "watch" if logged.query.get("watch") else ("get" if found["name"] else "list")
+        else:
+            verb = {"PUT": "update", "POST": "create", "PATCH": "patch", "DELETE": "delete"}[logged.method]
+        asked.add((verb, found["g"] or "", resource))
+    assert {
+        ("list", "", "namespaces"),
+        ("watch", "", "namespaces"),
+        ("update", "manifest-provider.io", "manifestpolicies/status"),
+    } <= asked
+    for verb, group, resource in sorted(asked):
+        assert any(verb in r["verbs"] and group in r["apiGroups"] and resource in r["resources"] for r in role["rules"]), (
+            verb, group, resource,
+        )  # fmt: skip
