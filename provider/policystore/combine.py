@@ -166,18 +166,19 @@ def _applies(  # noqa: PLR0917 - the request, as read once by admit()
 
 
 def _judge(held: HeldPolicy, review: Review, evaluate: Evaluate) -> Result:
-    """Rule 5; raises :class:`RequestError` (the review itself is unusable) and an Enforce policy's TransientError."""
+    """Rule 5; raises :class:`RequestError` only (the review itself is unusable, whatever the policy).
+
+    A policy the cluster could not be asked for (a dry-run that failed) is that policy's
+    denial with the reason (``dry-run-failed``, ``transient-error``): an Enforce policy's
+    then denies the request, naming the policy; an Audit policy's is a warning.
+    """
     if not held.ready:
         return Result.deny("policy-invalid", f"{held.ref} cannot be used: {held.error}")
     try:
         return evaluate(held, review)
     except RequestError:
         raise
-    except DataError as exc:
-        return Result.from_error(exc)
-    except TransientError as exc:
-        if held.action == "Enforce":
-            raise
+    except (DataError, TransientError) as exc:
         return Result.from_error(exc)
 
 
@@ -201,9 +202,8 @@ def admit(
     """The answer to ``review`` under ``policies`` (the rules in the module docstring).
 
     ``problem`` is (reason, message) when the service cannot decide now (rule 1).
-    Raises :class:`~provider.errors.RequestError` when the review is unusable and
-    an Enforce policy's :class:`~provider.errors.TransientError` (the cluster could
-    not be asked): both are the whole request's answer.
+    Raises :class:`~provider.errors.RequestError` when the review is unusable: the
+    whole request's answer.
     """
     if problem is not None:
         return _denied(*problem)

@@ -373,3 +373,18 @@ def test_one_policy_too_many_in_a_namespace_is_refused_but_replacing_one_is_not(
     assert refused is not None and "at most" in refused.result.message
     assert _check(tenant_policy("p00", "shop", keys(TEAM_KEY)), held_ones) is None
     assert _check(tenant_policy("one-more", "lab", keys(TEAM_KEY)), held_ones) is None
+
+
+def test_a_cluster_that_cannot_be_asked_is_the_policys_denial_naming_it_or_an_audit_warning() -> None:
+    from provider.errors import TransientError
+
+    def unreachable(policy: HeldPolicy, admitted: Review) -> Any:
+        raise TransientError("the cluster did not answer the dry-run", reason="dry-run-failed")
+
+    for action, allowed in (("Enforce", False), ("Audit", True)):
+        policies = PolicySet.of([held(cluster_policy("p", keys(CLUSTER_KEY), action=action))])
+        answer = admit(Review.from_admission(review(BY_CLUSTER), where="request"), policies, evaluate=unreachable,
+                       labels=NAMESPACE_LABELS.get)  # fmt: skip
+        assert answer.allowed is allowed and answer.result.reason == "dry-run-failed"
+        assert answer.decided_by is not None and answer.decided_by.name == "p"
+        assert bool(answer.warnings) is allowed
