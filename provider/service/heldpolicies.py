@@ -333,7 +333,11 @@ class HeldPolicies:
         problem = self.problem()
         policies = self.store.policies
         if problem is None:
-            refused = check_policy_object(review, policies, self.compile, self._bounds)
+            # A policy object written now is compiled under the request's deadline (a trust-root file it names).
+            def compile_now(raw: Any, bounds: Bounds) -> Policy:
+                return self._policies.compile(raw, self._limits, bounds, ctx.deadline)
+
+            refused = check_policy_object(review, policies, compile_now, self._bounds)
             if refused is not None:
                 return refused
 
