@@ -166,8 +166,9 @@ clean:
 kind-schemas: install
 	$(PY) tools/make_kind_schemas.py
 
-## chart: rewrite the Helm chart's generated parts (files/kinds.yaml, the code-derived schema enums, README.md)
+## chart: rewrite the Helm chart's generated parts (files/kinds.yaml, the code-derived schema enums, README.md) and the CRDs
 chart: install
+	$(PY) tools/make_crds.py
 	$(PY) tools/make_chart.py
 
 ## data-sums: relist tests/data/SHA256SUMS after deliberately adding or refreshing a conformance file

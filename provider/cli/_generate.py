@@ -47,7 +47,7 @@ from typing import Any
 from ..errors import ConfigError, PolicyError
 from ..resources import BUILTIN_KINDS, SCALABLE_KINDS
 
-ENGINES = ("gatekeeper", "kyverno", "kyverno-cel")
+ENGINES = ("gatekeeper", "kyverno", "kyverno-cel", "webhook")
 #: The shipped policies, relative to the policies folder.
 SIGNATURE_GATEKEEPER = Path("gatekeeper/verify-manifest-signature")
 SHIPPED = {

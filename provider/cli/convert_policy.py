@@ -15,8 +15,12 @@ Reads one of:
   ``ignoreFields``, ``signers``, ``skipObjects``, the annotation config).
 
 and prints the policy (``-o policy``), a Gatekeeper constraint for the
-``verify-manifest-signature`` template (scope and enforcement included), or a
-Kyverno data entry. **The converted policy never admits what the source would
+``verify-manifest-signature`` template (scope and enforcement included), a
+Kyverno data entry, or the object the service holds as its own admission
+webhook (``-o manifest-policy``: a ``ClusterManifestPolicy``, or for a
+namespaced Kyverno ``Policy`` a ``ManifestPolicy`` in its namespace; scope and
+enforcement included) -- the way off Kyverno's ``validate.manifests``, which
+Kyverno's CEL policy types do not support. **The converted policy never admits what the source would
 deny**: what has no equivalent is either left out in the direction that checks
 more (a wider scope, an entry that can no longer be satisfied, an exclusion
 dropped) or, where that is impossible, makes the printed policy invalid -- and
@@ -54,6 +58,7 @@ EXAMPLES = (
     "manifest-provider convert-policy -f kyverno-policy.yaml > policy.yaml",
     "manifest-provider convert-policy -f kyverno-policy.yaml -o gatekeeper > constraint-converted.yaml",
     "manifest-provider convert-policy -f integrity-shield-constraint.yaml   # exit 3 when something did not carry over",
+    "manifest-provider convert-policy -f kyverno-policy.yaml -o manifest-policy | kubectl apply -f -",
 )
 
 
@@ -63,9 +68,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("-f", "--filename", required=True, metavar="FILE", help="the policy to convert (- for stdin)")
     p.add_argument(
-        "-o", "--output", choices=("policy", "gatekeeper", "kyverno"), default="policy",
+        "-o", "--output", choices=("policy", "gatekeeper", "kyverno", "manifest-policy"), default="policy",
         help="policy (default): this project's policy; gatekeeper: a K8sVerifyManifestSignature constraint; "
-        "kyverno: the converted policy as a Kyverno data entry",
+        "kyverno: the converted policy as a Kyverno data entry; manifest-policy: a ClusterManifestPolicy (a "
+        "namespaced Kyverno Policy: a ManifestPolicy) for the service as its own admission webhook",
     )  # fmt: skip
     p.set_defaults(run=run)
 
@@ -78,6 +84,8 @@ class Conversion:
     lost: list[str] = field(default_factory=list)
     #: A Gatekeeper source's own ``spec.match``, carried verbatim into ``-o gatekeeper``.
     gatekeeper_match: dict[str, Any] | None = None
+    #: A namespaced Kyverno ``Policy``'s namespace: ``-o manifest-policy`` writes a ManifestPolicy there.
+    namespace: str | None = None
 
 
 # --- Integrity Shield and kubectl sigstore: k8s-manifest-sigstore's option types ------------------------
@@ -197,6 +205,8 @@ def convert_document(doc: Any) -> Conversion:
     kind = doc.get("kind")
     if kind in ("ClusterPolicy", "Policy") and str(doc.get("apiVersion", "")).startswith("kyverno.io/"):
         conversion = Conversion(convert_rules(doc, lost), lost)
+        if kind == "Policy":
+            conversion.namespace = (doc.get("metadata") or {}).get("namespace") or None
     elif kind == "ManifestIntegrityConstraint":
         conversion = from_integrity_shield(doc, lost)
     elif kind is None:
@@ -247,15 +257,57 @@ def outputs(conversion: Conversion, output: str) -> list[Any]:
             spec["parameters"] = rule.policy
             docs.append({"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "K8sVerifyManifestSignature",
                          "metadata": {"name": _constraint_name(rule, several)}, "spec": spec})  # fmt: skip
+        elif output == "manifest-policy":
+            docs.append(_manifest_policy(conversion, rule, _constraint_name(rule, several)))
         else:
             docs.append({"policy": rule.policy} if output == "kyverno" else rule.policy)
     return docs
+
+
+#: Gatekeeper match fields a held policy's match says the same way.
+_HELD_MATCH = ("kinds", "namespaces", "namespaceSelector")
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+
+
+def _held_match(conversion: Conversion, rule: Rule) -> dict[str, Any]:
+    """``spec.match`` of a held policy: the rule's kinds, or what a Gatekeeper source's match says alike."""
+    source = conversion.gatekeeper_match
+    if source is None:
+        return {"kinds": rule.kinds} if rule.kinds else {}
+    match = {k: source[k] for k in _HELD_MATCH if source.get(k)}
+    if "labelSelector" in source:
+        match["objectSelector"] = source["labelSelector"]
+    if any(not _NAMESPACE.match(str(n)) for n in match.get("namespaces", [])):
+        del match["namespaces"]  # a prefix or suffix pattern: not said here (listed as lost)
+    return match
+
+
+def _manifest_policy(conversion: Conversion, rule: Rule, name: str) -> dict[str, Any]:
+    from ..policystore.objects import API_VERSION, CLUSTER_KIND, NAMESPACED_KIND
+
+    meta: dict[str, Any] = {"name": name}
+    if conversion.namespace:
+        meta["namespace"] = conversion.namespace
+    spec: dict[str, Any] = {"action": "Enforce" if rule.enforcement == "deny" else "Audit"}
+    match = _held_match(conversion, rule)
+    if match:
+        spec["match"] = match
+    spec["policy"] = rule.policy
+    kind = NAMESPACED_KIND if conversion.namespace else CLUSTER_KIND
+    return {"apiVersion": API_VERSION, "kind": kind, "metadata": meta, "spec": spec}
 
 
 def not_in_the_output(conversion: Conversion, output: str) -> list[str]:
     """What this output cannot say that the source does: enforcement and a Gatekeeper source's match."""
     lost: list[str] = []
     if output == "gatekeeper":
+        return lost
+    if output == "manifest-policy":
+        source = conversion.gatekeeper_match or {}
+        for key in sorted(set(source) - {*_HELD_MATCH, "labelSelector"}):
+            lost.append(f"spec.match.{key}: not carried by a held policy's match; it checks what that left out (wider)")
+        if any(not _NAMESPACE.match(str(n)) for n in source.get("namespaces") or []):
+            lost.append("spec.match.namespaces: a prefix or suffix pattern is not carried; every namespace (wider)")
         return lost
     for rule in conversion.rules:
         if rule.enforcement == "deny":

@@ -23,6 +23,7 @@ operator must think twice about (:func:`scope_warnings`).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,18 +34,24 @@ from ..version import __version__
 from . import EXIT_OK
 from ._common import add_policy_flags, build_policy, command_parser, names_trust, policy_where, read_text
 
-HELP = "print a ready Gatekeeper Constraint and Provider, Kyverno ClusterPolicy or ValidatingPolicy for your keys"
+HELP = (
+    "print a ready Gatekeeper Constraint and Provider, Kyverno ClusterPolicy or ValidatingPolicy, or the service's own "
+    "ClusterManifestPolicy, for your keys"
+)
 EXAMPLES = (
     "manifest-provider policy gatekeeper -k team.pub --ca-from-cluster --enforce | kubectl apply -f -",
     "manifest-provider policy kyverno -k team.pub,ops.pub --threshold 2 --ca-file ca.crt --match-namespace prod",
     "manifest-provider policy kyverno-cel -c policy.yaml --match-kind Deployment,ConfigMap",
     "manifest-provider policy kyverno -k team.pub --without-ca --match-kind example.com/Widget --profile argocd",
+    "manifest-provider policy webhook -k team.pub --match-namespace shop --enforce | kubectl apply -f -",
+    "manifest-provider policy webhook -k team.pub --namespace shop --name team-signed",
 )
 #: Where each engine's service runs (manifests/overlays/<engine>), for --ca-from-cluster.
 SERVICE_NAMESPACES = {
     "gatekeeper": "gatekeeper-system",
     "kyverno": "manifest-provider",
     "kyverno-cel": "manifest-provider",
+    "webhook": "manifest-provider",
 }
 #: The Secret cert-manager writes the serving certificate to (manifests/base/certificate.yaml).
 TLS_SECRET, CA_KEY = "manifest-provider-tls", "ca.crt"
@@ -57,8 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "engine",
         choices=ENGINES,
-        help="gatekeeper (Provider and K8sVerifyManifestSignature constraint), kyverno (ClusterPolicy) or "
-        "kyverno-cel (ValidatingPolicy)",
+        help="gatekeeper (Provider and K8sVerifyManifestSignature constraint), kyverno (ClusterPolicy), "
+        "kyverno-cel (ValidatingPolicy) or webhook (the service's own ClusterManifestPolicy or ManifestPolicy)",
     )
     add_policy_flags(p)
     scope = p.add_argument_group("what the policy matches (default: as shipped, ConfigMaps and Deployments in demo)")
@@ -83,8 +90,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         action="store_true",
         help="refuse what fails (Gatekeeper deny, Kyverno Enforce/Deny); default: audit, as shipped",
     )
+    held = p.add_argument_group("the policy the service holds (webhook)")
+    held.add_argument(
+        "--namespace",
+        metavar="NS",
+        help="a ManifestPolicy for this namespace (a tenant's, applying there only) instead of a ClusterManifestPolicy",
+    )
+    held.add_argument("--name", metavar="NAME", help="the object's name (default: verify-manifest-signature)")
     ca = p.add_argument_group(
-        "the service's CA (one is required for gatekeeper and kyverno; kyverno-cel takes none)"
+        "the service's CA (one is required for gatekeeper and kyverno; kyverno-cel and webhook take none)"
     ).add_mutually_exclusive_group()
     ca.add_argument("--ca-file", metavar="FILE", help="the CA certificate that signed the service's (PEM)")
     ca.add_argument(
@@ -148,6 +162,10 @@ def run(args: argparse.Namespace) -> int:
 
     if not names_trust(args):
         raise ConfigError("name who may sign: -k KEY, --signer or -c POLICY.yaml")
+    if args.engine == "webhook":
+        return _run_webhook(args)
+    if args.namespace or args.name:
+        raise ConfigError("--namespace and --name go with policy webhook")
     if args.ca_namespace and not args.ca_from_cluster:
         raise ConfigError("--ca-namespace goes with --ca-from-cluster")
     chose_ca = bool(args.ca_file or args.ca_from_cluster or args.without_ca)
@@ -209,6 +227,44 @@ def run(args: argparse.Namespace) -> int:
     elif request.ca_pem is None:
         what = "no Provider" if args.engine == "gatekeeper" else "the placeholder CA: every call fails until patched"
         say(f"{what} (manifests/scripts/ca-bundle.sh)")
+    return EXIT_OK
+
+
+def _run_webhook(args: argparse.Namespace) -> int:
+    """``policy webhook``: the object the service holds (:mod:`provider.cli._webhook`)."""
+    from ..policy import Policy
+    from . import _webhook
+    from ._generate import dump, parse_kinds, parse_namespaces
+
+    if args.ca_file or args.ca_from_cluster or args.without_ca or args.ca_namespace:
+        raise ConfigError(
+            "policy webhook takes no CA: the service is called by the API server, whose "
+            "ValidatingWebhookConfiguration carries the CA (docs/quickstart-webhook.md)"
+        )
+    if args.namespace is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.namespace):
+        raise ConfigError(f"--namespace {args.namespace!r}: not a namespace name (DNS-1123 label)")
+    if args.name is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", args.name):
+        raise ConfigError(f"--name {args.name!r}: not an object name (DNS-1123 subdomain)")
+    policy = build_policy(args)
+    Policy.from_dict(policy, bounds=LOCAL, where=policy_where(args))
+    obj = _webhook.build(
+        policy,
+        enforce=args.enforce,
+        kinds=parse_kinds(args.match_kind) if args.match_kind else None,
+        namespaces=parse_namespaces(args.match_namespace) if args.match_namespace else None,
+        name=args.name or _webhook.DEFAULT_NAME,
+        tenant=args.namespace,
+    )
+    header = (
+        f"# Generated by manifest-provider {__version__} `policy webhook`: held by the service as its own admission "
+        "webhook (docs/quickstart-webhook.md).\n"
+    )
+    sys.stdout.write(dump([obj], header))
+    scope = _webhook.written_scope(obj)
+    mode = "enforcing" if args.enforce else "audit mode"
+    say(f"webhook, {obj['kind']}, {mode}, {scope.describe()}")
+    for warning in _webhook.scope_warnings(scope):
+        say("warning: " + warning)
     return EXIT_OK
 
 

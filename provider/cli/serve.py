@@ -15,7 +15,7 @@ from typing import Any
 from ..service.config import env_name
 from ._common import command_parser
 
-HELP = "serve the HTTPS verification API for Gatekeeper external data and Kyverno (gunicorn, TLS only)"
+HELP = "serve the HTTPS verification API for Gatekeeper, Kyverno and the API server itself (gunicorn, TLS only)"
 EXAMPLES = (
     "manifest-provider serve --cert tls.crt --key tls.key --client-ca gatekeeper-ca.crt",
     "MANIFEST_PROVIDER_TOKEN_AUDIENCE=kyverno-svc.kyverno.io manifest-provider serve --cert tls.crt --key tls.key",
@@ -130,6 +130,14 @@ FLAGS: tuple[tuple[str, str, type, str, str], ...] = (
         "public-good one; empty: none)",
     ),
     ("--tuf-root", "tuf_root", str, "FILE", "the pinned TUF root.json (default: the public-good one)"),
+    (
+        "--policy-file",
+        "policy_file",
+        str,
+        "PATH",
+        "ClusterManifestPolicy/ManifestPolicy objects for POST /v1/admission/validate: a YAML file or a directory "
+        "(a mounted ConfigMap), read again when it changes (default: none)",
+    ),
     ("--deadline-seconds", "deadline_seconds", float, "S", "answer within S seconds or fail the request (default 1.5)"),
     ("--max-body-bytes", "max_body_bytes", int, "N", "largest request body (default 16 MiB; 413 beyond)"),
     ("--max-keys", "max_keys", int, "N", "most keys in one Gatekeeper request (default 128)"),
@@ -173,6 +181,14 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         f"[{env_name('unsafe_http')}]",
     )
     p.add_argument(
+        "--watch-policies",
+        dest="watch_policies",
+        action="store_true",
+        default=None,
+        help="hold the cluster's ClusterManifestPolicy and ManifestPolicy objects for POST /v1/admission/validate "
+        f"(their CRDs installed; needs a cluster) [{env_name('watch_policies')}]",
+    )
+    p.add_argument(
         "--no-signature-own-namespace",
         dest="signature_own_namespace",
         action="store_const",
@@ -192,7 +208,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The settings given as flags, by upper-case name (flags not given are left to the environment)."""
-    names = [setting for _, setting, *_ in FLAGS] + ["unsafe_http", "signature_own_namespace"]
+    names = [setting for _, setting, *_ in FLAGS] + ["unsafe_http", "signature_own_namespace", "watch_policies"]
     return {name.upper(): getattr(args, name) for name in names if getattr(args, name) is not None}
 
 

@@ -39,13 +39,13 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from ..bounds import SERVICE, Bounds
 from ..bundles import Sources
 from ..cache import LRUCache, digest
 from ..dryrun import DryRunner
-from ..errors import DataError, PolicyError, RequestError, TransientError
+from ..errors import DataError, PolicyError, ProviderError, RequestError, TransientError
 from ..kube.tokens import check_cluster_info
 from ..limits import DEFAULT_LIMITS, Limits
 from ..neighbours.csr import check_kubelet_serving_csr
@@ -55,6 +55,8 @@ from ..review import Review
 from ..verifier import decide
 
 log = logging.getLogger("provider.checks")
+
+T = TypeVar("T")
 
 
 class PolicyCache:
@@ -120,6 +122,15 @@ DEFAULT_CHECK = "manifest"
 def check_manifest(review: Review, policy_raw: Any, ctx: CheckContext) -> Result:
     """The object matches what the policy's keys/signers signed (:func:`provider.verifier.decide`)."""
     policy = ctx.policies.compile(policy_raw, ctx.limits, ctx.bounds, ctx.deadline)
+    return judge(review, policy, ctx)
+
+
+def judge(review: Review, policy: Policy, ctx: CheckContext) -> Result:
+    """:func:`provider.verifier.decide` with what the context holds: every route's one call of it.
+
+    The manifest check calls it with the policy a request carries, the admission
+    route (:mod:`provider.service.heldpolicies`) with each policy the service holds.
+    """
     return decide(
         review,
         policy,
@@ -312,6 +323,30 @@ class Dispatcher:
             answer = self._answer(batch.jobs[indices[0]], ctx)
             for index in indices:
                 batch.answers[index] = answer
+
+    def call(self, work: Callable[[CheckContext], T], ctx: CheckContext, deadline: float) -> T:
+        """``work(ctx)`` on the pool under the request's deadline, as :meth:`run` answers one key.
+
+        For a route whose request is one decision that is not a check of a key (the
+        admission route: every policy the service holds). ``work`` raises
+        :class:`~provider.errors.ProviderError` as a check does; anything else is an
+        :class:`InternalError`. Past ``deadline``, :class:`DeadlineExceeded` (the work
+        finishes in the background).
+        """
+        if ctx.deadline is None or ctx.deadline > deadline:
+            ctx = dataclasses.replace(ctx, deadline=deadline)
+        future = self._executor().submit(work, ctx)
+        done, _ = wait([future], timeout=max(0.0, deadline - time.monotonic()))
+        if not done:
+            future.cancel()
+            raise DeadlineExceeded("deadline passed before the request was decided; ask again")
+        error = future.exception()
+        if error is None:
+            return future.result()
+        if isinstance(error, ProviderError):
+            raise error
+        log.error("a decision failed unexpectedly", exc_info=error)
+        raise InternalError("internal error while deciding; see the service's log") from error
 
     def run(self, jobs: Sequence[Job], ctx: CheckContext, deadline: float) -> list[Answer]:
         """One answer per job, in order; raises :class:`~provider.errors.TransientError` for the whole request.

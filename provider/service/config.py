@@ -127,6 +127,14 @@ class Config:
     tuf_refresh_seconds: float = 3600.0
     #: Where the TUF client keeps the metadata it trusts (rollback protection); unset: a temporary directory.
     tuf_cache_dir: str | None = None
+    # -- the policies the service holds (the admission route, provider/policystore) --
+    #: Watch ``ClusterManifestPolicy`` and ``ManifestPolicy`` objects (their CRDs installed), and Namespaces
+    #: for their labels; needs a cluster.
+    watch_policies: bool = False
+    #: A file, or a directory (a mounted ConfigMap), of such objects instead: no CRDs needed.
+    policy_file: str | None = None
+    #: Seconds between two looks at ``policy_file`` for a change.
+    policy_file_poll_seconds: float = 5.0
     # -- the cluster --
     #: kubeconfig for dry-runs and Secret reads; unset: in-cluster config inside a pod, else no cluster.
     kubeconfig: str | None = None
@@ -372,6 +380,14 @@ def _check(config: Config) -> Config:
             f"{env_name('metrics_port')} ({config.metrics_port}) is the API's port: give it one of its own, "
             "or 0 for none"
         )
+    if config.watch_policies and config.policy_file:
+        raise ConfigError(
+            f"{env_name('watch_policies')} and {env_name('policy_file')}: choose one source of held policies"
+        )
+    if config.policy_file is not None and not os.path.isabs(config.policy_file):
+        raise ConfigError(f"{env_name('policy_file')}: {config.policy_file[:80]!r} is not an absolute path")
+    if not config.policy_file_poll_seconds > 0:
+        raise ConfigError(f"{env_name('policy_file_poll_seconds')}: must be greater than 0")
     if config.log_level not in LOG_LEVELS:
         raise ConfigError(f"{env_name('log_level')}: {config.log_level[:20]!r} is not one of {', '.join(LOG_LEVELS)}")
     if config.token_audience is not None and not config.token_audience:

@@ -125,6 +125,19 @@ AUTH_REFUSALS = Counter("manifest_provider_auth_refusals_total", "Callers refuse
 CONNECTIONS_CLOSED = Counter(
     "manifest_provider_connections_closed_total", "Connections closed before a complete request, by reason.", ["reason"]
 )
+#: The admission route (provider/policystore): each held policy's own verdict, and requests no policy matched.
+POLICY_VERDICTS = Counter(
+    "manifest_provider_policy_verdicts_total",
+    "Verdicts of the policies the service holds, one per policy that applied to an admission request.",
+    ["scope", "action", "reason"],
+)
+UNMATCHED_ADMISSIONS = Counter(
+    "manifest_provider_admissions_unmatched_total", "Admission requests no held policy matched (allowed)."
+)
+#: Policies held now, by scope (cluster, namespace) and state (ready, invalid); every worker holds the same.
+HELD_POLICIES = Gauge(
+    "manifest_provider_held_policies", "Policies the service holds.", ["scope", "state"], multiprocess_mode="livemax"
+)
 #: Requests being answered, summed over the live workers (a dead worker's count goes with it).
 TRUSTED_ROOT_REFRESHES = Counter(
     "manifest_provider_trusted_root_refreshes_total", "Background TUF refreshes of the trusted root.", ["result"]
@@ -145,6 +158,8 @@ CLOSE_REASONS = ("handshake-failed", "head-timeout", "head-too-large", "evicted"
 #: Whole-request failures (provider.service.routes): an unusable or unreadable request, a deadline,
 #: a cluster that did not answer (a dry-run or a Secret read), a bug.
 SYSTEM_ERROR_REASONS = ("request-invalid", "deadline-exceeded", "transient-error", "dry-run-failed", "internal-error")
+#: A held policy's verdicts known in advance: a verification, the usual denials, a policy that cannot be used.
+POLICY_VERDICT_REASONS = ("verified", "unsigned", "content-mismatch", "signature-invalid", "policy-invalid")
 #: Per-key errors: a key that is not a usable question, or names an invalid policy or an unknown check.
 KEY_ERROR_REASONS = ("request-invalid", "policy-invalid")
 
@@ -253,6 +268,11 @@ def initialise(
         AUTH_REFUSALS.labels(reason)
     for reason in CLOSE_REASONS:
         CONNECTIONS_CLOSED.labels(reason)
+    for scope in ("cluster", "namespace"):
+        for action in ("Enforce", "Audit"):
+            for reason in POLICY_VERDICT_REASONS:
+                POLICY_VERDICTS.labels(scope, action, reason)
+    UNMATCHED_ADMISSIONS.inc(0)
 
 
 # --- the per-process tally ----------------------------------------------------------

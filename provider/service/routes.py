@@ -4,6 +4,10 @@
   (:mod:`provider.service.wire.gatekeeper`); always 200 with a ``ProviderResponse``.
 * :data:`kyverno_routes` -- ``POST /v1/kyverno/verify``
   (:mod:`provider.service.wire.kyverno`); always 200 with a verdict.
+* :data:`admission_routes` -- ``POST /v1/admission/validate``
+  (:mod:`provider.service.wire.admission`): the API server's own call, decided by
+  the policies the service holds (:mod:`provider.service.heldpolicies`); always
+  200 with an ``AdmissionReview``.
 * :data:`probe_routes` -- ``GET /healthz``, ``GET /readyz`` and ``GET /metrics``.
 
 A verify handler is the happy path only: read the body (:mod:`provider.service.body`),
@@ -36,15 +40,16 @@ from ..result import ALLOWING_REASONS, AllowedBy, Reason, Result
 from . import metrics
 from .body import CLOSE_CONNECTION, BodyUnreadable, read_body
 from .certificates import readiness_problem
-from .checks import CHECK_REASONS, Answer, Job
+from .checks import CHECK_REASONS, DEFAULT_CHECK, Answer, Job, Subject
 from .state import Service, current_service
-from .wire import gatekeeper, kyverno
+from .wire import admission, gatekeeper, kyverno
 
 #: The decision log keeps the name it has always had: operators filter on it.
 log = logging.getLogger("provider.app")
 
 GATEKEEPER_PATH = "/v1/gatekeeper/verify"
 KYVERNO_PATH = "/v1/kyverno/verify"
+ADMISSION_PATH = "/v1/admission/validate"
 METRICS_PATH = "/metrics"
 #: Routes a kubelet probe must reach without credentials.
 OPEN_PATHS = frozenset({"/healthz", "/readyz"})
@@ -203,6 +208,8 @@ class RouteFamily:
     #: Whether every answer, failures included, is a verdict about the object (Kyverno: a denial
     #: with the reason) rather than a whole-request error (Gatekeeper's ``systemError``).
     every_answer_is_a_verdict: bool = False
+    #: The checks a request may name (None: every registered one).
+    checks: tuple[str, ...] | None = None
 
 
 def _ladder(family: RouteFamily, exc: Exception) -> Response:
@@ -288,6 +295,80 @@ def kyverno_verify() -> Response:
     return json_text_response(kyverno.encode_answer(answer.verdict))
 
 
+# --- the API server: the service as its own admission webhook ----------------------------
+
+ADMISSION = RouteFamily(
+    route="admission",
+    path=ADMISSION_PATH,
+    answer=lambda reason, message: admission.denial(g.get("admission_uid", ""), reason, message),
+    request_error_is_a_key_error=True,
+    internal_message="internal error; see the service's log",
+    every_answer_is_a_verdict=True,
+    checks=(DEFAULT_CHECK,),
+)
+admission_routes = _blueprint("admission", ADMISSION)
+#: The API server's own deadline for the call, sent as ``?timeout=<n>s`` (k8s.io/apiserver
+#: ``webhook/validating/dispatcher.go`` ``callHook``: the webhook's timeoutSeconds, rounded up to whole
+#: seconds); the service answers this much before it, whatever its own deadline says.
+API_SERVER_MARGIN_SECONDS = 0.5
+
+
+def _admission_deadline(service: Service) -> float:
+    deadline = _deadline(service)
+    text = request.args.get("timeout", "")
+    if text.endswith("s") and text[:-1].isdigit():
+        start: float = g.get("start", time.monotonic())
+        deadline = min(deadline, start + max(0.1, int(text[:-1]) - API_SERVER_MARGIN_SECONDS))
+    return deadline
+
+
+@admission_routes.post(ADMISSION_PATH)
+def admission_validate() -> Response:
+    service = current_service()
+    uid, review = admission.read_review(
+        read_body(service.config.max_body_bytes), service.limits, seen_uid=lambda u: setattr(g, "admission_uid", u)
+    )
+    start = time.perf_counter()
+    decided = service.dispatcher.call(
+        lambda ctx: service.held.admit(review, ctx), service.context(), _admission_deadline(service)
+    )
+    _account_admission(review, decided, time.perf_counter() - start)
+    return json_response(admission.response(uid, decided))
+
+
+def _account_admission(review: Any, decided: Any, seconds: float) -> None:
+    """Count and log one admission answer: the decision, each held policy's verdict, no policy at all."""
+    result = decided.result
+    counts: list[tuple[Counter, tuple[str, ...]]] = [
+        (metrics.DECISIONS, (ADMISSION_PATH, DEFAULT_CHECK, result.reason, result.traffic_class))
+    ]
+    for verdict in decided.verdicts:
+        held = verdict.policy
+        counts.append((metrics.POLICY_VERDICTS, (held.scope, held.action, verdict.result.reason)))
+    if not decided.matched and result.reason == "out-of-scope":
+        counts.append((metrics.UNMATCHED_ADMISSIONS, ()))
+    metrics.TALLY.record(counts, [(metrics.VERIFICATION_SECONDS, (DEFAULT_CHECK,), seconds)])
+    if log.isEnabledFor(logging.INFO):
+        subject = Subject.of(review)
+        log.info(
+            "decision",
+            extra={
+                "route": ADMISSION.route,
+                "check": DEFAULT_CHECK,
+                "decision": "allow" if decided.allowed else "deny",
+                "reason": result.reason,
+                "class": result.traffic_class,
+                "object": {"kind": subject.kind, "namespace": subject.namespace, "name": subject.name},
+                "policy": decided.decided_by.ref if decided.decided_by is not None else "",
+                "policies": len(decided.verdicts),
+                "warnings": len(decided.warnings),
+                "cached": False,
+                "latency_ms": round(seconds * 1000, 3),
+                "caller": g.get("identity", "anonymous"),
+            },
+        )
+
+
 # --- probes and metrics -----------------------------------------------------------
 
 #: Errors here are the app's own (:func:`http_error`, :func:`internal_error`).
@@ -301,7 +382,8 @@ def healthz() -> Response:
 
 @probe_routes.get("/readyz")
 def readyz() -> Response:
-    """Ready unless the certificate this process presents is outside its validity period (every caller refuses it)."""
+    """Ready unless the certificate this process presents is outside its validity period (every caller refuses it),
+    or the held policies have not been read once (every admission request would be denied)."""
     service = current_service()
     tls = service.config.serving_certificates
     if tls is not None:
@@ -311,6 +393,13 @@ def readyz() -> Response:
             reason, message = problem
             log.warning("not ready", extra={"reason": reason, "detail": message})
             return json_response({"status": "not ready", "reason": reason}, 503)
+    held = service.held
+    if held.enabled:
+        problem = held.problem()
+        if problem is not None and problem[0] == "transient-error":
+            # Not read yet: every admission request would be denied. Kept out of the Service's endpoints.
+            log.warning("not ready", extra={"reason": "policies-not-read", "detail": problem[1][:300]})
+            return json_response({"status": "not ready", "reason": "policies-not-read"}, 503)
     return json_response({"status": "ready"})
 
 
@@ -320,8 +409,8 @@ def prometheus() -> Response:
     return Response(body, mimetype=None, content_type=content_type)
 
 
-BLUEPRINTS = (gatekeeper_routes, kyverno_routes, probe_routes)
-FAMILIES = (GATEKEEPER, KYVERNO)
+BLUEPRINTS = (gatekeeper_routes, kyverno_routes, admission_routes, probe_routes)
+FAMILIES = (GATEKEEPER, KYVERNO, ADMISSION)
 
 # --- the series every scrape shows from the start (provider.service.metrics.initialise) ---
 
@@ -332,6 +421,7 @@ UNMATCHED = "unmatched"
 ROUTE_CODES: dict[str, tuple[int, ...]] = {
     GATEKEEPER_PATH: (200, 400, 401, 403, 413, 503),
     KYVERNO_PATH: (200, 400, 401, 403, 413, 503),
+    ADMISSION_PATH: (200, 400, 401, 403, 413, 503),
     "/healthz": (200,),
     "/readyz": (200, 503),
     METRICS_PATH: (200, 401, 403, 503),
@@ -348,6 +438,8 @@ def known_decisions() -> list[tuple[str, str, str, str]]:
     series: list[tuple[str, str, str, str]] = []
     for family in FAMILIES:
         for check, reasons in CHECK_REASONS.items():
+            if family.checks is not None and check not in family.checks:
+                continue
             for reason in reasons:
                 profiles: tuple[AllowedBy | None, ...] = (
                     ("common", "policy")
@@ -359,10 +451,13 @@ def known_decisions() -> list[tuple[str, str, str, str]]:
                 for profile in profiles:
                     result = Result(reason in ALLOWING_REASONS, reason == "verified", reason, "", profile=profile)
                     series.append((family.path, check, reason, result.traffic_class))
-        for named in (*CHECK_REASONS, metrics.NO_CHECK):
+        for named in (*(family.checks or CHECK_REASONS), metrics.NO_CHECK):
             for error in metrics.KEY_ERROR_REASONS:
                 series.append((family.path, named, error, _denial_class(error)))
         if family.every_answer_is_a_verdict:
             for failure in metrics.SYSTEM_ERROR_REASONS:
                 series.append((family.path, metrics.NO_CHECK, failure, _denial_class(failure)))
+        if family is ADMISSION:  # held policies that cannot be used or read yet, as the admission's verdict
+            for reason in ("policy-invalid", "transient-error"):
+                series.append((family.path, DEFAULT_CHECK, reason, _denial_class(reason)))
     return sorted(set(series))

@@ -1,8 +1,8 @@
 """What one app holds: :class:`Service`, and :func:`current_service` for the routes.
 
 Each worker process builds one app, and the app one :class:`Service`: the
-verdict cache, the compiled-policy cache, the thread pool, the authenticator
-and the cluster clients (:mod:`provider.service.cluster`). All of it lives on
+verdict cache, the compiled-policy cache, the thread pool, the authenticator,
+the cluster clients (:mod:`provider.service.cluster`) and the held policies. All of it lives on
 the Service, none in module globals, so two apps in one process (tests, an
 embedding) share nothing. The Service is built from a
 :class:`~provider.service.config.Config` only; it never reads the request.
@@ -15,11 +15,13 @@ from typing import Any, cast
 from flask import current_app
 
 from ..cache import LRUCache
+from ..errors import ConfigError
 from .auth import Authenticator, parse_callers
 from .checks import CheckContext, Dispatcher, PolicyCache, Verdict
 from .clientcerts import ClientCertificates
 from .cluster import cluster_clients, signature_sources
 from .config import Config
+from .heldpolicies import HeldPolicies
 
 #: Where the app keeps its Service (``app.extensions[EXTENSION]``).
 EXTENSION = "manifest_provider"
@@ -44,6 +46,13 @@ class Service:
         self.trust_root = refresher_for(
             config.tuf_url, config.tuf_root, config.tuf_cache_dir, config.tuf_refresh_seconds
         )
+        if config.watch_policies and clients.configmap_runner is None:
+            raise ConfigError(
+                "MANIFEST_PROVIDER_WATCH_POLICIES needs a cluster (MANIFEST_PROVIDER_KUBECONFIG, or run in a pod); "
+                "without one, give MANIFEST_PROVIDER_POLICY_FILE"
+            )
+        #: The policies the admission route decides with (provider/policystore).
+        self.held = HeldPolicies(config, self.policies, clients, self.limits)
         self.auth = Authenticator(
             client_certificates=ClientCertificates(config.client_ca) if config.client_ca else None,
             audience=config.token_audience,
@@ -55,9 +64,11 @@ class Service:
         )
 
     def prepare(self) -> None:
-        """Build the cluster clients ahead of the first request (:mod:`provider.service.cluster`), and start
-        refreshing the keyless trust root in the background (:mod:`provider.service.trustroot`)."""
+        """Build the cluster clients ahead of the first request (:mod:`provider.service.cluster`); start reading
+        the held policies (:mod:`provider.service.heldpolicies`) and refreshing the keyless trust root in the
+        background (:mod:`provider.service.trustroot`). Called in each worker, after gunicorn's fork."""
         self.clients.prepare()
+        self.held.start()
         if self.trust_root is not None:
             self.trust_root.start()
 

@@ -1,9 +1,12 @@
-"""One input, one verdict: the library, classify, the CLI and both HTTP routes decide alike.
+"""One input, one verdict: the library, classify, the CLI and the three HTTP routes decide alike.
 
 Every verdict is decided once, inside the verifier; the entry points only translate
 (docs/architecture.md). One table of inputs -- an admission request and a policy -- goes
 through all of them, and each must report the same reason: a difference here is a second
-decision hiding in a face (as "dry-run enabled but no cluster" once was).
+decision hiding in a face (as "dry-run enabled but no cluster" once was). The admission
+webhook route holds its policy instead of receiving it: each case's policy is written as a
+ClusterManifestPolicy to the file the server reads (``--policy-file``), and the request is
+the API server's AdmissionReview.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import copy
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +160,42 @@ def test_both_routes(
     gatekeeper = provider_server.post_json("/v1/gatekeeper/verify", body)
     (item,) = gatekeeper["response"]["items"]
     assert item["value"]["reason"] == reason
+
+
+# --- the service as its own admission webhook: the policy held, the request the API server's --------------
+
+
+@pytest.fixture(scope="module")
+def webhook_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Path]]:
+    from tests.support.heldpolicies import cluster_policy, write_policies
+    from tests.support.server import running_server
+
+    path = write_policies(tmp_path_factory.mktemp("held") / "policies.yaml", cluster_policy("start", policy()))
+    env = {"MANIFEST_PROVIDER_POLICY_FILE": str(path), "MANIFEST_PROVIDER_POLICY_FILE_POLL_SECONDS": "0.1"}
+    with running_server(env=env) as server:
+        yield server, path
+
+
+@pytest.mark.parametrize(("case", "admission", "raw_policy", "reason"), CASES, ids=IDS)
+def test_the_admission_webhook(
+    case: str, admission: dict[str, Any], raw_policy: dict[str, Any], reason: str, webhook_server: tuple[Server, Path]
+) -> None:
+    import time
+
+    from tests.support.apiserver_webhook import read_answer
+    from tests.support.heldpolicies import cluster_policy, write_policies
+
+    server, path = webhook_server
+    name = f"case-{case}"
+    write_policies(path, cluster_policy(name, raw_policy))  # Enforce, every kind: this case's policy alone
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": admission}
+    deadline = time.monotonic() + 60
+    while True:
+        outcome = read_answer(server.post_json("/v1/admission/validate", body), admission["uid"])
+        if outcome.annotations.get("manifests.manifest-provider.io/policy") == f"ClusterManifestPolicy {name}":
+            break
+        assert time.monotonic() < deadline, f"the server did not read {name} within 60 s"
+        time.sleep(0.05)
+    assert outcome.annotations["manifests.manifest-provider.io/reason"] == reason
+    if outcome.status is not None:
+        assert outcome.status["reason"] == reason

@@ -176,6 +176,10 @@ _COLLECTION = re.compile(
 _OBJECT = re.compile(
     r"/(?:api/(?P<cv>v1)|apis/(?P<g>[^/]+)/(?P<v>[^/]+))(?:/namespaces/(?P<ns>[^/]+))?/(?P<res>[^/]+)/(?P<name>[^/]+)\Z"
 )
+#: A custom resource's status subresource (``.../<plural>/<name>/status``).
+_STATUS = re.compile(
+    r"/apis/(?P<g>[^/]+)/(?P<v>[^/]+)(?:/namespaces/(?P<ns>[^/]+))?/(?P<res>[^/]+)/(?P<name>[^/]+)/status\Z"
+)
 #: The shape of the API server's 500 (no recording exists).
 _INTERNAL_ERROR = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "InternalError", "code": 500,
                    "message": "Internal error occurred: etcdserver: request timed out", "details": {"causes": [{"message": "etcdserver: request timed out"}]}}  # fmt: skip
@@ -718,6 +722,15 @@ class FakeApiServer:
             return 200, self._custom[logged.path], {}
         if logged.method == "GET" and logged.path == "/apis" and self._custom:
             return 200, self._groups(), {}
+        status = _STATUS.match(logged.path)
+        if status is not None:
+            kind = self.kind_of(f"/apis/{status['g']}/{status['v']}", status["res"])
+            if kind is None or not kind.custom or (status["ns"] and not kind.namespaced):
+                return None
+            if kind.plural in self.forbidden_resources:
+                verb = "get" if logged.method == "GET" else "update"
+                return 403, _forbidden(f"{kind.plural}/status", kind.group, status["ns"], verb), {}
+            return self.store.status(kind, status["ns"] or "", status["name"], logged.method, logged.body)
         collection, named = _COLLECTION.match(logged.path), _OBJECT.match(logged.path)
         match = collection or named
         if match is None:

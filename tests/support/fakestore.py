@@ -21,7 +21,15 @@ adds the state a live cluster has, in the shapes the recordings show:
 * writes (POST without dryRun, PUT, DELETE) only for resources made writable
   (the CRDs a test installs): create (409 AlreadyExists if present), update
   (409 Conflict on a stale ``resourceVersion``, 404 if absent), each
-  validated against the CRD's schema (422 Invalid, strict fields); delete
+  validated against the CRD's schema (422 Invalid, strict fields). A CRD
+  version that declares ``subresources.status`` is served as the API server
+  serves it (k8s.io/apiextensions-apiserver ``pkg/registry/customresource``
+  ``strategy.go`` ``PrepareForCreate``/``PrepareForUpdate`` and
+  ``statusStrategy.PrepareForUpdate``): a create or update of the object
+  keeps the stored ``status`` (none on create), and ``GET``/``PUT
+  .../<name>/status`` reads and writes only ``status`` (the rest of the body
+  is ignored; ``resourceVersion`` still checked, 404 for an object that is
+  not there, and for a version without the subresource); delete
   (404 if absent, 409 Conflict when ``preconditions`` name another uid or
   resourceVersion -- k8s.io/apimachinery ``storage.Preconditions.Check`` -- and
   otherwise a ``Status`` Success, what the generic registry answers when it
@@ -70,6 +78,10 @@ EXPIRED_MESSAGE = (
 )
 
 Answer = tuple[int, Any, dict[str, str]]
+#: What the API server answers for a subresource it does not serve.
+_NOT_FOUND_STATUS = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                     "message": "the server could not find the requested resource", "reason": "NotFound",
+                     "details": {}, "code": 404}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -473,6 +485,47 @@ class Store:
         causes = [{"reason": "FieldValueInvalid", "message": e} for e in errors]
         return 422, status(422, "Invalid", message, name=name, group=kind.group, kind=kind.kind, causes=causes), {}
 
+    def _has_status(self, kind: Kind) -> bool:
+        crd = self._writable.get((kind.root, kind.plural))
+        if crd is None:
+            return False
+        version = kind.api_version.rpartition("/")[2]
+        entry = next((v for v in crd["spec"]["versions"] if v["name"] == version), {})
+        return "status" in (entry.get("subresources") or {})
+
+    def status(self, kind: Kind, namespace: str, name: str, method: str, body: Any) -> Answer:
+        """``GET`` or ``PUT`` of a custom resource's ``status`` subresource (module docstring)."""
+        missing = 404, status(404, "NotFound", f'{kind.plural}.{kind.group} "{name}" not found', name=name,
+                              group=kind.group, kind=kind.plural), {}  # fmt: skip
+        if not self._has_status(kind):
+            return 404, _NOT_FOUND_STATUS, {}
+        current = self.get(kind, namespace, name)
+        if current is None:
+            return missing
+        if method == "GET":
+            return 200, current, {}
+        if method != "PUT":
+            return (
+                405,
+                status(405, "MethodNotAllowed", f"the server does not allow this method on {kind.plural}/status"),
+                {},
+            )
+        if not isinstance(body, dict) or not isinstance(body.get("metadata"), dict):
+            return 400, status(400, "BadRequest", "the body must be an object with metadata"), {}
+        sent = body["metadata"].get("resourceVersion")
+        if sent and sent != current["metadata"]["resourceVersion"]:
+            return 409, status(409, "Conflict", f'Operation cannot be fulfilled on {kind.plural}.{kind.group} "{name}": the object has been modified; please apply your changes to the latest version and try again',
+                               name=name, group=kind.group, kind=kind.plural), {}  # fmt: skip
+        updated = copy.deepcopy(current)
+        if "status" in body:
+            updated["status"] = copy.deepcopy(body["status"])
+        else:
+            updated.pop("status", None)
+        invalid = self._invalid(kind, updated)
+        if invalid is not None:
+            return invalid
+        return 200, self.put(kind, updated, fresh=False), {}
+
     def create(self, kind: Kind, namespace: str, body: Any) -> Answer | None:
         """A real create; None when ``kind`` is not writable here."""
         if (kind.root, kind.plural) not in self._writable:
@@ -489,6 +542,8 @@ class Store:
             return 409, status(409, "AlreadyExists", f'{kind.plural}.{kind.group} "{meta["name"]}" already exists',
                                name=meta["name"], group=kind.group, kind=kind.plural), {}  # fmt: skip
         fresh = copy.deepcopy(body)
+        if self._has_status(kind):
+            fresh.pop("status", None)  # set only through the status subresource
         if kind.namespaced:
             fresh["metadata"]["namespace"] = namespace
         else:  # cleared, not refused (k8s.io/apiserver pkg/registry/rest create.go BeforeCreate)
@@ -513,6 +568,10 @@ class Store:
             return 409, status(409, "Conflict", f'Operation cannot be fulfilled on {kind.plural}.{kind.group} "{name}": the object has been modified; please apply your changes to the latest version and try again',
                                name=name, group=kind.group, kind=kind.plural), {}  # fmt: skip
         updated = copy.deepcopy(body)
+        if self._has_status(kind):  # the status subresource's: an update of the object keeps it
+            updated.pop("status", None)
+            if "status" in current:
+                updated["status"] = copy.deepcopy(current["status"])
         updated["metadata"]["name"] = name
         if kind.namespaced:
             updated["metadata"]["namespace"] = namespace

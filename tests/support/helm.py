@@ -24,6 +24,7 @@ OVERLAY_NAMESPACES = {
     "gatekeeper": "gatekeeper-system",
     "kyverno": "manifest-provider",
     "kyverno-cel": "manifest-provider",
+    "webhook": "manifest-provider",
 }
 
 

@@ -319,3 +319,118 @@ def validate_object(obj: dict[str, Any], crd: dict[str, Any]) -> list[str]:
     return metadata_problems(obj.get("metadata"), namespaced=namespaced) + validate(
         body, {**schema, "properties": {k: v for k, v in schema.get("properties", {}).items() if k != "metadata"}}
     )
+
+
+# --- structural schemas (what a CustomResourceDefinition must hold to be accepted) ----------------------
+
+#: Keywords a value validation (inside ``anyOf``/``allOf``/``oneOf``/``not``) may not carry to be structural.
+_NOT_IN_VALUE_VALIDATION = ("type", "description", "default", "title", "nullable", "additionalProperties",
+                            "x-kubernetes-preserve-unknown-fields", "x-kubernetes-embedded-resource",
+                            "x-kubernetes-int-or-string", "x-kubernetes-list-map-keys", "x-kubernetes-list-type",
+                            "x-kubernetes-map-type")  # fmt: skip
+
+
+def structural_problems(schema: dict[str, Any]) -> list[str]:
+    """Why ``schema`` (a CRD version's ``openAPIV3Schema``) is not structural, as the API server refuses one.
+
+    The rules of k8s.io/apiextensions-apiserver, read at kubernetes/kubernetes
+    01d1e251d7221ceb53410b4b83e70345aa43b9b9,
+    ``staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/schema/validation.go``
+    (``validateStructuralInvariants``, ``validateStructuralMetadataInvariants``,
+    ``validateNestedValueValidation``): every node has a ``type`` unless
+    ``x-kubernetes-int-or-string`` or ``x-kubernetes-preserve-unknown-fields``
+    says otherwise (root, array items, object fields); the root is an object
+    without ``additionalProperties``; an array names its ``items``;
+    ``metadata`` at the root restricts nothing but ``name`` and
+    ``generateName``; ``x-kubernetes-embedded-resource`` is an object with
+    properties or preserved fields; inside ``anyOf``/``allOf``/``oneOf``/``not``
+    there are value validations only (no type, description, default, ...,
+    no ``metadata``). And the CRD validation's
+    (``pkg/apis/apiextensions/validation/validation.go``): ``properties`` and
+    ``additionalProperties`` are mutually exclusive; a list of type ``map``
+    names ``x-kubernetes-list-map-keys``, each required (or defaulted) in its
+    items, and map keys appear with no other list type.
+    """
+    problems: list[str] = []
+
+    def walk(node: Any, path: str, level: str) -> None:
+        if not isinstance(node, dict):
+            problems.append(f"{path}: not a schema")
+            return
+        kind = node.get("type")
+        loose = node.get("x-kubernetes-int-or-string") or node.get("x-kubernetes-preserve-unknown-fields")
+        if node.get("x-kubernetes-embedded-resource"):
+            if kind != "object":
+                problems.append(f"{path}.type: must be object if x-kubernetes-embedded-resource is true")
+            if not node.get("properties") and not node.get("x-kubernetes-preserve-unknown-fields"):
+                problems.append(
+                    f"{path}.properties: must not be empty for an embedded resource without preserved fields"
+                )
+        elif not kind and not loose:
+            where = {"root": "at the root", "item": "for specified array items", "field": "for specified object fields"}
+            problems.append(f"{path}.type: must not be empty {where[level]}")
+        if level == "root" and kind not in (None, "object"):
+            problems.append(f"{path}.type: must be object at the root")
+        if node.get("x-kubernetes-int-or-string") and node.get("x-kubernetes-preserve-unknown-fields"):
+            problems.append(
+                f"{path}: x-kubernetes-preserve-unknown-fields must be false with x-kubernetes-int-or-string"
+            )
+        if kind == "array" and "items" not in node:
+            problems.append(f"{path}.items: must be specified")
+        if "additionalProperties" in node:
+            if level == "root":
+                problems.append(f"{path}.additionalProperties: must not be used at the root")
+            if "properties" in node:
+                problems.append(f"{path}: properties and additionalProperties are mutually exclusive")
+        list_type = node.get("x-kubernetes-list-type")
+        if "x-kubernetes-list-map-keys" in node and list_type != "map":
+            problems.append(f"{path}: x-kubernetes-list-map-keys needs x-kubernetes-list-type map")
+        if list_type == "map":
+            keys = node.get("x-kubernetes-list-map-keys") or []
+            items = node.get("items") if isinstance(node.get("items"), dict) else {}
+            if not keys:
+                problems.append(f"{path}: x-kubernetes-list-type map needs x-kubernetes-list-map-keys")
+            for key in keys:
+                field = (items.get("properties") or {}).get(key)
+                if field is None or (key not in (items.get("required") or []) and "default" not in field):
+                    problems.append(f"{path}: map key {key!r} must be a required (or defaulted) field of the items")
+        properties = node.get("properties") or {}
+        if level == "root" and "metadata" in properties:
+            meta = properties["metadata"]
+            extra = {k for k in meta if k not in ("type", "properties")} if isinstance(meta, dict) else set()
+            fields = set((meta.get("properties") or {}) if isinstance(meta, dict) else {})
+            if (isinstance(meta, dict) and meta.get("type") != "object") or extra or fields - {"name", "generateName"}:
+                problems.append(
+                    f"{path}.properties.metadata: must not specify anything other than name and generateName"
+                )
+        for name, sub in properties.items():
+            walk(sub, f"{path}.properties.{name}", "field")
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], f"{path}.items", "item")
+        if isinstance(node.get("additionalProperties"), dict):
+            walk(node["additionalProperties"], f"{path}.additionalProperties", "field")
+        for junctor in ("anyOf", "allOf", "oneOf"):
+            for i, sub in enumerate(node.get(junctor) or []):
+                nested(sub, f"{path}.{junctor}[{i}]")
+        if "not" in node:
+            nested(node["not"], f"{path}.not")
+
+    def nested(node: Any, path: str) -> None:
+        if not isinstance(node, dict):
+            problems.append(f"{path}: not a schema")
+            return
+        for keyword in _NOT_IN_VALUE_VALIDATION:
+            if keyword in node:
+                problems.append(f"{path}.{keyword}: must be undefined to be structural")
+        if "metadata" in (node.get("properties") or {}):
+            problems.append(f"{path}.properties.metadata: must not be specified in a nested context")
+        for sub_path, sub in [(f"{path}.properties.{k}", v) for k, v in (node.get("properties") or {}).items()] + (
+            [(f"{path}.items", node["items"])] if isinstance(node.get("items"), dict) else []
+        ):
+            nested(sub, sub_path)
+        for junctor in ("anyOf", "allOf", "oneOf"):
+            for i, sub in enumerate(node.get(junctor) or []):
+                nested(sub, f"{path}.{junctor}[{i}]")
+
+    walk(schema, "openAPIV3Schema", "root")
+    return problems

@@ -152,6 +152,15 @@ def _pool(version: str) -> descriptor_pool.DescriptorPool:
     return pool
 
 
+def request_pool() -> descriptor_pool.DescriptorPool:
+    """``kubernetes.AdmissionRequest`` as k8s.io/apiserver ``BuildRequestType`` declares it (no object fields).
+
+    The Kubernetes declaration is what Kyverno 1.17 used unchanged: the type a
+    webhook's ``matchConditions`` see (``tests/support/webhook_config.py``).
+    """
+    return _pool("1.17")
+
+
 def _http_functions(version: str) -> list[Any]:
     t = cel.Type
     context, headers = t.AbstractType(CONTEXT_TYPE), t.Map(t.STRING, t.STRING)

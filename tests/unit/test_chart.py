@@ -44,6 +44,7 @@ from provider.service.certificates import inspect
 from provider.service.config import ENV_PREFIX, Config, load_config
 from tests.support.data import CRDS, REPO, load_yaml
 from tests.support.gatekeeper_framework import provider_problems
+from tests.support.heldpolicies import crds as held_crds
 from tests.support.helm import CHART, find, lint, render, render_files
 from tests.support.kube_models import problems as model_problems
 from tests.support.kube_schema import validate, validate_object
@@ -58,6 +59,7 @@ ENGINE_NAMESPACES = {
     "gatekeeper": "gatekeeper-system",
     "kyverno": "manifest-provider",
     "kyverno-cel": "manifest-provider",
+    "webhook": "manifest-provider",
 }
 
 
@@ -82,6 +84,8 @@ def crds() -> dict[tuple[str, str], dict[str, dict[str, Any]]]:
     for version in VERSIONS:
         for crd in kyverno_crds(version).values():
             found.setdefault((crd["spec"]["group"], crd["spec"]["names"]["kind"]), {})[f"kyverno {version}"] = crd
+    for crd in held_crds():  # the service's own (manifests/crds), for engine webhook
+        found.setdefault((crd["spec"]["group"], crd["spec"]["names"]["kind"]), {})["manifest-provider"] = crd
     return found
 
 
@@ -149,6 +153,22 @@ MATRIX: list[tuple[str, dict[str, Any], str]] = [
             policy={"keys": [SAMPLE_KEY], "dryRun": {"enabled": True}, "defaults": ["k8s-manifest-sigstore", "argocd"]},
         ),
         "security",
+    ),
+    ("webhook", {"engine": "webhook"}, "manifest-provider"),
+    (
+        "webhook-policy-everywhere",
+        policy_values(
+            "webhook",
+            policies={
+                "enabled": True,
+                "enforce": True,
+                "namespaces": ["*"],
+                "kinds": ["ConfigMap", "apps/Deployment", "core/Pod"],
+            },
+            webhook={"timeoutSeconds": 5, "excludedNamespaces": ["team-sandbox"], "installCRDs": False},
+            settings={"deadline_seconds": 2.5},
+        ),
+        "signing",
     ),
     (
         "cert-manager",
@@ -273,7 +293,7 @@ def test_the_readme_lists_every_value() -> None:
 def test_files_link_to_the_shipped_policies_and_components() -> None:
     """Not copies: a change to a shipped policy is the chart's change too."""
     links = sorted(p for p in (CHART / "files").iterdir() if p.is_symlink())
-    assert len(links) == 7, links
+    assert len(links) == 9, links  # the shipped policies, alerts and dashboard, and the held policies' CRDs
     for link in links:
         target = link.resolve()
         assert target.is_file() and REPO in target.parents, link
@@ -574,8 +594,21 @@ def test_the_engines_call_the_host_the_certificate_names(case: str, pki: dict[st
         for v in d["spec"]["variables"]
         if v["name"] == "serviceURL"
     ]
+    urls += [
+        f"https://{h['clientConfig']['service']['name']}.{h['clientConfig']['service']['namespace']}.svc:"
+        f"{h['clientConfig']['service']['port']}{h['clientConfig']['service']['path']}"
+        for d in docs
+        if d["kind"] == "ValidatingWebhookConfiguration"
+        for h in d["webhooks"]
+    ]
     values = next(v for name, v, _ in MATRIX if name == case)
-    assert len(urls) == (1 if values.get("policies", {}).get("enabled") or values.get("engine") == "gatekeeper" else 0)
+    if values.get("engine") == "webhook":  # the API server calls: two webhooks, with or without a policy
+        assert urls == [f"https://{host}:{https}/v1/admission/validate"] * 2
+        urls = []
+    else:
+        assert len(urls) == (
+            1 if values.get("policies", {}).get("enabled") or values.get("engine") == "gatekeeper" else 0
+        )
     route = "gatekeeper" if values.get("engine") == "gatekeeper" else "kyverno"
     for url in urls:
         assert url == f"https://{host}:{https}/v1/{route}/verify"

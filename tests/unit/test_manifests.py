@@ -33,15 +33,21 @@ from tests.support.gatekeeper_framework import provider_problems
 
 MANIFESTS = REPO / "manifests"
 BASE = MANIFESTS / "base"
-OVERLAYS = {name: MANIFESTS / "overlays" / name for name in ("gatekeeper", "kyverno", "kyverno-cel")}
+OVERLAYS = {name: MANIFESTS / "overlays" / name for name in ("gatekeeper", "kyverno", "kyverno-cel", "webhook")}
 CA_SCRIPT = MANIFESTS / "scripts" / "ca-bundle.sh"
 SETTINGS = {ENV_PREFIX + name.upper() for name in Config.__dataclass_fields__}
 #: Secrets an overlay mounts that something other than these manifests creates.
-EXTERNAL_SECRETS = {"gatekeeper": {"gatekeeper-webhook-server-cert"}, "kyverno": set(), "kyverno-cel": set()}
+EXTERNAL_SECRETS = {
+    "gatekeeper": {"gatekeeper-webhook-server-cert"},
+    "kyverno": set(),
+    "kyverno-cel": set(),
+    "webhook": set(),
+}
 EXPECTED_NAMESPACE = {
     "gatekeeper": "gatekeeper-system",
     "kyverno": "manifest-provider",
     "kyverno-cel": "manifest-provider",
+    "webhook": "manifest-provider",
 }
 
 
@@ -204,13 +210,19 @@ def test_secrets_and_files_are_consistent(overlay: str) -> None:
             assert path.name in ("tls.crt", "tls.key", "ca.crt")  # what cert-manager writes
 
 
+CLUSTER_SCOPED = (
+    "Provider", "ClusterRole", "ClusterRoleBinding", "Namespace", "CustomResourceDefinition",
+    "ValidatingWebhookConfiguration",
+)  # fmt: skip
+
+
 @pytest.mark.parametrize("overlay", OVERLAY_NAMES)
 def test_names_and_namespaces_agree(overlay: str) -> None:
     docs = render(overlay)
     namespace = EXPECTED_NAMESPACE[overlay]
     service = one(docs, "Service")
     for doc in docs:
-        if doc["kind"] in ("Provider", "ClusterRole", "ClusterRoleBinding", "Namespace"):
+        if doc["kind"] in CLUSTER_SCOPED:
             assert "namespace" not in doc["metadata"], doc["kind"]
         else:
             assert doc["metadata"]["namespace"] == namespace, doc["kind"]
@@ -227,7 +239,13 @@ def test_names_and_namespaces_agree(overlay: str) -> None:
         == one(docs, "ServiceAccount")["metadata"]["name"]
     )
     (port,) = [p for p in service["spec"]["ports"] if p["name"] == "https"]
-    if overlay == "gatekeeper":
+    if overlay == "webhook":
+        for hook in one(docs, "ValidatingWebhookConfiguration")["webhooks"]:
+            called = hook["clientConfig"]["service"]
+            assert (called["name"], called["namespace"], called["port"], called["path"]) == (
+                service["metadata"]["name"], namespace, port["port"], "/v1/admission/validate",
+            )  # fmt: skip
+    elif overlay == "gatekeeper":
         url = urllib.parse.urlsplit(provider_template()["spec"]["url"])
         assert (url.scheme, url.hostname, url.port, url.path) == ("https", host, port["port"], "/v1/gatekeeper/verify")
     else:

@@ -84,3 +84,65 @@ def test_the_gatekeeper_output_is_a_constraint_of_the_shipped_template(tmp_path:
     assert "failurePolicy" in proc.stderr
     constraint = yaml.safe_load(proc.stdout)
     assert constraint["kind"] == template["spec"]["crd"]["spec"]["names"]["kind"]
+
+
+# --- -o manifest-policy: off Kyverno's validate.manifests, onto the service's own webhook ------------------
+
+
+def _held(obj: dict[str, Any]) -> Any:
+    from provider.policystore.objects import read_policy_object
+
+    return read_policy_object(obj, lambda raw, bounds: Policy.from_dict(raw, bounds=bounds), LOCAL)
+
+
+@pytest.mark.parametrize("path", KYVERNO, ids=lambda p: p.stem)
+def test_kyverno_manifests_rules_become_held_policies_the_crds_accept(path: Path) -> None:
+    from tests.support.heldpolicies import crds
+    from tests.support.kube_schema import validate_object
+
+    (doc,) = load_yaml(path)
+    conversion = convert_document(doc)
+    by_kind = {crd["spec"]["names"]["kind"]: crd for crd in crds()}
+    documents = outputs(conversion, "manifest-policy")
+    assert len(documents) == len(conversion.rules) > 0
+    for obj, rule in zip(documents, conversion.rules, strict=True):
+        assert validate_object(obj, by_kind[obj["kind"]]) == []
+        held = _held(obj)
+        assert held.ready, held.error
+        assert obj["spec"]["policy"] == rule.policy  # the converted policy, unchanged
+        assert obj["spec"]["action"] == ("Enforce" if rule.enforcement == "deny" else "Audit")
+    assert not_in_the_output(conversion, "manifest-policy") == []  # scope and enforcement carry over
+
+
+def test_a_namespaced_kyverno_policy_becomes_a_tenant_policy_in_its_namespace() -> None:
+    (doc,) = load_yaml(KYVERNO[0])
+    doc = {**doc, "kind": "Policy", "metadata": {**doc["metadata"], "namespace": "shop"}}
+    (obj,) = outputs(convert_document(doc), "manifest-policy")
+    assert obj["kind"] == "ManifestPolicy" and obj["metadata"]["namespace"] == "shop"
+    assert _held(obj).ready
+
+
+def test_an_enforcing_rule_stays_enforcing_and_its_kinds_are_the_match() -> None:
+    (doc,) = load_yaml(KYVERNO[0])
+    rule = doc["spec"]["rules"][0]
+    rule["validate"]["failureAction"] = "Enforce"
+    rule["match"] = {"any": [{"resources": {"kinds": ["ConfigMap", "apps/v1/Deployment"]}}]}
+    (obj,) = outputs(convert_document(doc), "manifest-policy")
+    assert obj["spec"]["action"] == "Enforce"
+    # Kyverno's "ConfigMap" names no group: every group's ConfigMap (pkg/utils/kube/kind.go ParseKindSelector)
+    assert obj["spec"]["match"]["kinds"] == [{"apiGroups": ["*"], "kinds": ["ConfigMap"]},
+                                             {"apiGroups": ["apps"], "kinds": ["Deployment"]}]  # fmt: skip
+
+
+def test_a_gatekeeper_match_carries_what_a_held_policy_says_and_lists_the_rest() -> None:
+    constraint = {"apiVersion": "constraints.gatekeeper.sh/v1beta1", "kind": "ManifestIntegrityConstraint",
+                  "metadata": {"name": "cm"},
+                  "spec": {"match": {"kinds": [{"kinds": ["ConfigMap"], "apiGroups": [""]}], "namespaces": ["shop", "team-*"],
+                                     "excludedNamespaces": ["kube-system"], "labelSelector": {"matchLabels": {"app": "web"}}},
+                           "parameters": {"signers": ["sample@signer.com"]}}}  # fmt: skip
+    conversion = convert_document(constraint)
+    (obj,) = outputs(conversion, "manifest-policy")
+    assert obj["spec"]["match"] == {"kinds": [{"kinds": ["ConfigMap"], "apiGroups": [""]}],
+                                    "objectSelector": {"matchLabels": {"app": "web"}}}  # fmt: skip
+    lost = not_in_the_output(conversion, "manifest-policy")
+    assert any("excludedNamespaces" in item for item in lost) and any("prefix or suffix" in item for item in lost)

@@ -29,6 +29,7 @@ from celpy import celtypes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from provider.bounds import LOCAL as LOCAL_BOUNDS
 from provider.cli import main
 from provider.cli._generate import STATUS_KINDS, cel_literal
 from provider.policy import Policy
@@ -442,3 +443,94 @@ def test_ca_from_cluster_reads_cert_managers_secret(
         "elsewhere",
     )
     assert "Secret elsewhere/manifest-provider-tls not found" in err
+
+
+# --- the service's own held policy (webhook) -------------------------------------------------------
+
+
+def held_crds() -> dict[str, dict[str, Any]]:
+    from tests.support.heldpolicies import crds
+
+    return {crd["spec"]["names"]["kind"]: crd for crd in crds()}
+
+
+def test_the_held_policy_is_what_the_crds_and_the_service_accept(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path]
+) -> None:
+    from provider.bounds import SERVICE
+    from provider.policystore.objects import read_policy_object
+
+    (obj,) = generate(capsys, "webhook", "-k", files["key"], "-c", files["config"])
+    assert obj["kind"] == "ClusterManifestPolicy" and obj["metadata"]["name"] == "verify-manifest-signature"
+    assert validate_object(obj, held_crds()["ClusterManifestPolicy"]) == []
+    held = read_policy_object(obj, lambda raw, b: Policy.from_dict(raw, bounds=b), SERVICE)
+    assert held.ready, held.error
+    assert obj["spec"]["action"] == "Audit"  # as every shipped policy starts
+    assert obj["spec"]["match"] == {
+        "kinds": [{"apiGroups": [""], "kinds": ["ConfigMap"]}, {"apiGroups": ["apps"], "kinds": ["Deployment"]}],
+        "namespaces": ["demo"],
+    }  # the shipped policies' scope
+    assert obj["spec"]["policy"] == {
+        "ignoreFields": [{"objects": [{"kind": "ConfigMap"}], "fields": ["data.note"]}],
+        "keys": [SAMPLE_KEY],
+    }
+    (enforced,) = generate(capsys, "webhook", "-k", files["key"], "--enforce", "--match-namespace", "*")
+    assert enforced["spec"]["action"] == "Enforce" and "namespaces" not in enforced["spec"]["match"]
+
+
+def test_every_subresource_reaches_the_held_policy(capsys: pytest.CaptureFixture[str], files: dict[str, Path]) -> None:
+    """The service matches a subresource request by its parent's kind (a Scale of a Deployment is the Deployment's)."""
+    from provider.policystore.combine import admit
+    from provider.policystore.objects import read_policy_object
+    from provider.policystore.store import PolicySet
+    from provider.result import Result
+
+    (obj,) = generate(capsys, "webhook", *scope_args(files, ca=False), "--match-namespace", "prod")
+    held = read_policy_object(obj, lambda raw, b: Policy.from_dict(raw, bounds=b), LOCAL_BOUNDS)
+    judged: list[str] = []
+
+    def evaluate(policy: Any, review: Review) -> Result:
+        judged.append(policy.name)
+        return Result.proven("ok")
+
+    checked = 0
+    for kind in PROTECTED:
+        for sub in relevant(kind):
+            for namespace, applies in (("prod", True), ("dev", False)):
+                # A Namespace is matched on its own name (the API server's rule for namespace criteria).
+                name = namespace if kind == "Namespace" else "web"
+                request = subresource_request(kind, sub, namespace=namespace, name=name)
+                judged.clear()
+                admit(Review.from_admission(request), PolicySet.of([held]), evaluate=evaluate, labels=lambda n: {})
+                assert judged == (["verify-manifest-signature"] if applies else []), (kind, sub, namespace)
+            checked += 1
+    assert checked >= 15
+
+
+def test_a_tenant_policy_for_one_namespace(capsys: pytest.CaptureFixture[str], files: dict[str, Path]) -> None:
+    (obj,) = generate(capsys, "webhook", "-k", files["key"], "--namespace", "shop", "--name", "team-signed")
+    assert obj["kind"] == "ManifestPolicy" and obj["metadata"] == {"name": "team-signed", "namespace": "shop"}
+    assert "namespaces" not in obj["spec"]["match"]
+    assert validate_object(obj, held_crds()["ManifestPolicy"]) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--ca-file", "ca.crt"], "takes no CA"),
+        (["--without-ca"], "takes no CA"),
+        (["--namespace", "shop", "--match-namespace", "prod"], "own namespace only"),
+        (["--namespace", "Shop"], "not a namespace name"),
+        (["--name", "no spaces"], "not an object name"),
+    ],
+)
+def test_policy_webhook_refuses(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], args: list[str], words: str
+) -> None:
+    assert words in refused(capsys, "webhook", "-k", files["key"], *args)
+
+
+def test_namespace_and_name_belong_to_the_webhook(capsys: pytest.CaptureFixture[str], files: dict[str, Path]) -> None:
+    assert "go with policy webhook" in refused(
+        capsys, "kyverno", "-k", files["key"], "--without-ca", "--namespace", "x"
+    )

@@ -138,9 +138,9 @@ Returns YAML: {refs: [...], namespaces: [...], everywhere: bool}.
 {{- dict "refs" $refs "namespaces" (ternary list .Values.policies.namespaces $everywhere) "everywhere" $everywhere | toYaml -}}
 {{- end -}}
 
-{{/* Whether the service needs a Kubernetes API token: TokenReview (kyverno), server-side dry-run, or Secrets to read. */}}
+{{/* Whether the service needs a Kubernetes API token: TokenReview (kyverno), watching its policies (webhook), server-side dry-run, or Secrets to read. */}}
 {{- define "mp.needsToken" -}}
-{{- if or (eq .Values.engine "kyverno") (dig "dryRun" "enabled" false .Values.policy) .Values.secrets.keys .Values.secrets.pullSecrets -}}true{{- end -}}
+{{- if or (eq .Values.engine "kyverno") (eq .Values.engine "webhook") (dig "dryRun" "enabled" false .Values.policy) .Values.secrets.keys .Values.secrets.pullSecrets -}}true{{- end -}}
 {{- end -}}
 
 {{/*

@@ -85,3 +85,26 @@ def test_the_kyverno_route_always_answers_200_with_allowed_and_message(body: byt
     answer = response.get_json()
     assert set(answer) == {"allowed", "verified", "reason", "message", "signers", "diff"}
     assert answer["allowed"] is False and answer["message"]
+
+
+def _admission_review(request: Any) -> bytes:
+    return json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}).encode()
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(BODIES | JSON.map(_admission_review) | st.fixed_dictionaries({"uid": st.text(max_size=10), "userInfo": JSON,
+                                                                      "operation": JSON, "object": JSON}).map(_admission_review))  # fmt: skip
+def test_the_admission_route_always_answers_200_with_an_admission_review_that_denies(body: bytes) -> None:
+    """This app holds no policies: whatever the body, a well-formed denial echoing the uid it could read."""
+    from tests.support.apiserver_webhook import read_answer
+
+    response = CLIENT.post("/v1/admission/validate", data=body)
+    assert response.status_code == 200
+    answer = response.get_json()
+    try:
+        request = json.loads(body).get("request")
+    except (ValueError, AttributeError):
+        request = None
+    uid = request.get("uid") if isinstance(request, dict) and isinstance(request.get("uid"), str) else ""
+    outcome = read_answer(answer, uid)
+    assert not outcome.allowed and outcome.status is not None and outcome.status["message"]
