@@ -1,8 +1,13 @@
 """What every test shares: the conformance data must be there, and the one fake API server fixture."""
 
+import os
 from collections.abc import Callable, Iterator
 
 import pytest
+
+# The services the tests start refresh no keyless trust root from the internet (a thread per
+# worker reaching sigstore's CDN); the tests of that refresh set their own repository.
+os.environ.setdefault("MANIFEST_PROVIDER_TUF_URL", "")
 
 # Helpers assert too (a vector's shape, a table's rows): their failures read like the tests' own.
 # Registered before any of them is imported.

@@ -42,7 +42,7 @@ HEADER = (
 
 def policy_schema() -> dict[str, Any]:
     template = yaml.safe_load(TEMPLATE.read_text())
-    schema = copy.deepcopy(template["spec"]["crd"]["spec"]["validation"]["openAPIV3Schema"])
+    schema: dict[str, Any] = copy.deepcopy(template["spec"]["crd"]["spec"]["validation"]["openAPIV3Schema"])
     schema["description"] = (
         "The policy, in the project's policy schema (docs/policy.md), exactly as Gatekeeper's constraint "
         "parameters and Kyverno's apiCall carry it. Validated completely by the service: an invalid policy is "

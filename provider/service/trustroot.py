@@ -45,9 +45,11 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -90,7 +92,10 @@ class TrustRootRefresher:
     ) -> None:
         self.url = url.rstrip("/")
         self.root = root
-        self.cache_dir = cache_dir or tempfile.mkdtemp(prefix="manifest-provider-tuf-")
+        if not cache_dir:  # without a configured cache, a per-worker directory removed with the refresher
+            cache_dir = tempfile.mkdtemp(prefix="manifest-provider-tuf-")
+            weakref.finalize(self, shutil.rmtree, cache_dir, ignore_errors=True)
+        self.cache_dir = cache_dir
         self.interval = interval
         self.clock = clock
         #: Failures of the default repository are logged at INFO: a cluster without internet is normal.
