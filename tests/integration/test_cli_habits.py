@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from provider.cli import COMMANDS, build_parser
-from provider.keys import generate_key, private_pem, public_pem
+from provider.keys.pem import generate_key, private_pem, public_pem
 from tests.support.manifests import configmap, sign
 
 pytestmark = pytest.mark.integration
@@ -48,7 +48,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (root / "team.key").write_bytes(private_pem(team, None))
     signed = sign([configmap("a"), configmap("b")], team)
     both = sign([configmap("a"), configmap("b")], team)
-    from provider.signing import append_signature
+    from provider.signatures.signing import append_signature
 
     both = append_signature(both, ops)
     (root / "signed.yaml").write_text(yaml.safe_dump_all(signed))
@@ -206,7 +206,7 @@ def test_keygen_on_a_terminal_encrypts_with_the_password_given_twice(tmp_path: P
     assert code == 0, screen
     pem = (tmp_path / "team.key").read_bytes()
     assert b"ENCRYPTED" in pem
-    from provider.keys import load_private_key
+    from provider.keys.pem import load_private_key
 
     load_private_key(pem, b"s3cret")
     (tmp_path / "cm.yaml").write_text(yaml.safe_dump(configmap("c")))

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provider.keys import generate_key, private_pem, public_pem
-from provider.policy import Policy
+from provider.keys.pem import generate_key, private_pem, public_pem
+from provider.policy.schema import Policy
 from provider.review import Review
 from provider.verifier import decide
 from tests.support.data import REPO
