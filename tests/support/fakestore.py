@@ -487,7 +487,7 @@ class Store:
 
     def _has_status(self, kind: Kind) -> bool:
         crd = self._writable.get((kind.root, kind.plural))
-        if crd is None:
+        if crd is None or "builtin" in crd:  # a built-in kind made writable (ConfigMaps): no status subresource here
             return False
         version = kind.api_version.rpartition("/")[2]
         entry = next((v for v in crd["spec"]["versions"] if v["name"] == version), {})
