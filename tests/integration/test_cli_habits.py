@@ -101,9 +101,10 @@ def test_env_keys_for_verify_and_sign(keys: dict[str, Any], tmp_path: Path) -> N
         ("env://EMPTY_KEY", {"EMPTY_KEY": " "}, "environment variable EMPTY_KEY is empty"),
         ("env://", {}, "name the environment variable"),
         ("https://example.com/cosign.pub", {}, "https:// is not supported"),
-        ("k8s://ns/secret", {}, "k8s:// is not supported"),
+        # a key kept in a Secret is read through the kubeconfig: without a cluster, a usage error naming it
+        ("k8s://ns/secret", {"KUBECONFIG": "/nonexistent/kubeconfig"}, "kubeconfig /nonexistent/kubeconfig"),
     ],
-    ids=["unset", "empty", "no-name", "https", "k8s"],
+    ids=["unset", "empty", "no-name", "https", "k8s-without-a-cluster"],
 )
 def test_key_references_that_cannot_be_read_are_usage_errors(
     keys: dict[str, Any], ref: str, env: dict[str, str], message: str
