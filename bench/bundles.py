@@ -36,11 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import rate
 
 from provider import Policy, Review, decide
-from provider.bundles import Reference, Sources
 from provider.cli import main as cli
-from provider.keys import private_pem
+from provider.keys.pem import private_pem
 from provider.oci.bundles import OciBundleSource
-from provider.signing import dump_yaml
+from provider.signatures.signing import dump_yaml
+from provider.signatures.sources import Reference, Sources
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap, sign
 from tests.support.registry import Registry

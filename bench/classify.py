@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from provider.keys import generate_key, public_pem  # noqa: E402
+from provider.keys.pem import generate_key, public_pem  # noqa: E402
 
 # One line of each kind the installed cluster writes: control-plane lease renewals
 # (out of scope), controller writes (common profile), a person's unsigned

@@ -40,11 +40,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from provider import Policy, Review, decide
-from provider.compare import diff
-from provider.dryrun import plan_dry_run, reference_and_admitted
-from provider.keys import generate_key, public_pem
+from provider.compare.diff import diff
+from provider.compare.dryrun import plan_dry_run, reference_and_admitted
+from provider.keys.pem import generate_key, public_pem
 from provider.objects import ObjectIdentity
-from provider.signing import sign_documents
+from provider.signatures.signing import sign_documents
 from provider.verifier import without_envelope
 from tests.support.fakeapi import FakeApiServer, recording, runner_for
 

@@ -48,10 +48,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from provider.keys import generate_key, public_pem
+from provider.keys.pem import generate_key, public_pem
 from provider.service import serve
 from provider.service.devcerts import DevPki, make_dev_pki
-from provider.signing import sign_documents
+from provider.signatures.signing import sign_documents
 from tests.support.server import Server, running_server
 
 PATH = "/v1/gatekeeper/verify"

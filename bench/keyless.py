@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import rate
 
 from provider import Policy, Review, decide
-from provider.envelope import read_envelope
 from provider.keyless.signer import check_signer, clear_cache
 from provider.keyless.trust import load_trusted_root
+from provider.signatures.envelope import read_envelope
 
 UPSTREAM = Path(__file__).resolve().parents[1] / "tests" / "data" / "interop" / "k8s-manifest-sigstore"
 TRUST = UPSTREAM / "trust" / "sigstore-public-good-trusted_root.json"

@@ -74,8 +74,8 @@ def classify(events: int) -> dict[str, float]:
 
 def startup(repeat: int) -> dict[str, Any]:
     """Median wall time of each command, and its ratio to the interpreter starting and doing nothing."""
-    from provider.keys import generate_key, public_pem
-    from provider.signing import dump_yaml, sign_documents
+    from provider.keys.pem import generate_key, public_pem
+    from provider.signatures.signing import dump_yaml, sign_documents
 
     with tempfile.TemporaryDirectory() as tmp:
         key = generate_key("ecdsa-p256")

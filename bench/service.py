@@ -61,8 +61,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from verify import admitted, deployment  # bench/verify.py: the same workload as the library's bench
 
 from provider import Policy, Review, decide
-from provider.keys import generate_key, public_pem
-from provider.signing import sign_documents
+from provider.keys.pem import generate_key, public_pem
+from provider.signatures.signing import sign_documents
 from tests.support.server import Server, running_server
 
 PATH = "/v1/gatekeeper/verify"
@@ -254,8 +254,8 @@ def percentiles(values: list[float]) -> dict[str, float]:
 #: specific first: a sample counts for the first stage one of its frames belongs to, looking
 #: from the innermost frame out.
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("decide(): the check itself", ("provider/verifier.py", "provider/policy.py", "provider/envelope.py",
-                                    "provider/compare.py", "provider/parsing.py (_build", "yaml/")),
+    ("decide(): the check itself", ("provider/verifier.py", "provider/policy/schema.py", "provider/signatures/envelope.py",
+                                    "provider/compare/diff.py", "provider/parsing.py (_build", "yaml/")),
     ("reading each key (JSON)", ("read_key (", "read_question (", "provider/review.py")),
     ("compiled-policy cache", ("PolicyCache.compile",)),
     ("encoding the verdict", ("Verdict.of", "encode_response", "encode_answer")),

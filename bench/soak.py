@@ -49,8 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from verify import admitted, deployment  # bench/verify.py: the same workload as the other benches
 
-from provider.keys import generate_key, public_pem
-from provider.signing import sign_documents
+from provider.keys.pem import generate_key, public_pem
+from provider.signatures.signing import sign_documents
 from tests.support.server import Server, running_server
 
 GATEKEEPER = "/v1/gatekeeper/verify"

@@ -32,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import rate
 
 from provider import Policy, Review, decide
-from provider.envelope import read_envelope
-from provider.keys import generate_key, load_public_keys, public_pem
-from provider.signing import sign_documents
+from provider.keys.pem import generate_key, load_public_keys, public_pem
+from provider.signatures.envelope import read_envelope
+from provider.signatures.signing import sign_documents
 
 
 def deployment(containers: int = 2, env: int = 12) -> dict[str, Any]:

@@ -45,8 +45,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from provider import Policy, Review, decide  # noqa: E402
-from provider.keys import generate_key, public_pem  # noqa: E402
-from provider.signing import sign_documents  # noqa: E402
+from provider.keys.pem import generate_key, public_pem  # noqa: E402
+from provider.signatures.signing import sign_documents  # noqa: E402
 from tests.support.fakeapi import FakeApiServer  # noqa: E402
 
 NAMESPACES = ("shop", "bank", "ledger", "web")

@@ -22,7 +22,7 @@ from .errors import (
     VerificationFailure,
 )
 from .limits import DEFAULT_LIMITS, Limits
-from .policy import Policy
+from .policy.schema import Policy
 from .result import REASONS, Result
 from .review import Review
 from .verifier import Verification, decide, verify

@@ -28,7 +28,7 @@ and the operator -- not the policy -- bounds each:
   must lie under one of :attr:`Bounds.bundle_repositories`, so a policy can
   narrow the operator's list and never widen it.
 
-* a key given as ``k8s://NAMESPACE/NAME`` or ``secretRef`` (:mod:`provider.keyrefs`)
+* a key given as ``k8s://NAMESPACE/NAME`` or ``secretRef`` (:mod:`provider.keys.refs`)
   makes the verifier read a Secret: only in :attr:`Bounds.key_secret_namespaces`,
   none by default and never "the object's own": a key must live where the
   people whose objects it verifies cannot write it, and a Secret in the
@@ -44,7 +44,7 @@ registry client's bound (:class:`provider.oci.registry.RegistryClient`
 Who holds which bounds:
 
 * :data:`SERVICE` -- the defaults of ``manifest-provider serve`` and of
-  :meth:`provider.policy.Policy.from_dict`: no trust-root files, the object's
+  :meth:`provider.policy.schema.Policy.from_dict`: no trust-root files, the object's
   own namespace only (for signature ConfigMaps and dry-runs), no registries.
   The service widens them only as its configuration says
   (``MANIFEST_PROVIDER_TRUSTED_ROOT_FILES``, ``..._SIGNATURE_NAMESPACES``,
@@ -113,7 +113,7 @@ class Bounds:
         return bool(own) and all(ns == namespace for ns in own)
 
 
-#: The service's defaults, and the library's (:meth:`provider.policy.Policy.from_dict`).
+#: The service's defaults, and the library's (:meth:`provider.policy.schema.Policy.from_dict`).
 SERVICE = Bounds()
 #: The CLI's: the person running it wrote the policy (module docstring).
 LOCAL = Bounds(

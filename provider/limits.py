@@ -107,7 +107,7 @@ class Limits:
     max_keys_per_request: int = 128
     #: Characters of the CA bundle a control-plane ConfigMap holds
     #: (``kube-root-ca.crt``'s ``ca.crt``, ``openshift-service-ca.crt``'s
-    #: ``service-ca.crt``; :mod:`provider.controlplane`). A kubeadm cluster's is
+    #: ``service-ca.crt``; :mod:`provider.compare.controlplane`). A kubeadm cluster's is
     #: one certificate of ~1.1 KiB, an OpenShift cluster's a handful; a longer
     #: bundle is not taken for the control plane's and is listed.
     max_ca_bundle_chars: int = 128 * KIB

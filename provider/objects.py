@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import PolicyError
-from .schema import unknown_field_message
+from .readers import unknown_field_message
 
 # --- name patterns ----------------------------------------------------------------
 

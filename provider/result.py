@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from .compare import DiffItem
+from .compare.diff import DiffItem
 from .errors import ProviderError
 
 Reason = Literal[
@@ -29,7 +29,8 @@ Reason = Literal[
     "dry-run-request",
     "no-signatures",
     "unverifiable-operation",  # a DELETE/CONNECT no profile covers: no new object, nothing to verify
-    "control-plane-object",  # no request, and exactly what a control-plane controller writes (provider/controlplane.py)
+    # no request, and exactly what a control-plane controller writes (provider/compare/controlplane.py)
+    "control-plane-object",
     # denied: the object
     "unsigned",
     "no-matching-manifest",
@@ -43,7 +44,7 @@ Reason = Literal[
     "tlog-entry-invalid",
     "certificate-expired-at-signing",
     "identity-mismatch",
-    "openpgp-key-expired",  # the OpenPGP certificate or signing subkey expired (provider/openpgp.py)
+    "openpgp-key-expired",  # the OpenPGP certificate or signing subkey expired (provider/keys/openpgp.py)
     "openpgp-key-revoked",
     "openpgp-key-not-for-signing",  # the key that signed is not flagged for signing
     "bundle-not-allowed",  # the object's resourceBundleRef is malformed or outside the policy's repositories

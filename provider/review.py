@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import RequestError
-from .schema import read_optional_str
+from .readers import read_optional_str
 
 #: What a message calls the object under review: one a request would admit, or one the cluster stores.
 Held = Literal["admitted", "stored"]

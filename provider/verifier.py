@@ -29,22 +29,12 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from .allocations import deletion_finalizers_added, with_server_choices
-from .attestors import SEARCH_BUDGET, BudgetExceeded, Leaf, solve
-from .bundles import (
-    BUNDLE_REF_NAME,
-    BundleOptions,
-    ConfigMapRef,
-    Reference,
-    Sources,
-    bundle_envelope,
-    configmap_envelope,
-    no_signature_configmap,
-)
-from .compare import DiffItem, diff, redact
-from .controlplane import Deviation, Written, describe, deviations
-from .dryrun import DryRunner, compare_with_dry_run
-from .envelope import DEFAULT_DOMAIN, Envelope, message_key, read_envelope, without_envelope
+from .compare.allocations import deletion_finalizers_added, with_server_choices
+from .compare.controlplane import Deviation, Written, describe, deviations
+from .compare.diff import DiffItem, diff, redact
+from .compare.dryrun import DryRunner, compare_with_dry_run
+from .compare.kindschema import object_shape
+from .compare.stamps import take_stamps
 from .errors import (
     ContentMismatch,
     MalformedMessage,
@@ -58,19 +48,29 @@ from .errors import (
     VerificationFailure,
 )
 from .keyless.identity import SignerSpec
-from .keyrefs import SecretKeyRef, load_secret_key
-from .keys import PublicKey
-from .kindschema import object_shape
+from .keys.openpgp import OpenPGPKey
+from .keys.pem import PublicKey
+from .keys.refs import SecretKeyRef, load_secret_key
+from .keys.signers import DistinctSigners, Match, Outcome, Signers
 from .limits import DEFAULT_LIMITS, Limits
 from .objects import ObjectIdentity, split_api_version
-from .openpgp import OpenPGPKey
 from .parsing import check_shape
-from .policy import PROFILES, Policy, UserRule, load_profile
+from .policy.attestors import SEARCH_BUDGET, BudgetExceeded, Leaf, solve
+from .policy.schema import PROFILES, Policy, UserRule, load_profile
 from .resources import BUILTIN_KINDS
 from .result import Result, Signer, reason_of
 from .review import Held, Review
-from .signers import DistinctSigners, Match, Outcome, Signers
-from .stamps import take_stamps
+from .signatures.envelope import DEFAULT_DOMAIN, Envelope, message_key, read_envelope, without_envelope
+from .signatures.sources import (
+    BUNDLE_REF_NAME,
+    BundleOptions,
+    ConfigMapRef,
+    Reference,
+    Sources,
+    bundle_envelope,
+    configmap_envelope,
+    no_signature_configmap,
+)
 
 log = logging.getLogger(__name__)
 
@@ -286,7 +286,7 @@ def _check_signer(
 def _secret_keys(
     policy: Policy, sources: Sources, limits: Limits, deadline: float | None
 ) -> dict[SecretKeyRef, PublicKey | OpenPGPKey]:
-    """The key each of the policy's Secret-held keys holds now (step 2's keys; :mod:`provider.keyrefs`).
+    """The key each of the policy's Secret-held keys holds now (step 2's keys; :mod:`provider.keys.refs`).
 
     Every reference is read before any is checked, and one that cannot be used denies, whatever the
     other keys would say: a policy whose key cannot be read is broken or the cluster is down, and
@@ -344,11 +344,11 @@ def _check_anchors(
 ) -> tuple[Signer, ...]:
     """The signers that satisfy the policy's keys and signer entries, or raise why they do not.
 
-    A *signer* is who signed, not an entry's name for them (:class:`~provider.signers.Signers`):
+    A *signer* is who signed, not an entry's name for them (:class:`~provider.keys.signers.Signers`):
     the signing key, joined with every key a trusted certificate binds to the
     same subject; an OpenPGP certificate is one signer whichever subkey signed.
     An entry matches signers; the requirement counts distinct signers matched
-    by distinct entries (:class:`~provider.signers.DistinctSigners`):
+    by distinct entries (:class:`~provider.keys.signers.DistinctSigners`):
 
     * ``AtLeastOne`` (and ``threshold: 1``): one satisfied entry; checking stops
       at the first (keys are tried before signer entries: a key costs one
@@ -427,7 +427,7 @@ def _check_attestors(
 ) -> tuple[Signer, ...]:
     """Every attestor set satisfied by its count of entries, with signers distinct across the tree.
 
-    Every leaf is checked (with every signer each accepts); :func:`provider.attestors.solve`
+    Every leaf is checked (with every signer each accepts); :func:`provider.policy.attestors.solve`
     then looks for an assignment of distinct signers. A denial names each set
     that fails on its own, or -- when each passes alone -- says the sets are
     met only by the same signers.
@@ -654,7 +654,7 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
             "unsafeUnanchoredIgnoreFields is on for %s: ignore patterns match anywhere in a path", ident.describe()
         )
     added = deletion_finalizers_added(document, obj)
-    if added:  # no ignore pattern, no dry-run and no exemption explains them (provider.allocations)
+    if added:  # no ignore pattern, no dry-run and no exemption explains them (provider.compare.allocations)
         path = ("metadata", "finalizers")
         items = [DiffItem(path, _value_at(document, path), _value_at(obj, path))]
         raise DeletionFinalizersAdded(
@@ -783,7 +783,7 @@ class _Owned:
 def _control_plane_object(
     review: Review, obj: dict[str, Any], policy: Policy, ident: ObjectIdentity, limits: Limits
 ) -> _Owned | None:
-    """For a review without a request, the control-plane object ``obj`` is (``provider/controlplane.py``), if any.
+    """For a review without a request, the control-plane object ``obj`` is (``compare/controlplane.py``), if any.
 
     Only where nobody asks (an audit review of a stored object: Gatekeeper's
     audit, a background scan, ``verify-resource``, the observer): at admission
@@ -929,7 +929,7 @@ def decide(
     nothing to verify); changes through a subresource whose object carries no
     signature (``scale``, ``binding``: denied); in a review without a request,
     an object a profile lists as the control plane's that holds exactly what its
-    writer writes (``control-plane-object``, :mod:`provider.controlplane`); then
+    writer writes (``control-plane-object``, :mod:`provider.compare.controlplane`); then
     :func:`verify` -- where such an object is unsigned and not as written,
     ``control-plane-object-changed`` naming the differences. Raises only
     :class:`RequestError` (the review is unusable),

@@ -8,7 +8,7 @@
   whether a kind is namespaced comes from the recorded v1.36 discovery
   (``tests/data/dryrun/discovery``);
 * the enumerations in ``values.schema.json`` that name code: the kinds, the
-  built-in profiles (``provider.policy.PROFILES``), the policy's fields and the
+  built-in profiles (``provider.policy.schema.PROFILES``), the policy's fields and the
   service settings ``settings`` may set (``provider.service.config.Config``);
 * ``README.md``: the values table, from the schema's descriptions and
   ``values.yaml``'s defaults.
@@ -164,7 +164,7 @@ def settings_schema() -> dict[str, Any]:
 
 def update_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """The schema with its code-derived parts replaced."""
-    from provider.policy import _POLICY_FIELDS, PROFILES
+    from provider.policy.schema import _POLICY_FIELDS, PROFILES
 
     defs = schema["definitions"]
     defs["kind"]["enum"] = sorted(kinds_table())

@@ -1,6 +1,6 @@
 """Generate ``provider/data/kind_schemas.json``: which fields of built-in kinds are maps.
 
-The comparison (``provider/compare.py``) treats an empty mapping ``{}`` as absent
+The comparison (``provider/compare/diff.py``) treats an empty mapping ``{}`` as absent
 only where the field is a *map* (Go ``map[string]...``, OpenAPI
 ``additionalProperties``): the API server's encoder drops empty maps, but keeps
 empty structs (``securityContext: {}``, a selector ``{}`` that selects

@@ -33,10 +33,10 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypedDict, TypeVar
 
-from ..dryrun import DryRunner
+from ..compare.dryrun import DryRunner
 from ..errors import RequestError, TransientError
 from ..limits import DEFAULT_LIMITS, Limits
-from ..policy import Policy
+from ..policy.schema import Policy
 from ..result import TRAFFIC_CLASSES, Result, TrafficClass
 from ..verifier import decide
 from .events import REPEATED_STAGES, AuditEvent, Evidence, KindIndex, Malformed, to_review

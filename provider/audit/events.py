@@ -42,13 +42,13 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-from ..envelope import message_key, read_envelope
 from ..errors import RequestError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
 from ..parsing import load_json
+from ..readers import read_optional_str
 from ..resources import BUILTIN_KINDS, SUBRESOURCE_KINDS
 from ..review import GroupVersionResource, Review
-from ..schema import read_optional_str
+from ..signatures.envelope import message_key, read_envelope
 from ..verifier import find_document
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]

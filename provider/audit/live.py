@@ -20,7 +20,7 @@ objects go in batches, at most :attr:`LiveChecker.in_flight` batches at a
 time. Verdicts come back in the order they finish. Each worker builds the
 policy once and, when the policy dry-runs, its own dry-run client from a
 factory the caller passes (this package never imports the kubernetes client);
-likewise its :class:`~provider.bundles.Sources` (a signature ConfigMap's
+likewise its :class:`~provider.signatures.sources.Sources` (a signature ConfigMap's
 reader, a registry client) when the policy keeps signatures outside the
 object (:attr:`LiveChecker.external_signatures`).
 """
@@ -35,13 +35,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..bounds import SERVICE, Bounds
-from ..bundles import Sources
 from ..cache import digest
-from ..dryrun import DryRunner
+from ..compare.dryrun import DryRunner
 from ..errors import DataError, TransientError
-from ..policy import Policy
+from ..policy.schema import Policy
 from ..result import Result
 from ..review import Review
+from ..signatures.sources import Sources
 from ..verifier import decide
 
 #: Objects sent to a worker at once: large enough that pickling and the

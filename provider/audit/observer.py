@@ -52,7 +52,7 @@ from typing import Any, Literal, Protocol
 
 from ..cache import LRUCache, digest
 from ..errors import PolicyError, ProviderError
-from ..schema import read_optional_str
+from ..readers import read_optional_str
 from .live import Checked, LiveChecker, ObjectRef
 from .reports import Outcome, outcome, report_for, report_stub
 

@@ -156,8 +156,8 @@ def read_public_keys(values: list[str]) -> list[str]:
     Each is loaded here, so that a file that holds no usable key is refused
     with its own name, not as an entry of the policy it is added to.
     """
-    from ..keyrefs import is_key_reference, parse_key_reference
-    from ..openpgp import load_trusted_keys
+    from ..keys.openpgp import load_trusted_keys
+    from ..keys.refs import is_key_reference, parse_key_reference
 
     keys = []
     for ref in split_key_refs(values):
@@ -280,7 +280,7 @@ def dropped_defaults(config: str, policy: dict[str, Any]) -> str | None:
     ``defaults`` replaces the list (docs/policy.md): ``defaults: [argocd]``
     also switches off the default profiles, which is rarely what was meant.
     """
-    from ..policy import DEFAULT_PROFILES
+    from ..policy.schema import DEFAULT_PROFILES
 
     defaults = policy.get("defaults")
     if not isinstance(defaults, list):
@@ -298,7 +298,7 @@ def dropped_defaults(config: str, policy: dict[str, Any]) -> str | None:
 
 
 def _profiles(values: list[str]) -> list[str]:
-    from ..policy import PROFILES
+    from ..policy.schema import PROFILES
 
     names = [part.strip() for value in values for part in value.split(",") if part.strip()]
     for name in names:
@@ -356,14 +356,14 @@ def build_policy(args: argparse.Namespace, *, warn: Callable[[str], None] | None
     if args.annotation_domain:
         policy["annotationDomain"] = args.annotation_domain
     if args.disable_default_config:
-        from ..policy import DEFAULT_PROFILES
+        from ..policy.schema import DEFAULT_PROFILES
 
         defaults = policy.get("defaults", list(DEFAULT_PROFILES))
         if isinstance(defaults, list):  # anything else is the policy's own error, reported by Policy.from_dict
             policy["defaults"] = [name for name in defaults if name != UPSTREAM_DEFAULT_PROFILE]
     profiles = _profiles(getattr(args, "profile", None) or [])
     if profiles:
-        from ..policy import DEFAULT_PROFILES
+        from ..policy.schema import DEFAULT_PROFILES
 
         defaults = policy.get("defaults", list(DEFAULT_PROFILES))
         if isinstance(defaults, list):  # anything else is the policy's own error, reported by Policy.from_dict
@@ -543,7 +543,7 @@ def signature_sources(
 
     Module-level, so that a worker process can be sent it (``verify``, ``verify-resource`` and ``observe``).
     """
-    from ..bundles import Sources
+    from ..signatures.sources import Sources
 
     bundles = configmaps = keys = None
     if policy.resource_bundle is not None:

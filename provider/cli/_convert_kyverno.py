@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DataError, PolicyError
-from ..keyrefs import is_key_reference
+from ..keys.refs import is_key_reference
 
 #: A kind selector's version part (``pkg/utils/kube/kind.go`` ``versionRegex``).
 _VERSION = re.compile(r"(v\d((alpha|beta)\d)?|\*)\Z")
@@ -250,7 +250,7 @@ def _keys_entry(keys: dict[str, Any], where: str, lost: list[str]) -> list[dict[
 
 def _one_piece(text: str, where: str, lost: list[str]) -> dict[str, Any] | None:
     """One Kyverno entry's key text as one entry here: a key, or a set of one among an OpenPGP block's certificates."""
-    from ..openpgp import load_trusted_keys
+    from ..keys.openpgp import load_trusted_keys
 
     if "-----BEGIN PUBLIC KEY-----" in text and "-----BEGIN PGP PUBLIC KEY BLOCK-----" in text:
         lost.append(f"{where}: mixes PEM and OpenPGP keys in one entry, which Kyverno reads as one or the other")

@@ -41,7 +41,7 @@ from ..errors import KeyLoadError
 from ._common import password, read_key_ref, split_key_refs
 
 if TYPE_CHECKING:
-    from ..keys import PrivateKeyTypes
+    from ..keys.pem import PrivateKeyTypes
 
 #: PEM markers of an encrypted private key: PKCS #8 (RFC 5958), OpenSSL's traditional form, cosign's two labels.
 _ENCRYPTED = re.compile(
@@ -68,7 +68,7 @@ def load_signing_key(ref: str) -> PrivateKeyTypes:
     A cosign key is first opened with the empty password, as cosign allows; it is
     asked for only when that fails.
     """
-    from ..keys import load_private_key
+    from ..keys.pem import load_private_key
 
     refs = split_key_refs([ref])
     if len(refs) != 1:

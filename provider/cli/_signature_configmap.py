@@ -18,10 +18,10 @@ What upstream writes (sigstore/k8s-manifest-sigstore 612a7bb):
   annotation values under their base names;
 * ``pkg/k8smanifest/verify.go`` reads it back by those ``data`` keys
   (``getSignatureSets``), which is also what
-  :func:`provider.bundles.configmap_envelope` reads.
+  :func:`provider.signatures.sources.configmap_envelope` reads.
 
 Here the same ``data``, from the same payload bytes as a signed manifest's
-message (:func:`provider.signing.message_payload`), with two differences that
+message (:func:`provider.signatures.signing.message_payload`), with two differences that
 upstream's reader ignores: the ConfigMap carries ``apiVersion: v1`` and
 ``kind: ConfigMap`` (upstream marshals the Go struct without its type, so its
 file cannot be given to ``kubectl apply`` as it is), and the label
@@ -42,12 +42,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..bundles import IN_CLUSTER_PREFIX, ConfigMapRef
-from ..envelope import encode_message
 from ..errors import PolicyError, RequestError
-from ..keys import PrivateKeyTypes, sign_bytes
+from ..keys.pem import PrivateKeyTypes, sign_bytes
 from ..objects import ObjectIdentity
-from ..signing import dump_yaml, is_sensitive, message_payload
+from ..signatures.envelope import encode_message
+from ..signatures.signing import dump_yaml, is_sensitive, message_payload
+from ..signatures.sources import IN_CLUSTER_PREFIX, ConfigMapRef
 from . import EXIT_OK
 
 #: The owner label of a signature ConfigMap this command writes (kubernetes' recommended labels).

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..bounds import LOCAL
 from ..errors import ConfigError
-from ..policy import Policy
+from ..policy.schema import Policy
 from ..policystore.objects import API_VERSION, CLUSTER_KIND, NAMESPACED_KIND, read_policy_object
 from ._generate import KindRef, Scope
 

@@ -304,7 +304,7 @@ def _size(path: str) -> int | None:
 
 def profiles_only_key() -> dict[str, str]:
     """A public key nobody holds the private half of: trusted by a profiles-only run, it verifies nothing."""
-    from ..keys import generate_key, public_pem
+    from ..keys.pem import generate_key, public_pem
 
     return {"publicKey": public_pem(generate_key("ecdsa-p256")).decode(), "name": PROFILES_ONLY_KEY}
 
@@ -312,7 +312,7 @@ def profiles_only_key() -> dict[str, str]:
 def run(args: argparse.Namespace) -> int:
     from ..audit.classify import Classified, Classifier, Summary, suggestion_yaml
     from ..audit.events import read_events
-    from ..policy import Policy
+    from ..policy.schema import Policy
 
     prog = "manifest-provider classify"
     if args.events and args.suggest:

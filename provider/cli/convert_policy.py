@@ -214,7 +214,7 @@ def convert_document(doc: Any) -> Conversion:
     else:
         raise PolicyError(f"{str(kind)[:60]} is not a Kyverno policy, a ManifestIntegrityConstraint or a kubectl "
                           "sigstore config")  # fmt: skip
-    from ..policy import Policy
+    from ..policy.schema import Policy
 
     for rule in conversion.rules:
         if not any(k in rule.policy for k in ("keys", "signers", "attestors")):

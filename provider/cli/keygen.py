@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..keys import generate_key, private_pem, public_pem
+    from ..keys.pem import generate_key, private_pem, public_pem
     from ._keys import DeclinedError, ask_new_password, can_prompt
 
     private_path, public_path = Path(f"{args.output}.key"), Path(f"{args.output}.pub")

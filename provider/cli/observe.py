@@ -145,7 +145,7 @@ class KubeSource:
 
 def checked_policy(args: argparse.Namespace, warn: Any) -> dict[str, Any]:
     """The policy the flags make, checked as the verifier will read it, its errors naming the policy file."""
-    from ..policy import Policy
+    from ..policy.schema import Policy
 
     data = build_policy(args, warn=warn)
     Policy.from_dict(data, where=policy_where(args))

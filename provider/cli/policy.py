@@ -143,7 +143,7 @@ def _ca(args: argparse.Namespace) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..policy import Policy
+    from ..policy.schema import Policy
     from ._generate import (
         CEL_TAKES_NO_CA,
         DEFAULT_POLICIES_DIR,
@@ -232,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_webhook(args: argparse.Namespace) -> int:
     """``policy webhook``: the object the service holds (:mod:`provider.cli._webhook`)."""
-    from ..policy import Policy
+    from ..policy.schema import Policy
     from . import _webhook
     from ._generate import dump, parse_kinds, parse_namespaces
 

@@ -12,7 +12,7 @@ empty stream (a release of hooks only) passed back empty.
 
 A message is copied onto every object it signs, so a Secret signed with the
 rest of a stream would put its data into every other object's annotations.
-By default each sensitive object (``provider.signing.is_sensitive``: a
+By default each sensitive object (``provider.signatures.signing.is_sensitive``: a
 Secret, or a kind given with ``--sensitive-kind``) is signed in a message of
 its own and the rest share one, with a note naming them; ``--tarball``,
 ``--image`` and ``--append-signature``, which cannot give each object its own
@@ -156,7 +156,7 @@ def _objects(documents: list[Any], where: str) -> list[dict[str, Any]]:
 
 
 def _sensitive_kinds(args: argparse.Namespace) -> frozenset[str]:
-    from ..signing import SENSITIVE_KINDS
+    from ..signatures.signing import SENSITIVE_KINDS
 
     given = {kind.strip() for value in args.sensitive_kind for kind in value.split(",")}
     if "" in given:
@@ -168,13 +168,13 @@ def _sign_image(args: argparse.Namespace, documents: list[Any], key: Any, domain
     """Push the message as a bundle image, sign the image's digest, and annotate the documents with its reference."""
     import base64
 
-    from ..bundles import Reference, simple_signing_payload
     from ..errors import VerificationFailure
-    from ..keys import sign_bytes
+    from ..keys.pem import sign_bytes
     from ..objects import ObjectIdentity
     from ..oci.bundles import push_bundle, push_signature
     from ..oci.registry import RegistryClient
-    from ..signing import is_sensitive, message_payload, with_bundle_ref
+    from ..signatures.signing import is_sensitive, message_payload, with_bundle_ref
+    from ..signatures.sources import Reference, simple_signing_payload
 
     kinds = _sensitive_kinds(args)
     for doc in documents:
@@ -221,8 +221,8 @@ def _docker_credentials() -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..envelope import DEFAULT_DOMAIN
-    from ..signing import (
+    from ..signatures.envelope import DEFAULT_DOMAIN
+    from ..signatures.signing import (
         TOTAL_ANNOTATION_SIZE_LIMIT,
         AnnotationsTooLarge,
         SharedSecret,

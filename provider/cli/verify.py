@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..policy import Policy
+    from ..policy.schema import Policy
     from ..verifier import decide
 
     # The person running the CLI wrote the policy: it may name their files, namespaces and registries.

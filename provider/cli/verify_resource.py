@@ -247,7 +247,7 @@ def run(args: argparse.Namespace) -> int:
         raise RequestError("--apply writes PolicyReports: it needs -o policyreport")
     if args.names and (args.all_namespaces or args.selector):
         raise RequestError("NAME arguments cannot be combined with -A or -l (kubectl neither)")
-    from ..policy import Policy
+    from ..policy.schema import Policy
 
     policy_data = build_policy(args)
     Policy.from_dict(policy_data, where=policy_where(args))  # refused here, naming the file, before any work

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import PolicyError, VerificationFailure
+from ..readers import check_fields, read_str
 from ..regexes import PolicyRegex
-from ..schema import check_fields, read_str
 
 if TYPE_CHECKING:
     from .trust import SignerRoots

@@ -40,7 +40,7 @@ from cryptography import x509
 from ..errors import DataError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
 from ..parsing import load_json
-from ..schema import read_int, read_mapping
+from ..readers import read_int, read_mapping
 from .certificates import same_certificate
 from .trust import TrustRoot
 

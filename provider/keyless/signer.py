@@ -1,6 +1,6 @@
 """Keyless (Fulcio + Rekor) and certificate signers, verified offline.
 
-Contract: :func:`check_signer` returns an :class:`~provider.signers.Outcome`
+Contract: :func:`check_signer` returns an :class:`~provider.keys.signers.Outcome`
 for one ``signers`` entry against the object's signature sets -- verified, with
 a :class:`~provider.verifier.Match` per signing key whose verdict name is
 ``{"subject": ..., "issuer": ..., "key": "sha256:..."}``, when at least one set
@@ -38,7 +38,7 @@ consulted, so there is no signing time -- the certificate must be valid at
 verification time -- and steps 5 and 6 apply unchanged.
 
 Every certificate that passes steps 1-5 (or the certificate signer's checks)
-is reported as a :class:`~provider.signers.Binding` of its key to its SAN
+is reported as a :class:`~provider.keys.signers.Binding` of its key to its SAN
 values, whether or not it matches the entry: the verifier counts keys bound to
 one subject as one signer.
 
@@ -56,9 +56,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..cache import LRUCache, digest
 from ..errors import KeyLoadError, VerificationFailure
-from ..keys import PublicKey
+from ..keys.pem import PublicKey
+from ..keys.signers import Binding, Match, Outcome
 from ..limits import DEFAULT_LIMITS, Limits
-from ..signers import Binding, Match, Outcome
 from .certificates import (
     CertificateExpired,
     CertificateUntrusted,
@@ -75,7 +75,7 @@ from .rekor import TlogEntryInvalid, check_bundle
 from .trust import SignerRoots, TrustRoot, load_signer_roots, load_trusted_root
 
 if TYPE_CHECKING:
-    from ..envelope import Envelope, SignatureSet
+    from ..signatures.envelope import Envelope, SignatureSet
 
 #: Failure reasons in the order the checks run: the furthest one reached is reported.
 _PROGRESS = (

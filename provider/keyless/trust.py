@@ -81,7 +81,7 @@ from cryptography.hazmat.primitives import serialization
 from ..bounds import SERVICE, Bounds
 from ..cache import LRUCache, digest
 from ..errors import PolicyError, TransientError
-from ..keys import PublicKey
+from ..keys.pem import PublicKey
 from ..limits import DEFAULT_LIMITS, Limits
 from ..parsing import check_shape, load_json
 

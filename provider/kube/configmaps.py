@@ -1,5 +1,5 @@
 """Signature ConfigMaps read from the cluster: :class:`KubeConfigMapReader` is the verifier's
-:class:`~provider.bundles.ConfigMapReader` (``kubectl sigstore sign -o k8s://ConfigMap/NS/NAME``).
+:class:`~provider.signatures.sources.ConfigMapReader` (``kubectl sigstore sign -o k8s://ConfigMap/NS/NAME``).
 
 ``GET /api/v1/namespaces/<ns>/configmaps/<name>`` through the same client and
 the same deadline machinery as the dry-run (:class:`provider.kube.dryrun.KubeDryRunner`:

@@ -16,7 +16,7 @@
 2. ``POST <collection>?dryRun=All`` -- namespaced kinds in the given namespace
    (or the kubeconfig context's / the pod's own), cluster-scoped kinds
    cluster-wide; on 409 AlreadyExists the manifest is renamed
-   (:func:`provider.dryrun.renamed_for_retry`) and sent once more.
+   (:func:`provider.compare.dryrun.renamed_for_retry`) and sent once more.
 
 The deadline covers every exchange whole: connecting, the TLS handshake,
 sending the request, the response headers and the *entire* body. urllib3's own
@@ -72,7 +72,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..dryrun import DryRunPlan, answer_mismatch, renamed_for_retry
+from ..compare.dryrun import DryRunPlan, answer_mismatch, renamed_for_retry
 from ..errors import ConfigError, DataError, PolicyError, TransientError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
 from ..objects import split_api_version

@@ -1,9 +1,9 @@
 """Keys kept in Secrets, read from the cluster: :class:`KubeKeySecretReader` is the verifier's
-:class:`~provider.keyrefs.KeySecretReader` (``k8s://NAMESPACE/NAME``, ``secretRef``, Kyverno's ``keys.secret``).
+:class:`~provider.keys.refs.KeySecretReader` (``k8s://NAMESPACE/NAME``, ``secretRef``, Kyverno's ``keys.secret``).
 
 One ``GET /api/v1/namespaces/<ns>/secrets/<name>`` -- never a list or a watch,
 so the service account needs ``get`` on the named Secrets only (RBAC
-``resourceNames``; ``manifests/base/rbac-key-secrets.yaml``) -- through the
+``resourceNames``; ``manifests/components/key-secrets/rbac.yaml``) -- through the
 dry-runner's client, identity and deadline machinery
 (:class:`provider.kube.dryrun.KubeDryRunner`), like signature ConfigMaps
 (:mod:`provider.kube.configmaps`).
@@ -58,7 +58,7 @@ from typing import Any
 
 from ..cache import LRUCache, digest
 from ..errors import PolicyError, TransientError
-from ..keyrefs import KEY_REFERENCE, PRIVATE_KEYS
+from ..keys.refs import KEY_REFERENCE, PRIVATE_KEYS
 from .dryrun import KubeDryRunner, _Deadline
 
 log = logging.getLogger("provider.keysecrets")

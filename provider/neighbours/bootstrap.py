@@ -53,9 +53,9 @@ from typing import Any, Protocol
 from ..errors import PolicyError, RequestError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
 from ..parsing import load_json, load_yaml_stream
+from ..readers import check_fields, read_str_list
 from ..result import Reason, Result, reason_of
 from ..review import Review
-from ..schema import check_fields, read_str_list
 
 log = logging.getLogger("provider.bootstrap")
 

@@ -66,10 +66,10 @@ from typing import Any, Protocol
 
 from ..errors import PolicyError, RequestError, TransientError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
+from ..readers import check_fields, read_bool, read_int
 from ..regexes import PolicyRegex
 from ..result import Reason, Result
 from ..review import Review
-from ..schema import check_fields, read_bool, read_int
 
 # From k8s.io/api/certificates/v1 and pkg/apis/certificates (ValidateKubeletServingCSR).
 KUBELET_SERVING_SIGNER = "kubernetes.io/kubelet-serving"

@@ -20,7 +20,7 @@ config: an ``auths`` key is a registry host, with an ``http://`` or
 ``://`` is parsed as a URL and becomes ``host[:port]``, any other key is cut at
 its first ``/``), and Docker Hub's spellings (``https://index.docker.io/v1/``,
 ``docker.io``, ``registry-1.docker.io``) are one registry, ``index.docker.io``,
-as references name it here (:class:`provider.bundles.Reference`). A credential
+as references name it here (:class:`provider.signatures.sources.Reference`). A credential
 is then offered to that host exactly -- same name, same port -- and to no
 other: no wildcard (kubelet's ``*.example.com`` keys match nothing here), no
 parent domain, never a redirect target (:class:`provider.oci.registry.RegistryClient`
@@ -49,9 +49,9 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
-from ..bundles import DEFAULT_REGISTRY
 from ..errors import PolicyError
 from ..parsing import load_json
+from ..signatures.sources import DEFAULT_REGISTRY
 
 #: Bytes of one Docker config (a pull Secret's value is at most 1 MiB; a config with a few registries a few KiB).
 MAX_CONFIG_BYTES = 256 * 1024

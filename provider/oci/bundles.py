@@ -1,7 +1,7 @@
 """Resource bundles in a registry: :class:`OciBundleSource` fetches them for the verifier, :func:`push_bundle`
 and :func:`push_signature` write them as ``kubectl sigstore sign -i`` and ``cosign sign`` do.
 
-The layouts are in :mod:`provider.bundles` and ``docs/format.md``. A fetch
+The layouts are in :mod:`provider.signatures.sources` and ``docs/format.md``. A fetch
 (:meth:`OciBundleSource.fetch`), all by one deadline:
 
 1. ``GET /v2/<name>/manifests/<tag or digest>``: the manifest, at most
@@ -9,7 +9,7 @@ The layouts are in :mod:`provider.bundles` and ``docs/format.md``. A fetch
    bytes received (a ``Docker-Content-Digest`` that disagrees, or a digest in
    the reference that does, is ``bundle-invalid``). This is the one request a
    tag costs: everything after is fetched by digest;
-2. the layout checked by media type (:mod:`provider.bundles`: an OCI
+2. the layout checked by media type (:mod:`provider.signatures.sources`: an OCI
    manifest, config ``application/vnd.oci.image.config.v1+json``, exactly one
    layer of ``text/plain`` or ``application/x-gzip``) -- a container image is
    refused here, before its layer is asked for -- then the one layer, at most
@@ -35,7 +35,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..bundles import (
+from ..cache import LRUCache, digest
+from ..errors import PolicyError, RequestError, VerificationFailure
+from ..limits import DEFAULT_LIMITS, Limits
+from ..signatures.sources import (
     BUNDLE_ANNOTATION,
     BUNDLE_CONFIG_MEDIA_TYPE,
     BUNDLE_LAYER_TYPES,
@@ -50,13 +53,10 @@ from ..bundles import (
     not_a_bundle_layer,
     signature_tag,
 )
-from ..cache import LRUCache, digest
-from ..errors import PolicyError, RequestError, VerificationFailure
-from ..limits import DEFAULT_LIMITS, Limits
 from .auth import AuthError, AuthFile, Credential, parse_docker_config
 from .registry import MANIFEST_TYPES, OCI_CONFIG, OCI_MANIFEST, Answer, RegistryClient, RegistryError, json_document
 
-log = logging.getLogger("provider.bundles")
+log = logging.getLogger("provider.signatures.sources")
 
 #: Seconds the signatures fetched for a digest are reused.
 SIGNATURES_TTL = 30.0
@@ -110,7 +110,7 @@ def _bundle_layer(reference: Reference, document: dict[str, Any]) -> dict[str, A
 
 
 class OciBundleSource:
-    """:class:`provider.bundles.BundleSource` over a registry (see the module docstring)."""
+    """:class:`provider.signatures.sources.BundleSource` over a registry (see the module docstring)."""
 
     def __init__(
         self, client: RegistryClient | None = None, *, cache_entries: int = 64, auth_file: AuthFile | None = None

@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 from ..errors import PolicyError
 from ..objects import ObjectIdentity
-from ..schema import check_fields, read_list, read_str
+from ..readers import check_fields, read_list, read_str
 
 Operator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
 OPERATORS: tuple[Operator, ...] = ("In", "NotIn", "Exists", "DoesNotExist")

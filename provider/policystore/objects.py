@@ -43,8 +43,8 @@ from typing import Any, Literal
 
 from ..bounds import Bounds
 from ..errors import PolicyError, ProviderError
-from ..policy import Policy
-from ..schema import check_fields, read_str
+from ..policy.schema import Policy
+from ..readers import check_fields, read_str
 from .match import Match, Scope
 
 API_GROUP = "manifest-provider.io"

@@ -42,16 +42,16 @@ from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from ..bounds import SERVICE, Bounds
-from ..bundles import Sources
 from ..cache import LRUCache, digest
-from ..dryrun import DryRunner
+from ..compare.dryrun import DryRunner
 from ..errors import DataError, PolicyError, ProviderError, RequestError, TransientError
 from ..kube.tokens import check_cluster_info
 from ..limits import DEFAULT_LIMITS, Limits
 from ..neighbours.csr import check_kubelet_serving_csr
-from ..policy import Policy
+from ..policy.schema import Policy
 from ..result import REASONS, Reason, Result
 from ..review import Review
+from ..signatures.sources import Sources
 from ..verifier import decide
 
 log = logging.getLogger("provider.checks")

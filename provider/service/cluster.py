@@ -42,13 +42,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..bundles import Sources
-from ..dryrun import DryRunner
+from ..compare.dryrun import DryRunner
 from ..errors import ConfigError, ProviderError, TransientError
 from ..kube.dryrun import KubeDryRunner, dry_runner_for
 from ..kube.tokenreview import KubeTokenReviewer, TokenReviewer, kube_configuration
 from ..kube.tokens import api_client_for
 from ..limits import Limits
+from ..signatures.sources import Sources
 from .config import Config
 
 log = logging.getLogger("provider.app")
@@ -107,7 +107,7 @@ class _Lazy:
 
 
 class LazyDryRunner(_Lazy):
-    """A :class:`~provider.dryrun.DryRunner` that connects on the first dry-run."""
+    """A :class:`~provider.compare.dryrun.DryRunner` that connects on the first dry-run."""
 
     def dry_run(self, manifest: dict[str, Any], namespace: str | None) -> dict[str, Any]:
         result: dict[str, Any] = self.target().dry_run(manifest, namespace)

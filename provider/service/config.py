@@ -38,9 +38,9 @@ from datetime import datetime
 from typing import Any, cast
 
 from ..bounds import Bounds
-from ..bundles import parse_repository_prefix
 from ..errors import ConfigError
 from ..limits import DEFAULT_LIMITS, Limits
+from ..signatures.sources import parse_repository_prefix
 
 ENV_PREFIX = "MANIFEST_PROVIDER_"
 

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ProviderError
-from ..keys import generate_key, public_pem
-from ..signing import dump_yaml, sign_documents
+from ..keys.pem import generate_key, public_pem
+from ..signatures.signing import dump_yaml, sign_documents
 from .devcerts import CLIENT_NAME, DevPki, make_dev_pki
 
 DEV_DIR = Path(os.environ.get("MANIFEST_PROVIDER_DEV_DIR", ".dev"))

@@ -41,7 +41,7 @@ from urllib.parse import quote
 
 from ..bounds import Bounds
 from ..errors import ProviderError
-from ..policy import Policy
+from ..policy.schema import Policy
 from ..policystore.combine import Admission, admit, check_policy_object
 from ..policystore.files import SOURCE as FILES_SOURCE
 from ..policystore.files import PolicyFiles

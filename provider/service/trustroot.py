@@ -113,7 +113,7 @@ class TrustRootRefresher:
 
     def refresh(self) -> bool:
         """One refresh; True when a root was confirmed (and installed when it changed), False when the last stays."""
-        from ..service import metrics
+        from . import metrics
 
         try:
             root = self._fetch()
@@ -164,7 +164,7 @@ class TrustRootRefresher:
         """Refresh now and every interval, in a daemon thread (sooner again after a failure)."""
         if self._thread is not None:
             return
-        from ..service import metrics
+        from . import metrics
 
         metrics.TRUSTED_ROOT_AGE_SOURCE = self.age
 

@@ -33,7 +33,6 @@ import gzip
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from provider.envelope import Payload, gunzip_bounded, read_envelope
 from provider.errors import (
     DataError,
     KeyLoadError,
@@ -43,13 +42,14 @@ from provider.errors import (
     RequestError,
     Unsigned,
 )
-from provider.keys import load_public_keys
+from provider.keys.pem import load_public_keys
 from provider.limits import Limits
 from provider.parsing import load_json
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.review import Review
 from provider.service.checks import CheckContext, run_check
 from provider.service.wire import gatekeeper, kyverno
+from provider.signatures.envelope import Payload, gunzip_bounded, read_envelope
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus"

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from provider.signing import sign_documents
+from provider.signatures.signing import sign_documents
 from tests.support.fakeapi import FakeApiServer
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap

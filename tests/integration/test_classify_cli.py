@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from tests.support.audit import REAL_LOG, event
 from tests.support.data import UPSTREAM, load_yaml
 from tests.support.fakeapi import FakeApiServer

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from provider.keys import KEY_TYPES, generate_key, public_pem
+from provider.keys.pem import KEY_TYPES, generate_key, public_pem
 from tests.support.controlplane import TAMPERINGS, first, stored, tampered
 from tests.support.data import KYVERNO, UPSTREAM
 from tests.support.gator import review_as_audited

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from provider.cli import COMMANDS, build_parser
-from provider.keys import generate_key, private_pem, public_pem
+from provider.keys.pem import generate_key, private_pem, public_pem
 from tests.support.manifests import configmap, sign
 
 pytestmark = pytest.mark.integration
@@ -48,7 +48,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (root / "team.key").write_bytes(private_pem(team, None))
     signed = sign([configmap("a"), configmap("b")], team)
     both = sign([configmap("a"), configmap("b")], team)
-    from provider.signing import append_signature
+    from provider.signatures.signing import append_signature
 
     both = append_signature(both, ops)
     (root / "signed.yaml").write_text(yaml.safe_dump_all(signed))
@@ -101,9 +101,10 @@ def test_env_keys_for_verify_and_sign(keys: dict[str, Any], tmp_path: Path) -> N
         ("env://EMPTY_KEY", {"EMPTY_KEY": " "}, "environment variable EMPTY_KEY is empty"),
         ("env://", {}, "name the environment variable"),
         ("https://example.com/cosign.pub", {}, "https:// is not supported"),
-        ("k8s://ns/secret", {}, "k8s:// is not supported"),
+        # a key kept in a Secret is read through the kubeconfig: without a cluster, a usage error naming it
+        ("k8s://ns/secret", {"KUBECONFIG": "/nonexistent/kubeconfig"}, "kubeconfig /nonexistent/kubeconfig"),
     ],
-    ids=["unset", "empty", "no-name", "https", "k8s"],
+    ids=["unset", "empty", "no-name", "https", "k8s-without-a-cluster"],
 )
 def test_key_references_that_cannot_be_read_are_usage_errors(
     keys: dict[str, Any], ref: str, env: dict[str, str], message: str
@@ -206,7 +207,7 @@ def test_keygen_on_a_terminal_encrypts_with_the_password_given_twice(tmp_path: P
     assert code == 0, screen
     pem = (tmp_path / "team.key").read_bytes()
     assert b"ENCRYPTED" in pem
-    from provider.keys import load_private_key
+    from provider.keys.pem import load_private_key
 
     load_private_key(pem, b"s3cret")
     (tmp_path / "cm.yaml").write_text(yaml.safe_dump(configmap("c")))

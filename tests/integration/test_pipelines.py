@@ -21,9 +21,9 @@ import pytest
 import yaml
 
 from provider.errors import ContentMismatch
-from provider.keys import generate_key, private_pem, public_pem
-from provider.policy import Policy
-from provider.signing import strip_envelope
+from provider.keys.pem import generate_key, private_pem, public_pem
+from provider.policy.schema import Policy
+from provider.signatures.signing import strip_envelope
 from provider.verifier import verify
 from tests.support import delivery
 from tests.support.data import load_yaml

@@ -117,7 +117,7 @@ def test_mixed_gatekeeper_batch_gets_one_correct_item_per_key(provider_server: S
 
 
 def make_key_fingerprint() -> str:
-    from provider.keys import load_public_keys
+    from provider.keys.pem import load_public_keys
 
     return load_public_keys(public_key_pem(make_key()))[0].fingerprint
 

@@ -23,7 +23,7 @@ import pytest
 
 from provider.cli import main
 from provider.cli._generate import SHIPPED
-from provider.keys import generate_key, public_pem
+from provider.keys.pem import generate_key, public_pem
 from tests.support.data import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

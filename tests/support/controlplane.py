@@ -2,7 +2,7 @@
 
 ``written()`` reads every create by the root CA publisher, OpenShift's service CA
 publisher and the ServiceAccount controller from ``tests/data/audit`` (one per
-namespace each; ``provider/controlplane.py`` says what each writes), and
+namespace each; ``provider/compare/controlplane.py`` says what each writes), and
 ``stored()`` gives one the metadata the API server adds when it stores it;
 :data:`TAMPERINGS` are the changes nobody but a person or a rogue
 controller makes, each with the field a verdict must name.

@@ -2,7 +2,7 @@
 
 :func:`seal` and :func:`unseal` write and read cosign's encrypted private keys
 (scrypt from hashlib, NaCl secretbox from PyNaCl, the JSON of
-go-securesystemslib's ``encrypted`` format), so ``provider.cosign_keys`` is
+go-securesystemslib's ``encrypted`` format), so ``provider.keys.cosign`` is
 checked against a second implementation of the format; :func:`ed25519ph_sign`
 signs as cosign >= 2.4 does with Ed25519 keys.
 """
@@ -19,13 +19,13 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ed25519
 from nacl.secret import SecretBox
 
-from provider.cosign_keys import PEM_LABELS
+from provider.keys.cosign import PEM_LABELS
 
 
 def seal(
     der: bytes, password: bytes, *, label: str = PEM_LABELS[0], n: int = 32768, r: int = 8, p: int = 1, **override: Any
 ) -> bytes:
-    """A cosign key file, written independently of provider.cosign_keys."""
+    """A cosign key file, written independently of provider.keys.cosign."""
     salt, nonce = os.urandom(32), os.urandom(24)
     sane = n & (n - 1) == 0 and 128 * n * r <= 2**25  # otherwise the reader must refuse before deriving anything
     key = hashlib.scrypt(password, salt=salt, n=n, r=r, p=p, maxmem=2**26, dklen=32) if sane else os.urandom(32)
@@ -46,7 +46,7 @@ def pkcs8_der(key: Any) -> bytes:
 
 
 def unseal(pem: bytes, password: bytes) -> bytes:
-    """The tests' own reader, for files provider.cosign_keys writes."""
+    """The tests' own reader, for files provider.keys.cosign writes."""
     lines = pem.decode().strip().splitlines()
     assert lines[0] == f"-----BEGIN {PEM_LABELS[0]}-----" and lines[-1] == f"-----END {PEM_LABELS[0]}-----"
     assert all(len(line) <= 64 for line in lines[1:-1])  # Go's pem.Encode line length

@@ -33,7 +33,7 @@ What it answers
   1. the collection path with the namespace segment taken out,
   2. the body's ``kind``,
   3. the *original* name: ``metadata.name`` (or ``generateName``) with the
-     renaming of :mod:`provider.dryrun` undone (a ``-dry-run`` suffix, with
+     renaming of :mod:`provider.compare.dryrun` undone (a ``-dry-run`` suffix, with
      or without a ``-<token>`` retry suffix; a CRD's ``dry-run[-<token>].``
      group prefix), and
   4. the body itself, compared with the recorded request body after the same
@@ -142,7 +142,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from provider.dryrun import CRD_GROUP_PREFIX, DRY_RUN_SUFFIX
+from provider.compare.dryrun import CRD_GROUP_PREFIX, DRY_RUN_SUFFIX
 from tests.support.apiauth import (
     Authentication,
     Caller,
@@ -188,7 +188,7 @@ _NOT_FOUND = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "F
 
 
 def original_name(name: str) -> str:
-    """Undo :mod:`provider.dryrun`'s renaming (documented above)."""
+    """Undo :mod:`provider.compare.dryrun`'s renaming (documented above)."""
     name = _RETRY_NAME.sub("", name)
     head, dot, rest = name.partition(".")
     return head + dot + _CRD_GROUP.sub("", rest, count=1) if dot and _CRD_GROUP.match(rest) else name

@@ -31,9 +31,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
-from provider.envelope import decode_message, set_key
-from provider.keys import sign_bytes
-from provider.signing import sign_documents
+from provider.keys.pem import sign_bytes
+from provider.signatures.envelope import decode_message, set_key
+from provider.signatures.signing import sign_documents
 
 D = "cosign.sigstore.dev"
 OID_ISSUER_V1 = ObjectIdentifier("1.3.6.1.4.1.57264.1.1")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from provider.keys import PrivateKeyTypes, generate_key, public_pem
+from provider.keys.pem import PrivateKeyTypes, generate_key, public_pem
 
 
 @functools.cache

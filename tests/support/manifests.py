@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from provider.keys import PrivateKeyTypes
-from provider.signing import sign_documents
+from provider.keys.pem import PrivateKeyTypes
+from provider.signatures.signing import sign_documents
 from tests.support.keys import make_key
 
 

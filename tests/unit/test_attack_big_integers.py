@@ -37,10 +37,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from provider import Policy, Review, decide
-from provider.compare import FieldTrie, IgnoreSet, diff
-from provider.envelope import encode_message
-from provider.keys import sign_bytes
+from provider.compare.diff import FieldTrie, IgnoreSet, diff
+from provider.keys.pem import sign_bytes
 from provider.parsing import load_json
+from provider.signatures.envelope import encode_message
 from tests.support.keys import make_key, public_key_pem
 
 KEY = make_key("ecdsa-p256", 10)

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from provider import Policy, Review, decide
-from provider.compare import FieldTrie, IgnoreSet, diff
-from provider.kindschema import object_shape, shape_of
+from provider.compare.diff import FieldTrie, IgnoreSet, diff
+from provider.compare.kindschema import object_shape, shape_of
 from tests.support.data import DRYRUN
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import sign

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from provider import Policy, PolicyError, Review, decide
-from provider.compare import REDACTED
+from provider.compare.diff import REDACTED
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap, sign
 

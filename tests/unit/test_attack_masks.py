@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from provider import Policy, Review, decide
-from provider.allocations import DAEMONSET_GENERATION
+from provider.compare.allocations import DAEMONSET_GENERATION
 from provider.errors import TransientError
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap, sign

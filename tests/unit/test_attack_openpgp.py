@@ -3,7 +3,7 @@
 Weak keys: an Ed25519 certificate whose key is the identity point (self-signature R = identity,
 S = 0) is a valid certificate to Sequoia, and every "signature" R = identity, S = 0 by it
 verifies any payload -- no private key anywhere. The key rules every PEM, cosign and
-certificate key passes (``provider/key_rules.py``) now judge every key of every OpenPGP
+certificate key passes (``provider/keys/rules.py``) now judge every key of every OpenPGP
 certificate, primary or subkey, in ``keys``, ``openpgpKeyring`` and ``attestors`` alike.
 
 Unsigned bytes: Sequoia reads the first signature packet of an armor and ignores what follows
@@ -27,10 +27,10 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from provider.errors import PolicyError
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.result import Result
 from provider.review import Review
-from provider.signing import dump_yaml
+from provider.signatures.signing import dump_yaml
 from provider.verifier import decide
 from tests.support import openpgp_packets as pgp
 from tests.support.manifests import configmap

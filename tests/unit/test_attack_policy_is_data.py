@@ -32,15 +32,15 @@ import pytest
 
 from provider import Bounds, Policy, Review, decide
 from provider.bounds import LOCAL, SERVICE
-from provider.bundles import Reference, Sources, simple_signing_payload
 from provider.errors import PolicyError, TransientError
-from provider.keys import sign_bytes
+from provider.keys.pem import sign_bytes
 from provider.kube.configmaps import KubeConfigMapReader
 from provider.neighbours.csr import CsrPolicy
 from provider.oci.bundles import OciBundleSource, _push_blob, push_signature
 from provider.oci.registry import RegistryClient
 from provider.result import Result
-from provider.signing import dump_yaml, sign_documents
+from provider.signatures.signing import dump_yaml, sign_documents
+from provider.signatures.sources import Reference, Sources, simple_signing_payload
 from tests.support.fakeapi import FakeApiServer, runner_for
 from tests.support.keyless import World
 from tests.support.keys import make_key, public_key_pem
@@ -752,7 +752,7 @@ def test_a_signed_image_that_is_not_a_bundle_is_not_read_as_one(registry: Regist
 def test_a_policys_repositories_narrow_the_operators_never_widen_them(
     operator: tuple[str, ...], policy_prefix: str, allowed: bool
 ) -> None:
-    from provider.bundles import parse_repository_prefix
+    from provider.signatures.sources import parse_repository_prefix
 
     bounds = Bounds(bundle_repositories=tuple(parse_repository_prefix(p, "operator", PolicyError) for p in operator))
     raw = {"keys": [public_key_pem(KEY)], "resourceBundleRef": {"repositories": [policy_prefix]}}

@@ -21,13 +21,13 @@ import pytest
 
 from provider import Policy, Review, decide
 from provider.bounds import LOCAL
-from provider.bundles import BundleOptions, Sources
 from provider.errors import PolicyError
 from provider.kube.configmaps import KubeConfigMapReader
 from provider.oci.bundles import OciBundleSource
 from provider.oci.registry import MAX_TOKENS, RegistryClient
 from provider.result import Result
-from provider.signing import dump_yaml
+from provider.signatures.signing import dump_yaml
+from provider.signatures.sources import BundleOptions, Sources
 from tests.support.fakeapi import FakeApiServer, runner_for
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap, sign
@@ -87,8 +87,8 @@ def test_a_tag_is_ascii_as_in_the_distribution_grammar(reference: str) -> None:
     # distribution/reference's tag is [\w][\w.-]{0,127} with Go's ASCII \w; Python's \w took any letter
     # or digit, and the request line then failed to encode: bundle-unavailable (a registry fault, never
     # cached) for what is a malformed reference in the object.
-    from provider.bundles import Reference
     from provider.errors import VerificationFailure
+    from provider.signatures.sources import Reference
 
     with pytest.raises(VerificationFailure, match="invalid tag"):
         Reference.parse(reference)

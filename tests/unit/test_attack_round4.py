@@ -56,7 +56,7 @@ def stored_deployment() -> dict[str, Any]:
 
 # --- the garbage collector's finalizers: no exemption explains one outside a deletion ----------------------------
 #
-# deletion_finalizers_added (provider/allocations.py) makes an "orphan" or "foregroundDeletion" finalizer on an
+# deletion_finalizers_added (provider/compare/allocations.py) makes an "orphan" or "foregroundDeletion" finalizer on an
 # object that is not being deleted a difference. A client cannot fake the deletion that would excuse one: the API
 # server clears a client's metadata.deletionTimestamp on create (kubernetes/kubernetes
 # staging/src/k8s.io/apiserver/pkg/registry/rest/create.go, BeforeCreate: SetDeletionTimestamp(nil)), refuses to

@@ -16,13 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from provider.attestors import AnchorSet, BudgetExceeded, solve
 from provider.errors import PolicyError
-from provider.keys import PrivateKeyTypes
-from provider.policy import Policy
+from provider.keys.pem import PrivateKeyTypes
+from provider.policy.attestors import AnchorSet, BudgetExceeded, solve
+from provider.policy.schema import Policy
 from provider.result import Result
 from provider.review import Review
-from provider.signing import append_signature, sign_documents
+from provider.signatures.signing import append_signature, sign_documents
 from provider.verifier import decide
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap

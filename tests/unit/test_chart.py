@@ -39,7 +39,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from provider.audit.observer import read_targets
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.service.certificates import inspect
 from provider.service.config import ENV_PREFIX, Config, load_config
 from tests.support.data import CRDS, REPO, load_yaml

@@ -50,7 +50,7 @@ import pytest
 import yaml
 
 from provider.cli import main
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.review import Review
 from provider.verifier import decide
 from tests.support.data import REPO, load_yaml

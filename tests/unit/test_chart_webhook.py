@@ -21,7 +21,7 @@ import pytest
 from cryptography import x509
 
 from provider.bounds import SERVICE
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.policystore.objects import read_policy_object
 from provider.service.routes import ADMISSION_PATH, API_SERVER_MARGIN_SECONDS
 from tests.support.heldpolicies import CRD_FILES

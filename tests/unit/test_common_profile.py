@@ -15,7 +15,7 @@ import pytest
 
 from provider.audit.classify import Classified, Classifier
 from provider.audit.events import read_events
-from provider.policy import Policy, load_profile
+from provider.policy.schema import Policy, load_profile
 from provider.review import GroupVersionResource, Review
 from provider.verifier import decide
 from tests.support.audit import REAL_LOG

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from provider.compare import FieldTrie, IgnoreSet, diff, parse_field_pattern
+from provider.compare.diff import FieldTrie, IgnoreSet, diff, parse_field_pattern
 
 
 def ignore(*patterns: str) -> IgnoreSet:

@@ -20,10 +20,10 @@ import pytest
 
 from provider import Policy, Review, decide
 from provider.audit.live import check
-from provider.controlplane import CONTROL_PLANE_OBJECTS, ca_bundle, deviations
+from provider.compare.controlplane import CONTROL_PLANE_OBJECTS, ca_bundle, deviations
 from provider.errors import PolicyError
 from provider.limits import Limits
-from provider.policy import PROFILES, BuiltinProfile, load_profile
+from provider.policy.schema import PROFILES, BuiltinProfile, load_profile
 from provider.result import ALLOWING_REASONS, Result
 from tests.support.audit import REAL_LOG
 from tests.support.controlplane import (

@@ -2,7 +2,7 @@
 
 The key files here are sealed by the tests' own code (``tests/support/cosign.py``:
 scrypt from hashlib, NaCl secretbox from PyNaCl, the JSON of go-securesystemslib's
-``encrypted`` format), not by ``provider.cosign_keys``, so reader and writer are
+``encrypted`` format), not by ``provider.keys.cosign``, so reader and writer are
 checked against an independent implementation of the format.
 """
 
@@ -17,10 +17,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
 from provider import Policy, Review, decide
-from provider.cosign_keys import PEM_LABELS, decrypt
 from provider.errors import KeyLoadError
-from provider.keys import KEY_TYPES, generate_key, load_private_key, private_pem, public_pem
-from provider.signing import sign_documents
+from provider.keys.cosign import PEM_LABELS, decrypt
+from provider.keys.pem import KEY_TYPES, generate_key, load_private_key, private_pem, public_pem
+from provider.signatures.signing import sign_documents
 from tests.support.cosign import ed25519ph_sign, pkcs8_der, seal, unseal
 from tests.support.manifests import configmap
 

@@ -24,12 +24,12 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from provider import Policy, parsing
-from provider.bundles import _payload_mismatch
 from provider.errors import DataError, KeyLoadError, MalformedMessage, PolicyError, RequestError
-from provider.keys import load_public_keys
+from provider.keys.pem import load_public_keys
 from provider.limits import MAX_DEPTH_CEILING, Limits
 from provider.parsing import load_json, load_yaml_stream
 from provider.service.auth import token_expiry
+from provider.signatures.sources import _payload_mismatch
 from tests.support.keys import make_key, public_key_pem
 
 KEY_PEM = public_key_pem(make_key())

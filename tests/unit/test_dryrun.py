@@ -1,4 +1,4 @@
-"""provider.dryrun: the dry-run plan and the by-value comparison, on recorded API-server answers.
+"""provider.compare.dryrun: the dry-run plan and the by-value comparison, on recorded API-server answers.
 
 The recordings in ``tests/data/dryrun/create/`` are real (request, response)
 pairs, so "the signed manifest" and "what the cluster made of it" here are
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from provider.compare import FieldTrie, IgnoreSet, diff
-from provider.dryrun import (
+from provider.compare.diff import FieldTrie, IgnoreSet, diff
+from provider.compare.dryrun import (
     CRD_GROUP_PREFIX,
     DRY_RUN_SUFFIX,
     NAME_MAX,

@@ -11,15 +11,15 @@ import zlib
 
 import pytest
 
-from provider.envelope import (
+from provider.errors import MalformedMessage, Unsigned
+from provider.limits import Limits
+from provider.signatures.envelope import (
     decode_message,
     encode_message,
     gunzip_bounded,
     make_tarball,
     read_envelope,
 )
-from provider.errors import MalformedMessage, Unsigned
-from provider.limits import Limits
 from tests.support.data import KYVERNO, UPSTREAM, load_yaml
 
 D = "cosign.sigstore.dev"

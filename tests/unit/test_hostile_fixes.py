@@ -27,13 +27,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from provider.compare import FieldTrie, IgnoreSet, diff, parse_field_pattern
-from provider.envelope import Payload
+from provider.compare.diff import FieldTrie, IgnoreSet, diff, parse_field_pattern
 from provider.errors import KeyLoadError, MalformedMessage, PolicyError
-from provider.keys import _load_cached, load_public_keys, public_pem
+from provider.keys.pem import _load_cached, load_public_keys, public_pem
 from provider.objects import Glob, NamePattern, ObjectIdentity, ObjectRef
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.service.app import create_app
+from provider.signatures.envelope import Payload
 from tests.support.keys import make_key, public_key_pem
 
 

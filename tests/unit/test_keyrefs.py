@@ -1,4 +1,4 @@
-"""Keys kept in Secrets, as policies name them (provider/keyrefs.py), and the operator's bound on which."""
+"""Keys kept in Secrets, as policies name them (provider/keys/refs.py), and the operator's bound on which."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from provider.bounds import LOCAL, SERVICE, Bounds
 from provider.cli.convert_policy import convert_document, not_in_the_output, outputs
 from provider.errors import PolicyError
-from provider.keyrefs import SecretKeyRef
-from provider.policy import Policy
+from provider.keys.refs import SecretKeyRef
+from provider.policy.schema import Policy
 from tests.support.keys import make_key, public_key_pem
 
 PEM = public_key_pem(make_key("ecdsa-p256", 80))

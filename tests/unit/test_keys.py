@@ -12,7 +12,7 @@ from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, r
 from cryptography.x509.oid import NameOID
 
 from provider.errors import KeyLoadError, PolicyError
-from provider.keys import (
+from provider.keys.pem import (
     KEY_TYPES,
     generate_key,
     load_private_key,

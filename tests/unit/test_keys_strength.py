@@ -36,7 +36,16 @@ from nacl.bindings import crypto_core_ed25519_add, crypto_core_ed25519_is_valid_
 
 from provider import Policy, Review, decide
 from provider.errors import KeyLoadError, PolicyError
-from provider.key_rules import (
+from provider.keys.pem import (
+    PublicKey,
+    generate_key,
+    load_private_key,
+    load_public_keys,
+    private_pem,
+    public_pem,
+    sign_bytes,
+)
+from provider.keys.rules import (
     CURVES,
     ED25519_L,
     ED25519_P,
@@ -47,15 +56,6 @@ from provider.key_rules import (
     _times,
     ecdsa_signature_well_formed,
     ed25519_signature_well_formed,
-)
-from provider.keys import (
-    PublicKey,
-    generate_key,
-    load_private_key,
-    load_public_keys,
-    private_pem,
-    public_pem,
-    sign_bytes,
 )
 from tests.support.cosign import ed25519ph_sign
 from tests.support.keyless import World, issue_leaf, make_ca, pem
@@ -414,7 +414,7 @@ def test_ecdsa_unreduced_coordinate_is_refused() -> None:
 
 def test_explicit_point_rule_refuses_what_the_backend_cannot_even_load() -> None:
     """The rule itself, for the day a backend stops checking: off-curve and unreduced points."""
-    from provider.key_rules import check_ec_point
+    from provider.keys.rules import check_ec_point
 
     numbers = ec.generate_private_key(ec.SECP384R1()).public_key().public_numbers()
     check_ec_point("secp384r1", numbers.x, numbers.y)

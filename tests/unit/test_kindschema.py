@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from provider.kindschema import shape_of
+from provider.compare.kindschema import shape_of
 
 DATA = json.loads(resources.files("provider").joinpath("data", "kind_schemas.json").read_text())
 

@@ -18,7 +18,7 @@ import pytest
 
 from provider.cli._generate import Request, build
 from provider.cli.convert_policy import convert
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.review import Review
 from provider.verifier import decide
 from tests.support.data import CRDS, load_yaml

@@ -29,7 +29,7 @@ import yaml
 from provider.audit.observer import read_targets
 from provider.cli import build_parser
 from provider.kube.lister import KubeLister
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from tests.support.data import REPO
 from tests.support.fakeapi import FakeApiServer, runner_for
 from tests.support.kyverno import APICALL, api_call, policy_doc

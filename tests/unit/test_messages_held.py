@@ -17,7 +17,7 @@ import pytest
 
 from provider import Policy, Review, decide
 from provider.audit.live import check
-from provider.compare import DiffItem
+from provider.compare.diff import DiffItem
 from provider.verifier import describe_diff
 from tests.support.gator import review_as_audited
 from tests.support.kyverno import admission_request, background_scan_request

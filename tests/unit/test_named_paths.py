@@ -7,7 +7,7 @@ files (their code is checked by running it) -- and resolves two kinds of names:
 
 * a path under one of the repository's folders (``provider/service/config.py``,
   ``tests/integration/test_monitoring.py``): the file or folder exists;
-* a dotted name under ``provider`` or ``tests`` (``provider.signers.Binding``,
+* a dotted name under ``provider`` or ``tests`` (``provider.keys.signers.Binding``,
   :mod:`provider.audit.reports`): the longest prefix that is a module exists and the next
   part, if any, is a name that module defines or imports.
 
@@ -135,4 +135,4 @@ def test_the_names_read_are_many_and_a_stale_one_is_found(tmp_path: Path) -> Non
     stale.write_text('"""Reads provider/config.py, as :func:`provider.verifier.check_key` did."""\n')
     found = broken_names([str(stale)])
     assert set(found) == {"provider/config.py", "provider.verifier.check_key"}
-    assert resolves("provider.signers.Binding") and not resolves("provider.verifier.Binding")
+    assert resolves("provider.keys.signers.Binding") and not resolves("provider.verifier.Binding")

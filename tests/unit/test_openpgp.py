@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from provider.errors import PolicyError
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.result import Result
 from provider.review import Review
-from provider.signing import dump_yaml, sign_documents
+from provider.signatures.signing import dump_yaml, sign_documents
 from provider.verifier import decide
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap

@@ -27,11 +27,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from provider import Policy, Review, decide
-from provider.envelope import encode_message
 from provider.errors import MalformedMessage
-from provider.keys import sign_bytes
+from provider.keys.pem import sign_bytes
 from provider.parsing import KubectlSafeDumper, load_json, load_yaml_stream
-from provider.signing import dump_yaml
+from provider.signatures.envelope import encode_message
+from provider.signatures.signing import dump_yaml
 from tests.support.keys import make_key, public_key_pem
 
 RESOLVE = "resolve.go resolve()"

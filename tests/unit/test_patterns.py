@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provider.compare import FieldTrie, IgnoreSet, parse_field_pattern, unanchored_matcher
+from provider.compare.diff import FieldTrie, IgnoreSet, parse_field_pattern, unanchored_matcher
 from provider.errors import PolicyError
 from provider.objects import NamePattern, ObjectIdentity, ObjectRef
 

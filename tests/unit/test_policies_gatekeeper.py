@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 import yaml
 
-from provider import policy as policy_module
 from provider.bounds import LOCAL
 from provider.objects import _REF_FIELDS
-from provider.policy import KEY_OPERATIONS, OPERATIONS, PROFILES, Policy
+from provider.policy.schema import KEY_OPERATIONS, OPERATIONS, PROFILES, Policy
+from provider.policy import schema as policy_module
 from provider.review import Review
 from provider.verifier import decide
 from tests.support.data import REPO, load_yaml

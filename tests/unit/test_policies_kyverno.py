@@ -20,7 +20,7 @@ from typing import Any
 import jmespath
 import pytest
 
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.review import Review
 from provider.verifier import decide
 from tests.support.data import REPO, load_yaml

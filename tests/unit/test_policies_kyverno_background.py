@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.review import Review, is_background_scan
 from provider.service.wire.kyverno import read_body
 from provider.verifier import decide

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from provider.cli._generate import Request, build, parse_kinds
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.review import Review
 from provider.verifier import decide
 from tests.support.keys import make_key, public_key_pem

@@ -8,7 +8,7 @@ import pytest
 
 from provider.errors import PolicyError
 from provider.objects import ObjectIdentity
-from provider.policy import PROFILES, Policy, load_profile
+from provider.policy.schema import PROFILES, Policy, load_profile
 from tests.support.data import UPSTREAM, load_yaml
 from tests.support.keys import make_key, public_key_pem
 
@@ -124,7 +124,7 @@ def test_ignore_set_depends_on_the_object_and_is_cached() -> None:
     sa = ObjectIdentity("", "v1", "ServiceAccount", "s", "ns")
     assert p.ignore_set_for(sa).ignores(("secrets", 0, "name"))  # the upstream default list
     assert not policy(defaults=[]).ignore_set_for(sa).ignores(("secrets", 0, "name"))
-    # A Service's allocations are no ignore pattern (it could not pin a value): provider/allocations.py.
+    # A Service's allocations are no ignore pattern (it could not pin a value): provider/compare/allocations.py.
     assert not p.ignore_set_for(ObjectIdentity("", "v1", "Service", "s", "ns")).ignores(("spec", "clusterIP"))
 
 

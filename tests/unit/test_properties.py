@@ -34,9 +34,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from provider import Policy, Review, decide
-from provider.envelope import set_key
-from provider.keys import fingerprint_of, sign_bytes
-from provider.signing import dump_yaml
+from provider.keys.pem import fingerprint_of, sign_bytes
+from provider.signatures.envelope import set_key
+from provider.signatures.signing import dump_yaml
 from tests.support.keyless import GOOGLE, SIGNED_AT, World, pem
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import sign

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from provider.keys import generate_key, private_pem, public_pem
-from provider.policy import Policy
+from provider.keys.pem import generate_key, private_pem, public_pem
+from provider.policy.schema import Policy
 from provider.review import Review
 from provider.verifier import decide
 from tests.support.data import REPO
@@ -27,7 +27,7 @@ from tests.support.server import command
 QUICKSTARTS = sorted((REPO / "docs").glob("quickstart-*.md"))
 #: The section's heading, numbered or not (the Gatekeeper quickstart numbers its steps).
 SECTION = re.compile(r"^## (?:\d+\. )?Testing enforcement for real$", re.MULTILINE)
-#: The ConfigMap both quickstarts write as app.yaml in their step 3.
+#: The ConfigMap the quickstarts write as app.yaml in their step 3 (a page with its own ``cat > app.yaml``: that one).
 APP = """\
 apiVersion: v1
 kind: ConfigMap
@@ -70,7 +70,8 @@ def test_the_tampered_object_it_applies_is_denied_as_a_write_and_allowed_as_a_dr
 ) -> None:
     key = generate_key("ecdsa-p256")
     (tmp_path / "team.key").write_bytes(private_pem(key, None))
-    (tmp_path / "app.yaml").write_text(APP)
+    own = re.search(r"cat > app\.yaml <<'EOF'\n(.*?\n)EOF\n", page.read_text(), re.DOTALL)
+    (tmp_path / "app.yaml").write_text(own[1] if own else APP)
     local = [line for line in commands(section(page)) if "kubectl" not in line]
     assert [line.split()[0] for line in local] == ["sed", "manifest-provider"]
     script = "\n".join(["set -eu", *(line.replace("manifest-provider ", f"{' '.join(command())} ") for line in local)])

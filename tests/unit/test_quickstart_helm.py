@@ -27,7 +27,7 @@ import helm_python
 import pytest
 import yaml
 
-from provider.keys import generate_key, public_pem
+from provider.keys.pem import generate_key, public_pem
 from tests.support.data import REPO
 from tests.support.helm import find, render
 from tests.support.kyverno import to_python

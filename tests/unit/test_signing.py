@@ -8,9 +8,9 @@ import gzip
 import pytest
 
 from provider import Policy, Review, decide
-from provider.envelope import read_envelope
 from provider.errors import RequestError
-from provider.signing import (
+from provider.signatures.envelope import read_envelope
+from provider.signatures.signing import (
     TOTAL_ANNOTATION_SIZE_LIMIT,
     AnnotationsTooLarge,
     annotations_size,

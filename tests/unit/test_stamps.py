@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
+from provider.compare.stamps import STAMPS, Stamped, check_argocd_tracking_id, take_stamps
 from provider.errors import ContentMismatch, PolicyError
 from provider.kube.dryrun import KubeDryRunner
 from provider.objects import ObjectIdentity
-from provider.policy import PROFILES, BuiltinProfile, Policy, load_profile
-from provider.stamps import STAMPS, Stamped, check_argocd_tracking_id, take_stamps
+from provider.policy.schema import PROFILES, BuiltinProfile, Policy, load_profile
 from provider.verifier import verify
 from tests.support import delivery
 from tests.support.delivery import (

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from provider import Policy, Review, decide
-from provider.envelope import encode_message
-from provider.keys import KEY_TYPES
+from provider.keys.pem import KEY_TYPES
 from provider.result import REASONS
+from provider.signatures.envelope import encode_message
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap, sign
 
@@ -110,7 +110,7 @@ def billion_laughs_message() -> str:
 
 def sign_payload(payload: bytes) -> Any:
     """A hostile payload signed by the trusted key itself (a compromised or careless signer)."""
-    from provider.keys import sign_bytes
+    from provider.keys.pem import sign_bytes
 
     def change(obj: dict[str, Any]) -> None:
         annotations(obj)[f"{D}/message"] = encode_message(payload)
@@ -314,7 +314,7 @@ def test_custom_annotation_domain() -> None:
 
 
 def test_multiple_signers_any_and_all() -> None:
-    from provider.signing import append_signature
+    from provider.signatures.signing import append_signature
 
     (obj,) = append_signature(sign(deployment()), OTHER)
     assert check(obj, pol(KEY, OTHER, keyOperation="MustAll")).reason == "verified"

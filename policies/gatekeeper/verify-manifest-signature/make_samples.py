@@ -41,10 +41,10 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 sys.path.insert(0, str(REPO))
 
-from provider.keys import generate_key, public_pem  # noqa: E402
-from provider.policy import Policy  # noqa: E402
+from provider.keys.pem import generate_key, public_pem  # noqa: E402
+from provider.policy.schema import Policy  # noqa: E402
 from provider.review import Review  # noqa: E402
-from provider.signing import sign_documents  # noqa: E402
+from provider.signatures.signing import sign_documents  # noqa: E402
 from provider.verifier import decide  # noqa: E402
 
 SAMPLES = HERE / "samples" / "k8sverifymanifestsignature"

@@ -7,7 +7,7 @@ verdict-cache key, :class:`~provider.result.Result` to answer -- and nothing els
 
 Both formats ask the same question in one JSON object, ``{<review>, "policy", "check"}``,
 read here once by :func:`read_question`: only those three fields (a typo is an error
-naming the field, :func:`provider.schema.check_fields`), the review present, the check
+naming the field, :func:`provider.readers.check_fields`), the review present, the check
 a string.
 """
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from ...errors import RequestError
+from ...readers import check_fields
 from ...review import Review
-from ...schema import check_fields
 from ..checks import DEFAULT_CHECK, Question
 
 

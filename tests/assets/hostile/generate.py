@@ -45,7 +45,7 @@ sys.path.insert(0, str(HERE.parents[2]))
 from cryptography.hazmat.primitives import serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa, x25519  # noqa: E402
 
-from provider.signing import dump_yaml  # noqa: E402
+from provider.signatures.signing import dump_yaml  # noqa: E402
 
 DOMAIN = "cosign.sigstore.dev"
 MESSAGE = f"{DOMAIN}/message"

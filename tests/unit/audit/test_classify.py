@@ -22,7 +22,7 @@ from provider.audit.classify import (
 )
 from provider.audit.events import Malformed, parse_event, read_events
 from provider.objects import ObjectIdentity
-from provider.policy import Policy, UserRule
+from provider.policy.schema import Policy, UserRule
 from provider.result import TRAFFIC_CLASSES
 from provider.review import Review
 from tests.support.audit import REAL_LOG, event, jsonl

@@ -20,7 +20,7 @@ import pytest
 
 from provider.audit.classify import Classifier, Summary
 from provider.audit.events import read_events
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from tests.support.data import REPO
 from tests.support.keys import make_key, public_key_pem
 

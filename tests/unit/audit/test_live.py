@@ -9,7 +9,7 @@ import pytest
 
 from provider.audit.live import Checked, LiveChecker, ObjectRef, check, policy_digest
 from provider.errors import TransientError
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from tests.support.live import POLICY, deployment, reimaged, scaled, signed, signed_configmap, stored
 from tests.support.manifests import configmap
 

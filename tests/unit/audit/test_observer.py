@@ -18,8 +18,8 @@ from provider.audit.live import Checked, LiveChecker, ObjectRef
 from provider.audit.observer import Observer, PassStats, Target, VerdictCache, WriteOutcome, read_targets
 from provider.audit.reports import same_content
 from provider.bounds import LOCAL
-from provider.bundles import Sources
 from provider.errors import PolicyError, TransientError
+from provider.signatures.sources import Sources
 from tests.support.keys import make_key, public_key_pem
 from tests.support.live import KEY, POLICY, deployment, reimaged, scaled, signed, signed_configmap, stored
 from tests.support.manifests import sign
@@ -254,7 +254,7 @@ def test_unusable_targets_are_refused(data: Any, error: str) -> None:
 
 
 class SignatureConfigMap:
-    """The :class:`~provider.bundles.ConfigMapReader` port, holding one signature ConfigMap's data."""
+    """The :class:`~provider.signatures.sources.ConfigMapReader` port, holding one signature ConfigMap's data."""
 
     def __init__(self, *objects: dict[str, Any]) -> None:
         self.data: dict[str, str] | None = None

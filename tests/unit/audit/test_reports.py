@@ -25,7 +25,7 @@ from provider.audit.reports import (
     same_content,
     signer_text,
 )
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.result import Result
 from tests.support.data import REPO, load_yaml
 from tests.support.kube_schema import validate_object

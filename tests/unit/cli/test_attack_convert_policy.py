@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 from provider.cli import main
 from provider.cli.convert_policy import convert_document, not_in_the_output, outputs
 from provider.errors import PolicyError
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.review import Review
-from provider.signing import append_signature, sign_documents
+from provider.signatures.signing import append_signature, sign_documents
 from provider.verifier import decide
 from tests.support import kyverno_manifests as kyverno
 from tests.support.keys import make_key, public_key_pem

@@ -20,11 +20,11 @@ import pytest
 import yaml
 
 from provider.cli import main
-from provider.envelope import decode_message, encode_message
 from provider.errors import RequestError
-from provider.keys import generate_key, private_pem, public_pem, sign_bytes
-from provider.policy import Policy
-from provider.signing import dump_yaml, sign_documents
+from provider.keys.pem import generate_key, private_pem, public_pem, sign_bytes
+from provider.policy.schema import Policy
+from provider.signatures.envelope import decode_message, encode_message
+from provider.signatures.signing import dump_yaml, sign_documents
 from provider.verifier import verify
 
 PLAINTEXT = "hunter2-the-database-password"

@@ -13,7 +13,7 @@ import yaml
 from provider.bounds import LOCAL
 from provider.cli import main
 from provider.cli.convert_policy import convert, convert_document, not_in_the_output, outputs
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from tests.support.data import INTEROP, load_yaml
 
 KYVERNO = sorted((INTEROP / "kyverno" / "policies").glob("cpol-*.yaml"))

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from provider.bounds import LOCAL as LOCAL_BOUNDS
 from provider.cli import main
 from provider.cli._generate import STATUS_KINDS, cel_literal
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.review import Review
 from provider.service.devcerts import make_dev_pki
 from provider.verifier import decide

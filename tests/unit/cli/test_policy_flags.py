@@ -10,7 +10,7 @@ import yaml
 from provider.cli import build_parser
 from provider.cli._common import build_policy, split_key_refs
 from provider.errors import PolicyError
-from provider.policy import DEFAULT_PROFILES
+from provider.policy.schema import DEFAULT_PROFILES
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ import yaml
 
 from provider.cli import main
 from provider.cli._generate import kyverno_kind_selector
-from provider.keys import generate_key, public_pem
+from provider.keys.pem import generate_key, public_pem
 from tests.support.data import CRDS as CRD_DATA
 from tests.support.data import load_yaml
 from tests.support.kube_schema import validate_object

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from provider.cli import main
-from provider.keys import generate_key, private_pem, public_pem
-from provider.policy import Policy
-from provider.signing import TOTAL_ANNOTATION_SIZE_LIMIT, annotations_size
+from provider.keys.pem import generate_key, private_pem, public_pem
+from provider.policy.schema import Policy
+from provider.signatures.signing import TOTAL_ANNOTATION_SIZE_LIMIT, annotations_size
 from provider.verifier import verify
 from tests.support.pipelines import HELM_TEMPLATE, KUSTOMIZE_BUILD, two_hundred_objects
 

@@ -21,13 +21,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from provider.bounds import Bounds
-from provider.bundles import Sources
 from provider.cli import main
-from provider.keys import generate_key, private_pem, public_pem
+from provider.keys.pem import generate_key, private_pem, public_pem
 from provider.kube.configmaps import KubeConfigMapReader
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.result import Result
 from provider.review import Review
+from provider.signatures.sources import Sources
 from provider.verifier import decide
 from tests.support.fakeapi import FakeApiServer, runner_for
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from provider.cli import main
-from provider.keys import generate_key, private_pem, public_pem
+from provider.keys.pem import generate_key, private_pem, public_pem
 from tests.support.live import KEY, PUBLIC_KEY, deployment, reimaged, signed, signed_configmap
 
 

@@ -16,8 +16,8 @@ import pytest
 from cryptography import x509
 
 from provider import Bounds, Policy, Review, decide
-from provider.envelope import read_envelope
-from provider.keys import fingerprint_of
+from provider.keys.pem import fingerprint_of
+from provider.signatures.envelope import read_envelope
 from tests.support.data import UPSTREAM, load_yaml
 
 TRUST = str(UPSTREAM / "trust" / "sigstore-public-good-trusted_root.json")

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import serialization
 from provider.errors import VerificationFailure
 from provider.keyless.rekor import canonical_payload, check_bundle
 from provider.keyless.trust import load_trusted_root
-from provider.keys import sign_bytes
+from provider.keys.pem import sign_bytes
 from tests.support.keyless import World, pem
 
 WORLD = World()

@@ -18,12 +18,12 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from provider import Policy, Review, decide
-from provider.envelope import read_envelope
 from provider.keyless.identity import SignerSpec
 from provider.keyless.signer import check_signer, clear_cache
 from provider.keyless.trust import load_trusted_root
-from provider.keys import fingerprint_of
+from provider.keys.pem import fingerprint_of
 from provider.limits import Limits
+from provider.signatures.envelope import read_envelope
 from tests.support.keyless import GITHUB, GOOGLE, SIGNED_AT, D, World, issue_leaf, make_ca, pem
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap, sign

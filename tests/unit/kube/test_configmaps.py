@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 
 from provider.bounds import Bounds
-from provider.bundles import Sources
 from provider.errors import PolicyError
 from provider.kube.configmaps import KubeConfigMapReader
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.result import Result
 from provider.review import Review
+from provider.signatures.sources import Sources
 from provider.verifier import decide
 from tests.support.fakeapi import FakeApiServer, runner_for
 from tests.support.keys import make_key, public_key_pem

@@ -29,7 +29,7 @@ import pytest
 
 from provider.audit.live import Checked, ObjectRef
 from provider.audit.reports import MANAGED_BY, report_for, same_content
-from provider.dryrun import plan_dry_run
+from provider.compare.dryrun import plan_dry_run
 from provider.errors import TransientError
 from provider.kube.configmaps import KubeConfigMapReader
 from provider.kube.dryrun import KubeDryRunner, dry_runner_for

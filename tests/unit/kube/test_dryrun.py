@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from provider.dryrun import plan_dry_run
+from provider.compare.dryrun import plan_dry_run
 from provider.errors import PolicyError, TransientError, VerificationFailure
 from provider.kube.dryrun import MISS_REFETCH_SECONDS, KubeDryRunner
 from provider.limits import Limits

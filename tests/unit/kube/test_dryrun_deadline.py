@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from provider import Policy, Review, decide
-from provider.dryrun import plan_dry_run
+from provider.compare.dryrun import plan_dry_run
 from provider.errors import TransientError
 from provider.kube import dryrun as kube
 from provider.kube.dryrun import DEADLINE_MARGIN_SECONDS, KubeDryRunner

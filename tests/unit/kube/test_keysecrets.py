@@ -2,7 +2,7 @@
 
 The fake holds the Secrets as an API server stores them and grants the service
 ``get`` on the named ones only (RBAC ``resourceNames``, as
-``manifests/base/rbac-key-secrets.yaml`` does); everything else is its 403.
+``manifests/components/key-secrets/rbac.yaml`` does); everything else is its 403.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from provider.bounds import Bounds
-from provider.bundles import Sources
 from provider.errors import PolicyError
 from provider.kube.keysecrets import KubeKeySecretReader
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.result import Result
 from provider.review import Review
+from provider.signatures.sources import Sources
 from provider.verifier import decide
 from tests.support.clock import Clock
 from tests.support.fakeapi import FakeApiServer, runner_for

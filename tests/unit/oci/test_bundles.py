@@ -20,16 +20,16 @@ import pytest
 import yaml
 
 from provider.bounds import LOCAL
-from provider.bundles import Reference, Sources
 from provider.cli import main
-from provider.keys import private_pem
+from provider.keys.pem import private_pem
 from provider.limits import Limits
 from provider.oci.bundles import OciBundleSource
 from provider.oci.registry import RegistryClient
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.result import Result
 from provider.review import Review
-from provider.signing import dump_yaml
+from provider.signatures.signing import dump_yaml
+from provider.signatures.sources import Reference, Sources
 from provider.verifier import decide
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 from provider.bounds import SERVICE, Bounds
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.policystore.combine import MAX_WARNING_CHARS, Admission, admit, check_policy_object, warning_text
 from provider.policystore.objects import HeldPolicy, read_policy_object
 from provider.policystore.store import MAX_NAMESPACE_POLICIES, PolicySet
 from provider.review import Review
 from provider.service.checks import CheckContext, judge
-from provider.signing import append_signature
+from provider.signatures.signing import append_signature
 from tests.support.heldpolicies import cluster_policy, review, tenant_policy
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap, sign

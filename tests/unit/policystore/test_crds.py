@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from provider.bounds import SERVICE
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.policystore.objects import API_GROUP, API_VERSION_NAME, KINDS, read_policy_object, status_for
 from tests.support.data import REPO, load_yaml
 from tests.support.heldpolicies import CRD_FILES, cluster_policy, crds, tenant_policy

@@ -17,7 +17,7 @@ import yaml
 
 from provider.bounds import SERVICE
 from provider.errors import ConfigError
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.policystore.files import SOURCE, PolicyFiles, read_policy_files
 from provider.policystore.objects import HeldPolicy, read_policy_object
 from provider.policystore.store import PolicyStore

@@ -10,7 +10,7 @@ import pytest
 from provider.bounds import SERVICE
 from provider.errors import PolicyError
 from provider.objects import ObjectIdentity
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.policystore.match import MAX_ENTRIES, LabelSelector, Match
 from provider.policystore.objects import read_policy_object, ready_condition, status_for
 from tests.support.heldpolicies import cluster_policy, tenant_policy

@@ -14,7 +14,7 @@ from provider.errors import ConfigError, PolicyError, RequestError
 from provider.kube.dryrun import dry_runner_for
 from provider.kube.tokens import api_client_for
 from provider.limits import Limits
-from provider.policy import Policy
+from provider.policy.schema import Policy
 from provider.review import Review
 from provider.service.app import create_app
 from provider.service.checks import run_check

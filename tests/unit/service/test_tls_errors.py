@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from provider.errors import ConfigError
-from provider.keys import generate_key, private_pem
+from provider.keys.pem import generate_key, private_pem
 from provider.service.devcerts import DevPki, make_dev_pki
 from provider.service.serve import tls_context
 from tests.support.data import REPO

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from provider.compare import DiffItem
+from provider.compare.diff import DiffItem
 from provider.errors import PolicyError, RequestError
 from provider.limits import Limits
 from provider.result import Result

@@ -17,8 +17,8 @@ what it does not expose:
   a wrong hash prefix.
 * :func:`public_key_of` -- the key material of a public-key or subkey packet
   as a ``cryptography`` key, so that OpenPGP keys go through the same strength
-  rules as every other key (:mod:`provider.key_rules`, via
-  :meth:`provider.keys.PublicKey.from_crypto`).
+  rules as every other key (:mod:`provider.keys.rules`, via
+  :meth:`provider.keys.pem.PublicKey.from_crypto`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from . import key_rules
-from .errors import KeyLoadError
+from ..errors import KeyLoadError
+from . import rules as key_rules
 
 # --- algorithms (RFC 9580 section 9.1) ----------------------------------------------------
 
@@ -387,7 +387,7 @@ def digest_prefix_matches(facts: SignatureFacts, data: bytes) -> bool:
 
 
 def signature_well_formed(facts: SignatureFacts, key: object) -> bool:
-    """The signature rules of :mod:`provider.key_rules` on an OpenPGP signature by ``key`` (a ``cryptography`` key)."""
+    """The signature rules of :mod:`provider.keys.rules` on an OpenPGP signature by ``key`` (a ``cryptography`` key)."""
     if isinstance(key, ed25519.Ed25519PublicKey):
         if facts.algorithm == ED25519:
             return key_rules.ed25519_signature_well_formed(facts.native)

@@ -6,7 +6,7 @@ ServiceAccount and, on OpenShift, the service CA publisher's
 ``openshift-service-ca.crt`` ConfigMap (all three in the real audit log of
 ``tests/data/audit``, once per namespace). At admission the built-in common
 profile lets their writers through by identity
-(``provider/profiles/common.yaml``). A review that carries no request --
+(``provider/policy/profiles/common.yaml``). A review that carries no request --
 Gatekeeper's audit, a Kyverno background scan, ``verify-resource``, the
 observer -- names nobody, and the objects can never be signed: they would be
 listed as ``unsigned`` in every namespace, violations that neither signing nor
@@ -45,9 +45,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .compare import DiffItem, Path, render_path
-from .limits import DEFAULT_LIMITS, Limits
-from .objects import ObjectIdentity
+from ..limits import DEFAULT_LIMITS, Limits
+from ..objects import ObjectIdentity
+from .diff import DiffItem, Path, render_path
 
 #: Metadata the API server sets on every stored object: bookkeeping, not content. (No ``generation``:
 #: the ConfigMap and ServiceAccount strategies set none, as the recorded responses in tests/data/dryrun show.)

@@ -13,7 +13,7 @@ Fields (camelCase on the wire)::
     keys: [PEM | {publicKey: PEM, name: str} | {openpgpKeyring: base64, name: str}
            | k8s://NS/NAME | {secretRef: {namespace, name, key}, name: str}]
                                                  # each PEM block / OpenPGP certificate is one key;
-                                                 # a Secret holds one (provider/keyrefs.py)
+                                                 # a Secret holds one (provider/keys/refs.py)
     signers: [{subject | subjectRegExp, issuer | issuerRegExp, roots}]  # keyless / certificates
     keyOperation: AtLeastOne | MustAll           # default AtLeastOne
     threshold: N                                 # at least N distinct keys/signers
@@ -29,9 +29,9 @@ Fields (camelCase on the wire)::
     defaults: [k8s-manifest-sigstore, common, kyverno, argocd, flux, helm, openshift]   # built-in profiles
     unsafeUnanchoredIgnoreFields: false          # upstream's regex matching (opt-in)
     attestors: [{count, name, entries: [{keys | certificates | keyless | attestor}]}]
-                                                 # nested signer sets instead of keys/signers (provider/attestors.py)
+                                                 # nested signer sets instead of keys/signers (policy/attestors.py)
     resourceBundleRef: {repositories: [prefix], timeoutSeconds, pullSecrets: [{namespace, name, key}]}
-                                                 # OCI resource bundles (provider/bundles.py, provider/oci/auth.py)
+                                                 # OCI resource bundles (signatures/sources.py, oci/auth.py)
     signatureResourceRef: k8s://ConfigMap/NS/NAME  # message and signature kept in a ConfigMap
 """
 
@@ -44,34 +44,34 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..bounds import SERVICE, Bounds
+from ..compare.controlplane import CONTROL_PLANE_OBJECTS, Written
+from ..compare.diff import FieldTrie, IgnoreSet, Segment, diff, parse_field_pattern, unanchored_matcher
+from ..compare.kindschema import object_shape
+from ..compare.stamps import STAMPS, Stamp
+from ..errors import PolicyError
+from ..keyless.identity import SignerSpec
+from ..keys.openpgp import OpenPGPKey, load_trusted_keys
+from ..keys.pem import PublicKey
+from ..keys.refs import SecretKeyRef, check_allowed, is_key_reference, parse_key_reference, secret_ref_from_dict
+from ..limits import DEFAULT_LIMITS, Limits
+from ..objects import NamePattern, ObjectIdentity, ObjectRef
+from ..parsing import load_yaml_stream
+from ..readers import check_fields, read_list, read_str
+from ..regexes import PolicyRegex
+from ..resources import BUILTIN_KINDS, SCALABLE_KINDS
+from ..review import Review
+from ..signatures.envelope import DEFAULT_DOMAIN
+from ..signatures.sources import BundleOptions, ConfigMapRef
 from .attestors import AnchorSet, Leaf, parse_attestors, read_keyring
-from .bounds import SERVICE, Bounds
-from .bundles import BundleOptions, ConfigMapRef
-from .compare import FieldTrie, IgnoreSet, Segment, diff, parse_field_pattern, unanchored_matcher
-from .controlplane import CONTROL_PLANE_OBJECTS, Written
-from .envelope import DEFAULT_DOMAIN
-from .errors import PolicyError
-from .keyless.identity import SignerSpec
-from .keyrefs import SecretKeyRef, check_allowed, is_key_reference, parse_key_reference, secret_ref_from_dict
-from .keys import PublicKey
-from .kindschema import object_shape
-from .limits import DEFAULT_LIMITS, Limits
-from .objects import NamePattern, ObjectIdentity, ObjectRef
-from .openpgp import OpenPGPKey, load_trusted_keys
-from .parsing import load_yaml_stream
-from .regexes import PolicyRegex
-from .resources import BUILTIN_KINDS, SCALABLE_KINDS
-from .review import Review
-from .schema import check_fields, read_list, read_str
-from .stamps import STAMPS, Stamp
 
 if TYPE_CHECKING:
-    from .keyless.trust import TrustRoot
+    from ..keyless.trust import TrustRoot
 
 KeyOperation = Literal["AtLeastOne", "MustAll"]
 KEY_OPERATIONS: tuple[KeyOperation, ...] = ("AtLeastOne", "MustAll")
 
-#: Built-in profiles, shipped in ``provider/profiles/<name>.yaml``.
+#: Built-in profiles, shipped in ``provider/policy/profiles/<name>.yaml``.
 PROFILES = ("k8s-manifest-sigstore", "common", "kyverno", "argocd", "flux", "helm", "openshift")
 DEFAULT_PROFILES = ("k8s-manifest-sigstore", "common")
 
@@ -336,7 +336,7 @@ _REPLICAS = IgnoreSet(FieldTrie(tuple(parse_field_pattern(f) for f in ("spec.rep
 def read_tool_metadata(data: Any, where: str) -> Stamp:
     """A profile's ``toolMetadata`` entry: ``{check, labels, annotations}``, the keys exactly those the check knows.
 
-    The check (``provider/stamps.py``) holds the tool's format; the profile
+    The check (``provider/compare/stamps.py``) holds the tool's format; the profile
     names its keys too, so a reader of the profile sees what it lets a tool
     add, and the two can never drift apart unnoticed.
     """
@@ -360,7 +360,7 @@ def read_tool_metadata(data: Any, where: str) -> Stamp:
 def read_control_plane_object(data: Any, where: str) -> Written:
     """A profile's ``controlPlaneObjects`` entry: ``{check, group, kind, name}``, the object exactly the check's.
 
-    The check (``provider/controlplane.py``) holds what the writer writes; the
+    The check (``provider/compare/controlplane.py``) holds what the writer writes; the
     profile names the object too, so a reader of the profile sees which objects
     it lets through unsigned, and the two can never drift apart unnoticed.
     """
@@ -385,10 +385,10 @@ class BuiltinProfile:
     ignore_fields: tuple[IgnoreRule, ...]
     skip_users: tuple[UserRule, ...]
     out_of_scope: tuple[ObjectRef, ...]
-    #: Metadata a deployment tool adds, taken only with the value it writes (``provider/stamps.py``).
+    #: Metadata a deployment tool adds, taken only with the value it writes (``provider/compare/stamps.py``).
     tool_metadata: tuple[Stamp, ...] = ()
     #: Objects the control plane writes whole, allowed by content where no request names a writer
-    #: (``provider/controlplane.py``).
+    #: (``provider/compare/controlplane.py``).
     control_plane_objects: tuple[Written, ...] = ()
 
     @classmethod
@@ -426,7 +426,7 @@ class BuiltinProfile:
 def load_profile(name: str) -> BuiltinProfile:
     if name not in PROFILES:
         raise PolicyError(f"unknown built-in profile {name!r}; choose from {', '.join(PROFILES)}")
-    text = resources.files("provider").joinpath("profiles", f"{name}.yaml").read_text()
+    text = resources.files("provider.policy").joinpath("profiles", f"{name}.yaml").read_text()
     (data,) = load_yaml_stream(text, error=PolicyError, what=f"profile {name}")
     return BuiltinProfile.from_dict(name, data)
 
@@ -489,14 +489,14 @@ class Policy:
     dry_run: DryRunOptions = DryRunOptions()
     defaults: tuple[str, ...] = DEFAULT_PROFILES
     unsafe_unanchored_ignore_fields: bool = False
-    #: Trusted OpenPGP certificates (provider/openpgp.py), counted with ``keys``.
+    #: Trusted OpenPGP certificates (provider/keys/openpgp.py), counted with ``keys``.
     openpgp_keys: tuple[OpenPGPKey, ...] = ()
-    #: Keys kept in Secrets (provider/keyrefs.py), read at verification time; counted with ``keys``.
+    #: Keys kept in Secrets (provider/keys/refs.py), read at verification time; counted with ``keys``.
     secret_keys: tuple[SecretKeyRef, ...] = ()
-    #: Nested signer sets (provider/attestors.py); when given, ``keys``, ``openpgp_keys`` and ``signers``
+    #: Nested signer sets (provider/policy/attestors.py); when given, ``keys``, ``openpgp_keys`` and ``signers``
     #: list the sets' leaves and keyOperation/threshold do not apply.
     attestors: tuple[AnchorSet, ...] = ()
-    #: Where objects signed into an OCI resource bundle may point (provider/bundles.py); None: not enabled.
+    #: Where objects signed into an OCI resource bundle may point (provider/signatures/sources.py); None: not enabled.
     resource_bundle: BundleOptions | None = None
     #: A ConfigMap holding the message and signature for every object (``kubectl sigstore sign -o k8s://...``).
     signature_resource_ref: ConfigMapRef | None = None
@@ -627,7 +627,7 @@ class Policy:
         if signers:
             # Parse trust material now and keep it: a bad trustedRoot or roots is a
             # policy error when the policy is read, and no verification parses it again.
-            from .keyless.trust import load_signer_roots, load_trusted_root
+            from ..keyless.trust import load_signer_roots, load_trusted_root
 
             if any(spec.roots is None for spec in signers):
                 trusted_root = load_trusted_root(

@@ -40,12 +40,12 @@ from typing import Any
 
 import yaml
 
+from ..errors import RequestError
+from ..keys.pem import PrivateKeyTypes, sign_bytes
+from ..limits import DEFAULT_LIMITS, KIB, Limits
+from ..objects import ObjectIdentity
+from ..parsing import KubectlSafeDumper
 from .envelope import DEFAULT_DOMAIN, decode_message, encode_message, make_tarball, message_key, set_key
-from .errors import RequestError
-from .keys import PrivateKeyTypes, sign_bytes
-from .limits import DEFAULT_LIMITS, KIB, Limits
-from .objects import ObjectIdentity
-from .parsing import KubectlSafeDumper
 
 #: kubernetes/apimachinery pkg/api/validation/objectmeta.go, TotalAnnotationSizeLimitB: the API server
 #: refuses an object whose annotations' keys and values together exceed 256 KiB (bytes, summed over all).
@@ -197,7 +197,7 @@ def with_bundle_ref(
     documents: list[dict[str, Any]], reference: str, domain: str = DEFAULT_DOMAIN
 ) -> list[dict[str, Any]]:
     """``documents`` annotated with ``D/resourceBundleRef`` and nothing else of the envelope (``sign -i``):
-    the message lives in the bundle image, the signature on the image (``provider/bundles.py``)."""
+    the message lives in the bundle image, the signature on the image (``provider/signatures/sources.py``)."""
     for doc in documents:
         _annotations(doc)[f"{domain}/resourceBundleRef"] = reference
     return documents

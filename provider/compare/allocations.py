@@ -31,8 +31,8 @@ import copy
 import ipaddress
 from typing import Any
 
-from .objects import split_api_version
-from .schema import child_list, child_mapping
+from ..objects import split_api_version
+from ..readers import child_list, child_mapping
 from .stamps import is_dns_subdomain
 
 _SERVICE = ("", "Service")

@@ -16,9 +16,9 @@ What ``kubectl sigstore`` reads (``sigstore/k8s-manifest-sigstore``
 
 **Every key of a certificate passes the rules every key passes.** When an
 :class:`OpenPGPKey` is made, the material of its primary key and of each
-subkey is read (:func:`provider.openpgp_packets.public_key_of`) and handed to
-:meth:`provider.keys.PublicKey.from_crypto`, the one door every PEM, cosign,
-certificate and keyless key goes through, so :mod:`provider.key_rules` judges
+subkey is read (:func:`provider.keys.openpgp_packets.public_key_of`) and handed to
+:meth:`provider.keys.pem.PublicKey.from_crypto`, the one door every PEM, cosign,
+certificate and keyless key goes through, so :mod:`provider.keys.rules` judges
 it: an Ed25519 key that is the identity point -- whose self-signature and
 "signatures" R = identity, S = 0 Sequoia accepts for any data -- is
 ``policy-invalid``, whether it arrives in ``keys``, in an ``openpgpKeyring``
@@ -29,11 +29,11 @@ P-521 and Ed25519 are refused, as they are in PEM.
 A signature counts only when all of these hold (each refusal has its reason):
 
 1. the annotation is one armored block holding exactly one signature packet
-   and nothing else (:func:`provider.openpgp_packets.read_armored_signature`:
+   and nothing else (:func:`provider.keys.openpgp_packets.read_armored_signature`:
    no second packet, no trailing bytes, no armor headers, no unhashed
    subpackets but the issuer's, a matching hash prefix and checksum), over a
    *binary* document (type 0x00), and it passes the signature rules of
-   :mod:`provider.key_rules` for its key.
+   :mod:`provider.keys.rules` for its key.
    A text-mode signature (0x01) signs the text with its line endings
    normalised, so CRLF and LF payloads would verify alike: refused;
 2. Sequoia's standard policy accepts it with one of the policy's certificates:
@@ -56,8 +56,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .errors import KeyLoadError
-from .keys import PublicKey
+from ..errors import KeyLoadError
 from .openpgp_packets import (
     PacketError,
     SignatureFacts,
@@ -66,6 +65,7 @@ from .openpgp_packets import (
     read_armored_signature,
     signature_well_formed,
 )
+from .pem import PublicKey
 
 if TYPE_CHECKING:
     import pysequoia
@@ -139,7 +139,7 @@ class _KeyFacts:
 
 
 def _checked_key(body: bytes, fingerprint: str) -> PublicKey | None:
-    """A key packet's material through :meth:`PublicKey.from_crypto` (and so :mod:`provider.key_rules`)."""
+    """A key packet's material through :meth:`PublicKey.from_crypto` (and so :mod:`provider.keys.rules`)."""
     try:
         crypto = public_key_of(body)
         return None if crypto is None else PublicKey.from_crypto(crypto)
@@ -360,9 +360,9 @@ def load_openpgp_keys(data: bytes, name: str | None = None, max_keys: int = 64) 
 
 
 def load_trusted_keys(text: str, name: str | None, max_keys: int) -> tuple[Any, ...]:
-    """Every key in a policy's key text: PEM blocks (:func:`provider.keys.load_public_keys`) and armored OpenPGP
+    """Every key in a policy's key text: PEM blocks (:func:`provider.keys.pem.load_public_keys`) and armored OpenPGP
     certificates (:func:`load_openpgp_keys`), PEM first, each in the order written."""
-    from .keys import load_public_keys
+    from .pem import load_public_keys
 
     if not isinstance(text, str):
         raise KeyLoadError("a key must be a PEM or armored OpenPGP string")

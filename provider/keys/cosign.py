@@ -29,8 +29,8 @@ import json
 import os
 from typing import Any
 
-from .errors import DataError, KeyLoadError
-from .parsing import load_json
+from ..errors import DataError, KeyLoadError
+from ..parsing import load_json
 
 #: PEM labels of cosign's encrypted keys: the current one first (written by keygen).
 PEM_LABELS = ("ENCRYPTED SIGSTORE PRIVATE KEY", "ENCRYPTED COSIGN PRIVATE KEY")

@@ -32,9 +32,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .errors import MalformedMessage, Unsigned
-from .limits import DEFAULT_LIMITS, Limits
-from .parsing import load_yaml_stream
+from ..errors import MalformedMessage, Unsigned
+from ..limits import DEFAULT_LIMITS, Limits
+from ..parsing import load_yaml_stream
 
 DEFAULT_DOMAIN = "cosign.sigstore.dev"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -174,7 +174,7 @@ class SignatureSet:
     certificate: bytes | None = None  # PEM, after gunzip
     bundle: bytes | None = None  # RekorBundle JSON, after gunzip
     #: The bytes this set's signature covers, when they are not the envelope's payload:
-    #: a cosign image signature signs its own simple-signing payload (provider/bundles.py).
+    #: a cosign image signature signs its own simple-signing payload (provider/signatures/sources.py).
     data: bytes | None = None
 
     @property

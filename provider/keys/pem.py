@@ -25,7 +25,7 @@ gains nothing without breaking one of them.
 
 Every key, however it arrives (``PUBLIC KEY``, ``CERTIFICATE``, a keyless
 leaf certificate, a transparency log's key, a signing key), passes the strength
-rules of :mod:`provider.key_rules` in :meth:`PublicKey.from_crypto`, and every
+rules of :mod:`provider.keys.rules` in :meth:`PublicKey.from_crypto`, and every
 signature passes that module's well-formedness rules before a scheme is tried:
 no small-order or non-canonical Ed25519 point, no ECDSA point off its curve, no
 RSA key under 2048 bits or with an exponent FIPS 186-5 forbids; no Ed25519
@@ -51,9 +51,9 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 
-from . import key_rules
-from .errors import KeyLoadError
-from .limits import DEFAULT_LIMITS
+from ..errors import KeyLoadError
+from ..limits import DEFAULT_LIMITS
+from . import rules as key_rules
 
 KeyType = Literal["ecdsa-p256", "ecdsa-p384", "ecdsa-p521", "rsa", "ed25519"]
 
@@ -273,7 +273,7 @@ def load_public_keys(
 
 def load_private_key(pem: bytes, password: bytes | None) -> PrivateKeyTypes:
     """A signing key: PKCS #8 PEM (encrypted or not), ``EC``/``RSA PRIVATE KEY``, or a cosign key file."""
-    from . import cosign_keys
+    from . import cosign as cosign_keys
 
     try:
         if cosign_keys.is_cosign_key(pem):
@@ -329,7 +329,7 @@ def generate_key(key_type: str) -> PrivateKeyTypes:
 def private_pem(key: PrivateKeyTypes, password: bytes | None, *, cosign: bool = False) -> bytes:
     """PKCS #8 PEM (encrypted when ``password`` is given), or with ``cosign`` cosign's encrypted key file."""
     if cosign:
-        from .cosign_keys import encrypt
+        from .cosign import encrypt
 
         der = key.private_bytes(
             serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()

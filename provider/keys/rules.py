@@ -58,7 +58,7 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 
-from .errors import KeyLoadError
+from ..errors import KeyLoadError
 
 # --- Ed25519 (RFC 8032 section 5.1) ----------------------------------------------------
 

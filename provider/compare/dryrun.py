@@ -20,7 +20,7 @@ differences and the policy enables dry-run, :func:`compare_with_dry_run`
    objects by construction is taken out of the comparison -- identity and
    bookkeeping metadata, values derived from the name and uid, the generated
    service-account token volume name, and the values the server chooses where
-   the signed manifest left them to it (:mod:`provider.allocations`) -- plus
+   the signed manifest left them to it (:mod:`provider.compare.allocations`) -- plus
    the policy's own ignore set.
 
 There is deliberately no "fields the cluster touched" mask: ignoring every
@@ -42,13 +42,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..errors import MalformedMessage, TransientError
+from ..objects import split_api_version
+from ..readers import child_list, child_mapping
+from ..signatures.envelope import without_envelope
 from .allocations import adopt_server_choices
-from .compare import DiffItem, IgnoreSet, diff
-from .envelope import without_envelope
-from .errors import MalformedMessage, TransientError
+from .diff import DiffItem, IgnoreSet, diff
 from .kindschema import object_shape
-from .objects import split_api_version
-from .schema import child_list, child_mapping
 
 #: Appended to the signed name, so a dry-run create never clashes with the
 #: object under review (which, on UPDATE, exists) and is recognisable in logs

@@ -44,7 +44,7 @@ Reading one (the verifier's step 1 for such an object):
    a manifest digest *once* and fetches everything by that digest, within
    its deadline and the limits (:class:`FetchedBundle`);
 3. :func:`bundle_envelope` turns what was fetched into an
-   :class:`~provider.envelope.Envelope`: each signature layer is a signature
+   :class:`~provider.signatures.envelope.Envelope`: each signature layer is a signature
    set over its *own* payload bytes (``SignatureSet.data``), and only
    payloads of type ``cosign container image signature`` naming exactly this
    digest count. The policy's keys and signers then decide as for any
@@ -74,6 +74,10 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..errors import DataError, PolicyError, ProviderError, Unsigned, VerificationFailure
+from ..limits import DEFAULT_LIMITS, Limits
+from ..parsing import load_json
+from ..readers import check_fields, read_list, read_str
 from .envelope import (
     GZIP_MAGIC,
     Envelope,
@@ -83,13 +87,9 @@ from .envelope import (
     decode_base64,
     decode_message,
 )
-from .errors import DataError, PolicyError, ProviderError, Unsigned, VerificationFailure
-from .limits import DEFAULT_LIMITS, Limits
-from .parsing import load_json
-from .schema import check_fields, read_list, read_str
 
 if TYPE_CHECKING:
-    from .keyrefs import KeySecretReader, SecretKeyRef
+    from ..keys.refs import KeySecretReader, SecretKeyRef
 
 #: ``D/resourceBundleRef`` (``pkg/k8smanifest/option.go`` ``defaultResourceBundleRefAnnotationBaseName``).
 BUNDLE_REF_NAME = "resourceBundleRef"
@@ -274,7 +274,7 @@ def _pull_secret(item: Any, where: str, namespaces: tuple[str, ...] | None) -> S
 
     Refused on the reference alone, one message whatever the namespace holds (:mod:`provider.bounds`).
     """
-    from .keyrefs import secret_ref_from_dict
+    from ..keys.refs import secret_ref_from_dict
 
     if not isinstance(item, dict):
         raise PolicyError(f"{where}: expected {{namespace, name}} of a kubernetes.io/dockerconfigjson Secret")
@@ -379,7 +379,7 @@ class Sources:
 
     bundles: BundleSource | None = None
     configmaps: ConfigMapReader | None = None
-    #: Reads keys kept in Secrets (:mod:`provider.keyrefs`).
+    #: Reads keys kept in Secrets (:mod:`provider.keys.refs`).
     keys: KeySecretReader | None = None
 
 

@@ -10,7 +10,7 @@ A policy's ``attestors`` (Kyverno ``validate.manifests.attestors``, CRD
       entries:
       - keys: {publicKeys: PEM | armored OpenPGP (several keys: several entries)}
       - keys: {openpgpKeyring: base64 of a binary keyring}
-      - keys: {secret: {namespace, name, key}}   # a key kept in a Secret (provider/keyrefs.py)
+      - keys: {secret: {namespace, name, key}}   # a key kept in a Secret (provider/keys/refs.py)
       - certificates: {cert: PEM}          # the certificate's key
       - keyless: {subject | subjectRegExp, issuer | issuerRegExp, roots}
       - attestor: {count, entries, name}   # a nested set counts as one entry
@@ -20,7 +20,7 @@ A policy's ``attestors`` (Kyverno ``validate.manifests.attestors``, CRD
 
 **Signers are counted distinct across the whole tree** (:func:`solve`): the
 tree is satisfied when some assignment gives each counted leaf a *different*
-signer (:class:`provider.signers.Signers`: a key, joined with whatever a
+signer (:class:`provider.keys.signers.Signers`: a key, joined with whatever a
 trusted certificate binds to it). So ``[{entries: [team]}, {entries:
 [security]}]`` asks for two people even when one person holds both keys, as
 ``MustAll`` over the two keys does today; Kyverno, which checks each set
@@ -40,13 +40,13 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import PolicyError
-from .keyless.identity import SignerSpec
-from .keyrefs import SecretKeyRef, is_key_reference, parse_key_reference, secret_ref_from_dict
-from .keys import PublicKey
-from .limits import DEFAULT_LIMITS, Limits
-from .openpgp import OpenPGPKey, load_openpgp_keys, load_trusted_keys
-from .schema import check_fields, read_list, read_str
+from ..errors import PolicyError
+from ..keyless.identity import SignerSpec
+from ..keys.openpgp import OpenPGPKey, load_openpgp_keys, load_trusted_keys
+from ..keys.pem import PublicKey
+from ..keys.refs import SecretKeyRef, is_key_reference, parse_key_reference, secret_ref_from_dict
+from ..limits import DEFAULT_LIMITS, Limits
+from ..readers import check_fields, read_list, read_str
 
 #: What a leaf of the tree is: a key, an OpenPGP certificate, a key kept in a Secret, or a keyless /
 #: certificate identity.

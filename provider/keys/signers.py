@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 
-from .result import Signer
+from ..result import Signer
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Match:
     """One signer an anchor accepts: who signed, and how a verdict names them.
 
     ``key`` is the fingerprint (``sha256:<hex>`` of the DER SubjectPublicKeyInfo,
-    :func:`provider.keys.fingerprint_of`) of the key that made the signature: the
+    :func:`provider.keys.pem.fingerprint_of`) of the key that made the signature: the
     trusted key itself, or the public key of the certificate a signer entry
     accepted. ``signer`` is the verdict's name for it: the fingerprint, or
     ``{"subject", "issuer", "key"}`` for a certificate.

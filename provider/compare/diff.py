@@ -3,7 +3,7 @@
 The result is what upstream k8s-manifest-sigstore reports -- one item per
 differing *leaf* path, ``{"key": "data.key1", "values": {"before": signed,
 "after": admitted}}`` -- computed by walking both objects, the ignore trie and
-the kind's shape (:mod:`provider.kindschema`) together.
+the kind's shape (:mod:`provider.compare.kindschema`) together.
 
 What equals what (``docs/policy.md``, "What equals what"); every rule is what
 the API server itself does, recorded in ``tests/data/dryrun/edge/empties-*.json``:
@@ -60,11 +60,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import PolicyError
+from ..errors import PolicyError
+from ..objects import Glob
+from ..parsing import api_server_number
+from ..regexes import PolicyRegex
 from .kindschema import Shape
-from .objects import Glob
-from .parsing import api_server_number
-from .regexes import PolicyRegex
 
 # --- field patterns ---------------------------------------------------------------
 
@@ -378,7 +378,7 @@ def _leaf_equal(a: Any, b: Any) -> bool:
 def diff(signed: Any, admitted: Any, ignore: IgnoreSet, shape: Shape | None = None) -> list[DiffItem]:
     """Every differing leaf outside the ignored paths, sorted by path.
 
-    ``shape`` says which positions are maps (:func:`provider.kindschema.object_shape`
+    ``shape`` says which positions are maps (:func:`provider.compare.kindschema.object_shape`
     of the signed document); without it no position is, and ``{}`` is always a value.
     """
     out: list[DiffItem] = []

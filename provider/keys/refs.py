@@ -26,8 +26,8 @@ names the Secret in one of three spellings, all read to one
 
 What the Secret's value must be: one public key (PEM ``PUBLIC KEY``,
 ``CERTIFICATE``) or one armored OpenPGP certificate, loaded through the same
-door as an inline key (:func:`provider.openpgp.load_trusted_keys`), so the
-rules of :mod:`provider.key_rules` judge it. Exactly one: cosign reads the
+door as an inline key (:func:`provider.keys.openpgp.load_trusted_keys`), so the
+rules of :mod:`provider.keys.rules` judge it. Exactly one: cosign reads the
 first PEM block and ignores the rest, which would let a second key ride in a
 Secret unseen; an entry is one key, as an inline ``publicKey`` entry is.
 
@@ -45,11 +45,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .bounds import Bounds
-from .errors import PolicyError
-from .keys import PublicKey
+from ..bounds import Bounds
+from ..errors import PolicyError
+from ..readers import check_fields, read_str
 from .openpgp import OpenPGPKey, load_trusted_keys
-from .schema import check_fields, read_str
+from .pem import PublicKey
 
 #: cosign's reference prefix for a key in a Secret (``pkg/cosign/kubernetes/secret.go`` ``KeyReference``).
 KEY_REFERENCE = "k8s://"

@@ -9,7 +9,7 @@ a :class:`Stamp`: the exact keys one tool writes together and a check of the
 values it writes, taken from the tool's source.
 
 :func:`take_stamps` removes a stamp's keys from (a copy of) the admitted
-object before the comparison -- the same place :mod:`provider.allocations`
+object before the comparison -- the same place :mod:`provider.compare.allocations`
 adopts the server's choices -- and only when all of these hold
 (``docs/policy.md``, "Tool-stamped metadata"):
 
@@ -35,8 +35,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .objects import ObjectIdentity
-from .schema import child_mapping
+from ..objects import ObjectIdentity
+from ..readers import child_mapping
 
 #: apimachinery pkg/util/validation: IsDNS1123Label (63) and IsDNS1123Subdomain (253).
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
