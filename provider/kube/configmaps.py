@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import TransientError
-from .dryrun import KubeDryRunner, _Deadline
+from .client import KubeDryRunner, _Deadline
 
 #: Bytes of the API server's answer read for one ConfigMap. The API server refuses a ConfigMap whose
 #: data and binaryData together exceed 1 MiB (kubernetes pkg/apis/core/validation/validation.go

@@ -59,7 +59,7 @@ from typing import Any
 from ..cache import LRUCache, digest
 from ..errors import PolicyError, TransientError
 from ..keys.refs import KEY_REFERENCE, PRIVATE_KEYS
-from .dryrun import KubeDryRunner, _Deadline
+from .client import KubeDryRunner, _Deadline
 
 log = logging.getLogger("provider.keysecrets")
 

@@ -41,7 +41,7 @@ from urllib.parse import quote
 
 from ..errors import RequestError, TransientError
 from ..limits import DEFAULT_LIMITS, Limits
-from .dryrun import KubeDryRunner, Resource, ResponseTooLarge
+from .client import KubeDryRunner, Resource, ResponseTooLarge
 
 #: Objects asked for per page. kubectl's ``--chunk-size`` default is 500; a
 #: smaller page keeps a page of large objects (managedFields roughly double an

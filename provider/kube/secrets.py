@@ -23,7 +23,7 @@ def _core_api(kubeconfig: str | None) -> Any:
     from kubernetes import client
 
     from .credentials import from_kubeconfig
-    from .dryrun import api_client
+    from .client import api_client
 
     return client.CoreV1Api(api_client(from_kubeconfig(kubeconfig).configuration))
 

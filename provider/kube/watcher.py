@@ -59,7 +59,7 @@ from typing import Any, Protocol
 
 from ..errors import DataError, ProviderError, TransientError
 from ..parsing import load_json
-from .dryrun import Resource
+from .client import Resource
 from .lister import PAGE_LIMITS, KubeLister, _list_failure, _message, _with_identity, collection_path
 
 #: Seconds a watch asks the server to last, before jitter (client-go's reflector asks for 5 to 10 minutes).

@@ -31,7 +31,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from ..errors import RequestError, TransientError, VerificationFailure
-from .dryrun import FIELD_MANAGER, KubeDryRunner, Resource
+from .client import FIELD_MANAGER, KubeDryRunner, Resource
 
 #: Writes of one object before giving up on one that others keep changing.
 ATTEMPTS = 3

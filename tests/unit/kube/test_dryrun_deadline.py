@@ -30,8 +30,8 @@ import yaml
 from provider import Policy, Review, decide
 from provider.compare.dryrun import plan_dry_run
 from provider.errors import TransientError
-from provider.kube import dryrun as kube
-from provider.kube.dryrun import DEADLINE_MARGIN_SECONDS, KubeDryRunner
+from provider.kube import client as kube
+from provider.kube.client import DEADLINE_MARGIN_SECONDS, KubeDryRunner
 from tests.support.fakeapi import PACES, THREAD_PREFIX, FakeApiServer, recording, runner_for
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import sign
