@@ -98,7 +98,7 @@ step("import kubernetes.client and kubernetes.config", lambda: [importlib.import
      ("kubernetes.client", "kubernetes.config")])
 step("import CoreV1Api's module", lambda: importlib.import_module("kubernetes.client.api.core_v1_api"))
 from provider.kube import credentials
-from provider.kube.client import KubeDryRunner
+from provider.kube.dryrun import KubeDryRunner
 from provider.kube.tokenreview import KubeTokenReviewer
 from provider.kube.tokens import KubeTokenSource, api_client_for
 identity = step("load the kubeconfig", lambda: credentials.from_kubeconfig(kubeconfig))

@@ -555,14 +555,14 @@ def signature_sources(
         bundles = OciBundleSource(auth_file=AuthFile(os.path.join(docker, "config.json")))
     if policy.signature_resource_ref is not None:
         from ..kube.configmaps import KubeConfigMapReader
-        from ..kube.client import dry_runner_for
+        from ..kube.dryrun import dry_runner_for
 
         runner = functools.partial(
             dry_runner_for, kubeconfig, in_cluster=in_cluster, service_account_dir=service_account_dir
         )
         configmaps = KubeConfigMapReader(runner)
     if policy.secret_keys or (policy.resource_bundle is not None and policy.resource_bundle.pull_secrets):
-        from ..kube.client import dry_runner_for
+        from ..kube.dryrun import dry_runner_for
         from ..kube.keysecrets import KubeKeySecretReader
 
         runner = functools.partial(

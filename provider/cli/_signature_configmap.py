@@ -106,7 +106,7 @@ def write(configmap: dict[str, Any], ref: ConfigMapRef, *, apply: bool, kubeconf
         print(f"signature ConfigMap {ref} -> {target} (apply it, or sign with --apply-signature-configmap)",
               file=sys.stderr)  # fmt: skip
         return EXIT_OK
-    from ..kube.client import dry_runner_for
+    from ..kube.dryrun import dry_runner_for
     from ..kube.writer import KubeWriter
 
     runner = dry_runner_for(kubeconfig)

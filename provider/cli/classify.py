@@ -228,7 +228,7 @@ def _notes(summary: Any) -> list[str]:
 def _dry_runner(args: argparse.Namespace, enabled: bool) -> Any:
     if not (args.dry_run or (enabled and args.kubeconfig)):
         return None
-    from ..kube.client import dry_runner_for
+    from ..kube.dryrun import dry_runner_for
 
     return dry_runner_for(args.kubeconfig)
 

@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
     from ..audit.live import LiveChecker
     from ..audit.observer import Observer, VerdictCache
     from ..audit.reports import MANAGED_BY, same_content
-    from ..kube.client import dry_runner_for
+    from ..kube.dryrun import dry_runner_for
     from ..kube.lister import KubeLister
     from ..kube.writer import KubeWriter
     from ._common import signature_sources

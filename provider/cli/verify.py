@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     policy = Policy.from_dict(build_policy(args), bounds=LOCAL, where=policy_where(args))
     runner = None
     if args.dry_run or (policy.dry_run.enabled and args.kubeconfig):
-        from ..kube.client import dry_runner_for
+        from ..kube.dryrun import dry_runner_for
 
         runner = dry_runner_for(args.kubeconfig)
     sources = signature_sources(args.kubeconfig, policy)

@@ -237,7 +237,7 @@ class ReportOutput:
 def run(args: argparse.Namespace) -> int:
     from ..audit.live import LiveChecker
     from ..audit.reports import MANAGED_BY, same_content
-    from ..kube.client import dry_runner_for
+    from ..kube.dryrun import dry_runner_for
     from ..kube.lister import KubeLister
     from ..kube.writer import KubeWriter
 

@@ -1,78 +1,64 @@
-"""The Kubernetes adapter: server-side dry-run through the official ``kubernetes`` client.
+"""The Kubernetes API client: the official ``kubernetes`` client's connection and credentials, bounded exchanges.
 
-:class:`KubeDryRunner` implements :class:`provider.verifier.DryRunner`. One
-:meth:`~KubeDryRunner.dry_run` is, within one deadline
-(:attr:`Limits.dry_run_timeout <provider.limits.Limits.dry_run_timeout>`, 1.5 s):
+:class:`KubeClient` is what every module that talks to the API server goes
+through: the dry-run runner (:class:`provider.kube.dryrun.KubeDryRunner`, a
+subclass), the lister, the writer, the ConfigMap and Secret readers and the
+watcher. One client per cluster holds
 
-1. discovery -- ``GET /api/v1`` or ``GET /apis/<group>/<version>`` maps the
-   manifest's kind to its resource name and scope (the server's answer, never
-   a guessed plural). One request per group/version, cached for
-   ``discovery_ttl`` seconds; a kind missing from a cached document causes one
-   refetch (at most every :data:`MISS_REFETCH_SECONDS`) so a CRD installed
-   since shows up. The client's ``DynamicClient`` is not used: with an empty
-   cache it fetches ``/version``, ``/apis`` and, for ``v1``, the ``/apis/<g>/v1``
-   document of *every* group (``tests/data/dryrun/discovery/_python-client-requests.json``
-   records 17 requests) where this needs one;
-2. ``POST <collection>?dryRun=All`` -- namespaced kinds in the given namespace
-   (or the kubeconfig context's / the pod's own), cluster-scoped kinds
-   cluster-wide; on 409 AlreadyExists the manifest is renamed
-   (:func:`provider.compare.dryrun.renamed_for_retry`) and sent once more.
+* the connection: the kubernetes client's ``ApiClient`` and its urllib3 pool,
+  built from a kubeconfig or the pod's service account
+  (:mod:`provider.kube.credentials`); the client's own ``auth_settings`` add the
+  credentials to every request, so a rotated token is reread by its refresh hook;
+* :meth:`~KubeClient.exchange`: one request and its whole answer by one
+  :class:`Deadline`, the answer's bytes bounded by
+  :attr:`Limits.max_api_response_bytes <provider.limits.Limits.max_api_response_bytes>`;
+  :meth:`~KubeClient.request` for list pages and writes, :meth:`~KubeClient.open_stream`
+  for watches;
+* discovery -- ``GET /api/v1`` or ``GET /apis/<group>/<version>`` maps a kind to
+  its resource name and scope (the server's answer, never a guessed plural). One
+  request per group/version, cached for ``discovery_ttl`` seconds; a kind missing
+  from a cached document causes one refetch (at most every
+  :data:`MISS_REFETCH_SECONDS`) so a CRD installed since shows up. The client's
+  ``DynamicClient`` is not used: with an empty cache it fetches ``/version``,
+  ``/apis`` and, for ``v1``, the ``/apis/<g>/v1`` document of *every* group
+  (``tests/data/dryrun/discovery/_python-client-requests.json`` records 17
+  requests) where this needs one.
 
 The deadline covers every exchange whole: connecting, the TLS handshake,
 sending the request, the response headers and the *entire* body. urllib3's own
 timeouts bound each socket operation, not the exchange (a server that sends
 its headers and then its body each just under the timeout, or one byte at a
-time, would be waited for indefinitely), so the runner installs its own
+time, would be waited for indefinitely), so the client installs its own
 connection classes in the client's urllib3 pool (:func:`_bound_by_deadlines`):
 before every connect, handshake, send and receive they set the socket's
 timeout to the time the deadline leaves, and past the deadline they refuse to
 start one. An answer whose last byte arrives after the deadline is a
 :class:`TransientError` ``dry-run-failed`` and is never used -- not returned,
-not cached. A :meth:`~KubeDryRunner.dry_run` therefore returns or raises within
-its deadline plus :data:`DEADLINE_MARGIN_SECONDS`, and starts no thread. The
-one wait outside it is resolving a host *name* (``getaddrinfo`` cannot be
-interrupted); in a cluster the API server is an IP address.
+not cached. An exchange therefore returns or raises within its deadline plus
+:data:`DEADLINE_MARGIN_SECONDS`, and starts no thread. The one wait outside it
+is resolving a host *name* (``getaddrinfo`` cannot be interrupted); in a
+cluster the API server is an IP address.
 
-Failures, and why each error class (``docs/dryrun.md``):
+Errors: the cluster could not be asked (refused, TLS, an answer not complete by
+the deadline, credentials that cannot be refreshed) is a :class:`TransientError`
+``dry-run-failed`` (:meth:`~KubeClient.request` relabels it ``transient-error``);
+:func:`transport_message` words a 401, 429 or 5xx answer. What an answer's
+status means for the caller is the caller's to say.
 
-=====================================  ===========================================
-the API server could not be asked      :class:`TransientError` ``dry-run-failed``:
-(refused, TLS, an answer not complete  retrying may succeed; never cached (a
-by the deadline, 5xx, 429, 401)        ``systemError`` for Gatekeeper)
-403 Forbidden                          :class:`TransientError`: the message names
-                                       the missing permission (verb, resource,
-                                       group, namespace); RBAC, quota or another
-                                       webhook -- the cluster's state, not the object
-404 for the namespace                  :class:`TransientError`: the dry-run
-                                       namespace does not exist (yet)
-400 Bad Request, 422 Invalid           :class:`VerificationFailure` ``dry-run-failed``:
-                                       the signed manifest itself is refused; the
-                                       same manifest is refused every time, so the
-                                       deny is deterministic (and cacheable). The
-                                       one 400 that is the cluster's doing -- a
-                                       webhook without dry-run support -- is transient
-kind not served (discovery, after      :class:`VerificationFailure`: the object under
-one refetch)                           review *is* served, so the signed apiVersion
-                                       is what the cluster does not know
-=====================================  ===========================================
-
-The ``kubernetes`` package is imported only when a runner is built: commands
-that never dry-run do not pay for it.
+The ``kubernetes`` package is imported only when a client is built: commands
+that never talk to a cluster do not pay for it.
 """
 
 from __future__ import annotations
 
 import http.client
 import io
-import re
-import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
-from ..compare.dryrun import DryRunPlan, answer_mismatch, renamed_for_retry
 from ..errors import ConfigError, DataError, PolicyError, TransientError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
 from ..objects import split_api_version
@@ -85,9 +71,9 @@ from . import credentials
 DISCOVERY_TTL_SECONDS = 600.0
 #: After a kind is missing from a cached document, refetch at most this often.
 MISS_REFETCH_SECONDS = 10.0
-#: ``fieldManager`` of the dry-run creates (shows in their managedFields).
+#: ``fieldManager`` of the dry-run creates and of the writes (shows in the objects' managedFields).
 FIELD_MANAGER = "manifest-provider"
-#: How long after its deadline a dry-run may still return or raise. Past the
+#: How long after its deadline an exchange (a dry-run) may still return or raise. Past the
 #: deadline no socket operation starts and every one in progress was given the
 #: time left as its timeout, so what remains is waking from that one wait,
 #: closing the connection and raising -- milliseconds on an idle host; the rest
@@ -97,13 +83,6 @@ DEADLINE_MARGIN_SECONDS = 0.5
 #: Bytes handed to one ``sendall`` while sending a request, so that a server
 #: that stops reading meets the deadline's shrinking timeout between chunks.
 _SEND_CHUNK_BYTES = 16 * 1024
-#: apimachinery's name-generator alphabet (no vowels, no look-alikes).
-_TOKEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # noqa: S105 - not a secret
-#: How the RBAC authorizer words a denial (k8s.io/apiserver forbidden messages).
-_RBAC_DENIAL = re.compile(
-    r'User "(?P<user>[^"]*)" cannot (?P<verb>\S+) resource "(?P<resource>[^"]*)" in API group "(?P<group>[^"]*)"'
-    r'(?: in the namespace "(?P<namespace>[^"]*)"| at the cluster scope)'
-)
 
 
 def _failed(message: str) -> TransientError:
@@ -148,7 +127,7 @@ class _Discovered:
 
 
 @dataclass(frozen=True)
-class _Response:
+class Response:
     status: int
     body: Any  # parsed JSON, or the text of a non-JSON answer
 
@@ -162,7 +141,7 @@ class _Response:
         return text[:600] or f"HTTP {self.status}"
 
 
-class _Deadline:
+class Deadline:
     """One dry-run's deadline, on the monotonic clock: socket timeouts are real seconds."""
 
     def __init__(self, seconds: float) -> None:
@@ -194,12 +173,12 @@ class _DeadlinePassed(TimeoutError):
 _EXCHANGE = threading.local()
 
 
-def _exchange_deadline() -> _Deadline | None:
-    deadline: _Deadline | None = getattr(_EXCHANGE, "deadline", None)
+def _exchange_deadline() -> Deadline | None:
+    deadline: Deadline | None = getattr(_EXCHANGE, "deadline", None)
     return deadline
 
 
-def _time_left(deadline: _Deadline, what: str) -> float:
+def _time_left(deadline: Deadline, what: str) -> float:
     left = deadline.left()
     if left <= 0:
         raise _DeadlinePassed(f"the dry-run deadline of {deadline.seconds:g} s passed before {what}")
@@ -216,7 +195,7 @@ class _DeadlineReader(io.RawIOBase):
     paced, not each receive.
     """
 
-    def __init__(self, raw: Any, sock: Any, deadline: _Deadline) -> None:
+    def __init__(self, raw: Any, sock: Any, deadline: Deadline) -> None:
         super().__init__()
         self._raw = raw  # the SocketIO of sock.makefile(): it holds the socket open while reading
         self._sock = sock
@@ -310,8 +289,8 @@ def _bound_by_deadlines(api_client: Any) -> None:
     manager.clear()
 
 
-class KubeDryRunner:
-    """Creates manifests with ``dryRun=All`` on one cluster; thread-safe, one per process."""
+class KubeClient:
+    """One cluster's API server as one identity: bounded exchanges, cached discovery; thread-safe, one per process."""
 
     def __init__(
         self,
@@ -340,8 +319,8 @@ class KubeDryRunner:
     # -- construction --
 
     @classmethod
-    def from_kubeconfig(cls, path: str | None = None, *, context: str | None = None, **options: Any) -> KubeDryRunner:
-        """A runner for the cluster of a kubeconfig (None: ``$KUBECONFIG``, else ``~/.kube/config``)."""
+    def from_kubeconfig(cls, path: str | None = None, *, context: str | None = None, **options: Any) -> Self:
+        """A client for the cluster of a kubeconfig (None: ``$KUBECONFIG``, else ``~/.kube/config``)."""
         try:
             identity = credentials.from_kubeconfig(path, context=context)
         except ConfigError as exc:
@@ -349,8 +328,8 @@ class KubeDryRunner:
         return cls.for_identity(identity, **options)
 
     @classmethod
-    def in_cluster(cls, service_account_dir: str | None = None, **options: Any) -> KubeDryRunner:
-        """A runner for the cluster this pod runs in, as its service account (:mod:`provider.kube.credentials`)."""
+    def in_cluster(cls, service_account_dir: str | None = None, **options: Any) -> Self:
+        """A client for the cluster this pod runs in, as its service account (:mod:`provider.kube.credentials`)."""
         try:
             identity = credentials.in_cluster(service_account_dir)
         except ConfigError as exc:
@@ -358,8 +337,8 @@ class KubeDryRunner:
         return cls.for_identity(identity, **options)
 
     @classmethod
-    def for_identity(cls, identity: credentials.Identity, **options: Any) -> KubeDryRunner:
-        """A runner that makes its requests as ``identity`` (its cluster's default namespace for namespaced kinds)."""
+    def for_identity(cls, identity: credentials.Identity, **options: Any) -> Self:
+        """A client that makes its requests as ``identity`` (its cluster's default namespace for namespaced kinds)."""
         return cls(
             api_client(identity.configuration), source=identity.source, default_namespace=identity.namespace, **options
         )
@@ -368,7 +347,7 @@ class KubeDryRunner:
         self._client.close()
         self._client.rest_client.close()
 
-    def __enter__(self) -> KubeDryRunner:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -392,15 +371,13 @@ class KubeDryRunner:
         The same client, connection pool and whole-exchange deadline as the
         dry-runs (``timeout`` seconds for this one); a write names its own
         ``query`` (``fieldManager``). Used by :mod:`provider.kube.lister` and
-        :mod:`provider.audit.reports`. ``limits`` replaces the runner's for
+        :mod:`provider.audit.reports`. ``limits`` replaces the client's for
         this answer (a list page holds many objects).
         """
         if method != "GET" and query is None:
             raise ValueError("a write outside a dry-run must pass its query (fieldManager)")
         try:
-            response = self._exchange(
-                method, path, _Deadline(timeout), body=body, what=what, query=query or [], limits=limits
-            )
+            response = self.exchange(method, path, Deadline(timeout), body=body, what=what, query=query, limits=limits)
         except TransientError as exc:
             exc.reason = "transient-error"  # not a dry-run: the cluster could not be asked
             raise
@@ -431,34 +408,39 @@ class KubeDryRunner:
                 f"{self.source} could not be reached ({what}): {_why(exc)}", reason="transient-error"
             ) from exc
 
-    def _exchange(
+    def exchange(
         self,
         method: str,
         path: str,
-        deadline: _Deadline,
+        deadline: Deadline,
         *,
         body: Any = None,
         what: str,
-        query: list[tuple[str, str]] | None = None,
+        query: Sequence[tuple[str, str]] | None = None,
         limits: Limits | None = None,
-    ) -> _Response:
-        """One request and its whole answer, complete by ``deadline`` or a :class:`TransientError`.
+    ) -> Response:
+        """One request and its whole answer (JSON parsed, else text) by ``deadline``, or a :class:`TransientError`.
 
-        Without ``query`` a POST is a dry-run (``dryRun=All``): only :meth:`request` writes for real.
+        A method other than GET must name its ``query``: ``dryRun=All`` for a dry-run
+        (:data:`provider.kube.dryrun.DRY_RUN_QUERY`), the ``fieldManager`` for a write --
+        a POST that forgot it is refused here, never sent as a write. ``limits``
+        replaces the client's for this answer (its byte bound and JSON limits).
+        An answer over the byte bound is :class:`ResponseTooLarge`; one complete
+        only after the deadline is never returned.
         """
         import urllib3
         from kubernetes.client.exceptions import ApiException
 
+        if method != "GET" and query is None:
+            raise ValueError(f"{method} {path}: a request that is not a GET must name its query (dryRun, fieldManager)")
         timeout = deadline.remaining(what)
-        if query is None:
-            query = [("dryRun", "All"), ("fieldManager", FIELD_MANAGER)] if method == "POST" else None
         try:
             # The client adds its own credentials here (Configuration.auth_settings(),
             # whose refresh hook rereads a rotated token): provider/kube/credentials.py.
             params = self._client.param_serialize(
                 method,
                 path,
-                query_params=query,
+                query_params=list(query or ()),
                 header_params={"Accept": "application/json", "Content-Type": "application/json"},
                 body=body,
                 auth_settings=list(credentials.AUTH_SETTINGS),
@@ -497,10 +479,10 @@ class KubeDryRunner:
                 f"{self.source} answered {what} with more than {limit} bytes", reason="dry-run-failed"
             )
         if "json" not in content_type:
-            response = _Response(raw.status, data.decode("utf-8", "replace"))
+            response = Response(raw.status, data.decode("utf-8", "replace"))
         else:
             try:
-                response = _Response(raw.status, load_json(data, limits=limits, what=f"the answer to {what}"))
+                response = Response(raw.status, load_json(data, limits=limits, what=f"the answer to {what}"))
             except DataError as exc:
                 raise _failed(f"{self.source}: {exc.message}") from exc
         # The socket waits end by the deadline, but the last one may return at
@@ -510,7 +492,7 @@ class KubeDryRunner:
             raise self._late(what, deadline, complete=True)
         return response
 
-    def _late(self, what: str, deadline: _Deadline, *, complete: bool = False) -> TransientError:
+    def _late(self, what: str, deadline: Deadline, *, complete: bool = False) -> TransientError:
         # One wording for every late answer, whether it was cut off or arrived whole too late.
         detail = (
             "its answer was complete only after the deadline and is not used"
@@ -523,14 +505,14 @@ class KubeDryRunner:
 
     # -- discovery --
 
-    def _discover(self, group: str, version: str, deadline: _Deadline) -> _Discovered:
+    def _discover(self, group: str, version: str, deadline: Deadline) -> _Discovered:
         path = f"/api/{version}" if not group else f"/apis/{group}/{version}"
-        response = self._exchange("GET", path, deadline, what=f"discovery GET {path}")
+        response = self.exchange("GET", path, deadline, what=f"discovery GET {path}")
         now = self._clock()
         if response.status == 404:
             return _Discovered({}, now, served=False)
         if response.status != 200 or not isinstance(response.body, dict):
-            raise _failed(_transport_message(response, f"discovery GET {path}", self.source))
+            raise _failed(transport_message(response, f"discovery GET {path}", self.source))
         kinds: dict[str, Resource] = {}
         for item in response.body.get("resources") or []:
             if not isinstance(item, dict):
@@ -558,7 +540,7 @@ class KubeDryRunner:
         with self._lock:
             entry = self._discovery.get(key)
         if entry is None or self._clock() - entry.fetched >= self.discovery_ttl:
-            entry = self._discover(group, version, _Deadline(timeout or self.timeout))
+            entry = self._discover(group, version, Deadline(timeout or self.timeout))
             with self._lock:
                 self._discovery[key] = entry
         return tuple(entry.kinds.values())
@@ -574,15 +556,15 @@ class KubeDryRunner:
             cached = self._groups
         if cached is not None and self._clock() - cached[0] < self.discovery_ttl:
             return cached[1]
-        deadline = _Deadline(timeout or self.timeout)
+        deadline = Deadline(timeout or self.timeout)
         found: list[tuple[str, str]] = []
-        core = self._exchange("GET", "/api", deadline, what="discovery GET /api")
+        core = self.exchange("GET", "/api", deadline, what="discovery GET /api")
         if core.status != 200 or not isinstance(core.body, dict):
-            raise _failed(_transport_message(core, "discovery GET /api", self.source))
+            raise _failed(transport_message(core, "discovery GET /api", self.source))
         found += [("", v) for v in (core.body.get("versions") or [])[:1] if isinstance(v, str)]
-        groups = self._exchange("GET", "/apis", deadline, what="discovery GET /apis")
+        groups = self.exchange("GET", "/apis", deadline, what="discovery GET /apis")
         if groups.status != 200 or not isinstance(groups.body, dict):
-            raise _failed(_transport_message(groups, "discovery GET /apis", self.source))
+            raise _failed(transport_message(groups, "discovery GET /apis", self.source))
         for entry in groups.body.get("groups") or []:
             preferred = entry.get("preferredVersion") if isinstance(entry, dict) else None
             name = entry.get("name") if isinstance(entry, dict) else None
@@ -594,9 +576,9 @@ class KubeDryRunner:
             self._groups = (self._clock(), result)
         return result
 
-    def resource_for(self, api_version: Any, kind: Any, deadline: _Deadline | None = None) -> Resource:
+    def resource_for(self, api_version: Any, kind: Any, deadline: Deadline | None = None) -> Resource:
         """The resource serving ``kind`` in ``api_version``, from (cached) discovery."""
-        deadline = deadline or _Deadline(self.timeout)
+        deadline = deadline or Deadline(self.timeout)
         group, version = split_api_version(api_version)
         if not version or not isinstance(kind, str) or not kind:
             raise VerificationFailure(
@@ -629,99 +611,6 @@ class KubeDryRunner:
         with self._lock:
             self._discovery.pop(split_api_version(api_version), None)
 
-    # -- the dry-run --
-
-    def dry_run(self, manifest: dict[str, Any], namespace: str | None) -> dict[str, Any]:
-        """Create ``manifest`` with ``dryRun=All``; the object the API server made of it."""
-        deadline = _Deadline(self.timeout)
-        resource = self.resource_for(manifest.get("apiVersion"), manifest.get("kind"), deadline)
-        if "create" not in resource.verbs:
-            raise VerificationFailure(
-                f"{resource.describe()} cannot be created (the API server lists no create verb), so it cannot be "
-                "dry-run",
-                reason="dry-run-failed",
-            )
-        where = (namespace or self.default_namespace) if resource.namespaced else None
-        body = dict(manifest)
-        if not isinstance(body.get("metadata"), dict):
-            raise VerificationFailure("the manifest to dry-run has no metadata mapping", reason="dry-run-failed")
-        meta = dict(body["metadata"])
-        if where:
-            meta["namespace"] = where
-        else:
-            meta.pop("namespace", None)
-        body["metadata"] = meta
-        path = resource.collection(where)
-        response = self._exchange("POST", path, deadline, body=body, what=f"dry-run POST {path}")
-        if response.status == 409 and response.status_field("reason") == "AlreadyExists":
-            body = renamed_for_retry(body, "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(5)))
-            response = self._exchange(
-                "POST", path, deadline, body=body, what=f"dry-run POST {path} (renamed after a name clash)"
-            )
-        if 200 <= response.status < 300 and isinstance(response.body, dict):
-            # The answer must be the object this request created -- exactly the name sent
-            # (the retry's, after a clash), or one with its generateName prefix -- in the
-            # namespace it was sent to. An answer for another object is never used.
-            problem = answer_mismatch(response.body, DryRunPlan(body, where))
-            answered = response.body.get("metadata")
-            answered_namespace = answered.get("namespace") if isinstance(answered, dict) else None
-            if not problem and (answered_namespace or None) != where:
-                problem = f"is in namespace {str(answered_namespace)[:63]!r}, not {where!r}"
-            if problem:
-                raise _failed(f"{self.source}: the answer to dry-run POST {path} {problem}")
-            return response.body
-        raise self._failure(response, resource, where, body)
-
-    def _failure(
-        self, response: _Response, resource: Resource, namespace: str | None, body: dict[str, Any]
-    ) -> Exception:
-        status, message = response.status, response.message
-        name = (body.get("metadata") or {}).get("name", "")
-        target = f"{resource.kind} {namespace + '/' if namespace else ''}{name}".strip()
-        if status in (400, 422) and "does not support dry run" not in message:
-            return VerificationFailure(
-                f"the API server rejects the signed manifest (dry-run create of {target}): {message}",
-                reason="dry-run-failed",
-            )
-        if status == 403:
-            return _failed(_forbidden_message(message, resource, namespace, self.source))
-        if status == 404:
-            details = response.body.get("details") if isinstance(response.body, dict) else None
-            if isinstance(details, dict) and details.get("kind") == "namespaces":
-                return _failed(f"the dry-run namespace {namespace!r} does not exist: {message}")
-            self.forget(f"{resource.group}/{resource.version}" if resource.group else resource.version)
-            return _failed(
-                f"the API server no longer serves {resource.describe()} (its discovery document was out of date): "
-                f"{message}"
-            )
-        if status == 409:
-            return _failed(f"the dry-run create of {target} clashed twice with existing objects: {message}")
-        return _failed(_transport_message(response, f"the dry-run create of {target}", self.source))
-
-
-def dry_runner_for(
-    kubeconfig: str | None,
-    limits: Limits = DEFAULT_LIMITS,
-    *,
-    in_cluster: bool = False,
-    service_account_dir: str | None = None,
-) -> KubeDryRunner:
-    """The one way the service and the CLI build a :class:`KubeDryRunner`.
-
-    ``kubeconfig`` names the cluster when given. Without one, the two faces
-    keep the defaults they document: the service (``in_cluster=True``; it only
-    builds a runner inside a pod or with ``MANIFEST_PROVIDER_KUBECONFIG``) uses
-    the pod's service account (its files in ``service_account_dir``, default
-    :data:`provider.kube.credentials.SERVICE_ACCOUNT_DIR`), the rule of
-    :func:`provider.kube.credentials.cluster_identity`; the CLI, run from an
-    engineer's shell, uses ``$KUBECONFIG``, else ``~/.kube/config``, as
-    ``--kubeconfig`` documents (and kubectl does). An unusable configuration is a
-    :class:`~provider.errors.PolicyError` naming the file.
-    """
-    if kubeconfig or not in_cluster:
-        return KubeDryRunner.from_kubeconfig(kubeconfig, limits=limits)
-    return KubeDryRunner.in_cluster(service_account_dir, limits=limits)
-
 
 def api_client(configuration: Any) -> Any:
     """A kubernetes ``ApiClient`` for ``configuration`` (a ``kubernetes.client.Configuration``), without retries."""
@@ -739,27 +628,10 @@ def _why(exc: BaseException) -> str:
     return text[:300]
 
 
-def _transport_message(response: _Response, what: str, source: str) -> str:
+def transport_message(response: Response, what: str, source: str) -> str:
     status, reason = response.status, response.status_field("reason")
     if status == 401:
         return f"{source} refused the credentials for {what} (401 Unauthorized): {response.message}"
     if status == 429 or status >= 500:
         return f"{source} failed {what} ({status} {reason or 'error'}): {response.message}"
     return f"{what} failed with HTTP {status}{' ' + reason if reason else ''}: {response.message}"
-
-
-def _forbidden_message(message: str, resource: Resource, namespace: str | None, source: str) -> str:
-    match = _RBAC_DENIAL.search(message)
-    if match is None:
-        # Not the authorizer: admission (a quota, a missing ServiceAccount,
-        # another webhook) refused the dry-run in this namespace.
-        where = f"namespace {namespace!r}" if namespace else "the cluster scope"
-        return f"admission refused the dry-run create of {resource.kind} in {where}: {message}"
-    verb, res, group = match["verb"], match["resource"], match["group"]
-    where = f'in namespace "{match["namespace"]}"' if match["namespace"] is not None else "cluster-wide"
-    binding = "a Role in that namespace" if match["namespace"] is not None else "a ClusterRole"
-    return (
-        f'dry-run forbidden: {match["user"]} may not {verb} {res} (API group "{group}") {where}; '
-        f'grant verb "{verb}" on resource "{res}" in API group "{group}" with {binding} '
-        f"(see manifests/base/dryrun-rbac.yaml). API server: {message}"
-    )

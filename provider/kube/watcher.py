@@ -43,7 +43,7 @@ observer names any kind as kubectl does through the lister's one discovery
 cache; it retries an expired watch once with the same resourceVersion instead
 of listing again; and it reads lines without a bound. This uses the same client
 -- credentials, connection pool, TLS -- through
-:meth:`KubeDryRunner.open_stream <provider.kube.dryrun.KubeDryRunner.open_stream>`.
+:meth:`KubeClient.open_stream <provider.kube.client.KubeClient.open_stream>`.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from typing import Any
 
 from ..compare.dryrun import DryRunner
 from ..errors import ConfigError, ProviderError, TransientError
-from ..kube.client import KubeDryRunner, dry_runner_for
+from ..kube.dryrun import KubeDryRunner, dry_runner_for
 from ..kube.tokenreview import KubeTokenReviewer, TokenReviewer, kube_configuration
 from ..kube.tokens import api_client_for
 from ..limits import Limits

@@ -22,7 +22,7 @@ import yaml
 
 from provider import Bounds, Policy, Review, decide
 from provider.errors import TransientError
-from provider.kube.client import KubeDryRunner
+from provider.kube.dryrun import KubeDryRunner
 from provider.result import Result
 from tests.support.data import UPSTREAM, load_yaml
 from tests.support.fakeapi import FakeApiServer, recording, recordings, runner_for

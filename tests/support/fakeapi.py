@@ -1091,7 +1091,7 @@ def _handler(fake: FakeApiServer) -> type[BaseHTTPRequestHandler]:
 
 def runner_for(fake: FakeApiServer, directory: Path, **options: Any) -> Any:
     """A real :class:`provider.kube.dryrun.KubeDryRunner` for ``fake``, built from a generated kubeconfig."""
-    from provider.kube.client import KubeDryRunner
+    from provider.kube.dryrun import KubeDryRunner
 
     return KubeDryRunner.from_kubeconfig(str(fake.kubeconfig(directory / "kubeconfig")), **options)
 

@@ -18,7 +18,7 @@ import pytest
 
 from provider.compare.stamps import STAMPS, Stamped, check_argocd_tracking_id, take_stamps
 from provider.errors import ContentMismatch, PolicyError
-from provider.kube.client import KubeDryRunner
+from provider.kube.dryrun import KubeDryRunner
 from provider.objects import ObjectIdentity
 from provider.policy.schema import PROFILES, BuiltinProfile, Policy, load_profile
 from provider.verifier import verify

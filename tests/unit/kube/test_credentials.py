@@ -32,7 +32,7 @@ from provider.audit.reports import MANAGED_BY, report_for, same_content
 from provider.compare.dryrun import plan_dry_run
 from provider.errors import TransientError
 from provider.kube.configmaps import KubeConfigMapReader
-from provider.kube.client import KubeDryRunner, dry_runner_for
+from provider.kube.dryrun import KubeDryRunner, dry_runner_for
 from provider.kube.lister import KubeLister
 from provider.kube.secrets import read_secret_value
 from provider.kube.tokenreview import KubeTokenReviewer, TokenStatus, kube_configuration

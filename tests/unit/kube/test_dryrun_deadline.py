@@ -6,7 +6,7 @@ headers, a late body, both late, headers or a body trickled a byte at a time,
 a request never answered, a TLS handshake that stalls. Each dry-run runs in
 its own thread, as in a service worker, and must be over -- a
 ``dry-run-failed`` TransientError, no answer -- within its deadline plus
-:data:`provider.kube.dryrun.DEADLINE_MARGIN_SECONDS`, with no thread of the client
+:data:`provider.kube.client.DEADLINE_MARGIN_SECONDS`, with no thread of the client
 left behind. Bounds are upper bounds only: a loaded machine makes the client
 slower, never the fake server faster.
 """
@@ -31,7 +31,8 @@ from provider import Policy, Review, decide
 from provider.compare.dryrun import plan_dry_run
 from provider.errors import TransientError
 from provider.kube import client as kube
-from provider.kube.client import DEADLINE_MARGIN_SECONDS, KubeDryRunner
+from provider.kube.client import DEADLINE_MARGIN_SECONDS
+from provider.kube.dryrun import KubeDryRunner
 from tests.support.fakeapi import PACES, THREAD_PREFIX, FakeApiServer, recording, runner_for
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import sign

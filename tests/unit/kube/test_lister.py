@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from provider.errors import RequestError, TransientError
-from provider.kube.client import KubeDryRunner
+from provider.kube.dryrun import KubeDryRunner
 from provider.kube.lister import PAGE_LIMITS, KubeLister
 from tests.support.data import REPO, load_yaml
 from tests.support.fakeapi import FakeApiServer, runner_for

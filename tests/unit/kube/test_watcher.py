@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from provider.kube.client import KubeDryRunner
+from provider.kube.dryrun import KubeDryRunner
 from provider.kube.lister import PAGE_LIMITS, KubeLister
 from provider.kube.watcher import Backoff, KubeWatcher
 from tests.support.fakeapi import FakeApiServer, Logged, runner_for

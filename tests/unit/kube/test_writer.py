@@ -16,7 +16,7 @@ import pytest
 from provider.audit.live import Checked, ObjectRef
 from provider.audit.reports import MANAGED_BY, report_for, report_stub, same_content
 from provider.errors import RequestError, TransientError
-from provider.kube.client import KubeDryRunner
+from provider.kube.dryrun import KubeDryRunner
 from provider.kube.writer import KubeWriter
 from provider.result import Result
 from tests.support.data import REPO, load_yaml

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from provider.errors import ConfigError, PolicyError, RequestError
-from provider.kube.client import dry_runner_for
+from provider.kube.dryrun import dry_runner_for
 from provider.kube.tokens import api_client_for
 from provider.limits import Limits
 from provider.policy.schema import Policy
