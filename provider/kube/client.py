@@ -24,20 +24,21 @@ watcher. One client per cluster holds
   (``tests/data/dryrun/discovery/_python-client-requests.json`` records 17
   requests) where this needs one.
 
-The deadline covers every exchange whole: connecting, the TLS handshake,
-sending the request, the response headers and the *entire* body. urllib3's own
-timeouts bound each socket operation, not the exchange (a server that sends
-its headers and then its body each just under the timeout, or one byte at a
-time, would be waited for indefinitely), so the client installs its own
-connection classes in the client's urllib3 pool (:func:`_bound_by_deadlines`):
-before every connect, handshake, send and receive they set the socket's
-timeout to the time the deadline leaves, and past the deadline they refuse to
-start one. An answer whose last byte arrives after the deadline is a
-:class:`TransientError` ``dry-run-failed`` and is never used -- not returned,
-not cached. An exchange therefore returns or raises within its deadline plus
-:data:`DEADLINE_MARGIN_SECONDS`, and starts no thread. The one wait outside it
-is resolving a host *name* (``getaddrinfo`` cannot be interrupted); in a
-cluster the API server is an IP address.
+The deadline covers every exchange whole: looking up the host name,
+connecting, the TLS handshake, sending the request, the response headers and
+the *entire* body. urllib3's own timeouts bound each socket operation, not the
+exchange (a server that sends its headers and then its body each just under
+the timeout, or one byte at a time, would be waited for indefinitely), so the
+client has its urllib3 pool open :mod:`provider.deadlines`' sockets -- the
+mechanism the TokenReview and registry clients use -- and hands each the
+exchange's :class:`~provider.deadlines.Deadline` (:func:`_bound_by_deadlines`):
+before every blocking call the socket sets its timeout to the time left, and
+past the deadline it refuses to start one. An answer whose last byte arrives
+after the deadline is a :class:`TransientError` ``dry-run-failed`` and is never
+used -- not returned, not cached. An exchange therefore returns or raises within
+its deadline plus :data:`DEADLINE_MARGIN_SECONDS`; the one thread it may start
+is a name lookup's (:func:`provider.deadlines.resolve`; in a cluster the API
+server is an IP address, which needs none).
 
 Errors: the cluster could not be asked (refused, TLS, an answer not complete by
 the deadline, credentials that cannot be refreshed) is a :class:`TransientError`
@@ -51,14 +52,15 @@ that never talk to a cluster do not pay for it.
 
 from __future__ import annotations
 
-import http.client
-import io
+import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
+from ..deadlines import Deadline, DeadlineSocket, DeadlineSSLSocket, open_connection, tls_for_deadlines
 from ..errors import ConfigError, DataError, PolicyError, TransientError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
 from ..objects import split_api_version
@@ -80,9 +82,6 @@ FIELD_MANAGER = "manifest-provider"
 #: is headroom for a loaded one. The service's request deadline must exceed the
 #: dry-run timeout by more than this (2.5 s against 1.5 s by default).
 DEADLINE_MARGIN_SECONDS = 0.5
-#: Bytes handed to one ``sendall`` while sending a request, so that a server
-#: that stops reading meets the deadline's shrinking timeout between chunks.
-_SEND_CHUNK_BYTES = 16 * 1024
 
 
 def _failed(message: str) -> TransientError:
@@ -141,35 +140,17 @@ class Response:
         return text[:600] or f"HTTP {self.status}"
 
 
-class Deadline:
-    """One dry-run's deadline, on the monotonic clock: socket timeouts are real seconds."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.end = time.monotonic() + seconds
-
-    def left(self) -> float:
-        return self.end - time.monotonic()
-
-    def remaining(self, what: str) -> float:
-        left = self.left()
-        if left <= 0:
-            raise _failed(f"the dry-run did not finish within {self.seconds:g} s (before {what})")
-        return left
-
-
-class _DeadlinePassed(TimeoutError):
-    """A socket operation was refused because the exchange's deadline has passed.
-
-    A :class:`TimeoutError` so that urllib3 and ``http.client`` treat it as the
-    socket timeout it stands for (a read timeout; the connection is closed).
-    """
+def _remaining(deadline: Deadline, what: str) -> float:
+    left = deadline.left()
+    if left <= 0:
+        raise _failed(f"the dry-run did not finish within {deadline.seconds:g} s (before {what})")
+    return left
 
 
 #: The deadline of the exchange this thread is in. urllib3 picks a pooled
-#: connection and builds the response inside ``urlopen``, out of the runner's
-#: reach; both happen in the calling thread, which is how the connection
-#: classes below find the deadline that applies.
+#: connection, connects it and builds the response inside ``urlopen``, out of the
+#: client's reach; all of it happens in the calling thread, which is how the
+#: connection classes below find the deadline that applies.
 _EXCHANGE = threading.local()
 
 
@@ -178,96 +159,127 @@ def _exchange_deadline() -> Deadline | None:
     return deadline
 
 
-def _time_left(deadline: Deadline, what: str) -> float:
-    left = deadline.left()
-    if left <= 0:
-        raise _DeadlinePassed(f"the dry-run deadline of {deadline.seconds:g} s passed before {what}")
-    return left
+def _carry(sock: Any) -> None:
+    """Give a pooled connection's socket, new or reused, the deadline of this thread's exchange (none: a watch).
 
-
-class _DeadlineReader(io.RawIOBase):
-    """The socket under a response, each receive given the time its deadline leaves.
-
-    ``http.client`` reads the status line, the headers and the body through a
-    buffered reader whose every refill is one ``recv`` with the socket's
-    timeout; setting that timeout to the time left before each ``recv`` (and
-    refusing once none is left) bounds the whole response, however it is
-    paced, not each receive.
+    Every socket of the pool is one of :mod:`provider.deadlines`' (TLS inside TLS,
+    through an HTTPS proxy, reads and writes through the proxy's socket, which is).
+    One that is not cannot be bounded, and an exchange refuses it: closed, not unbounded.
     """
+    from urllib3.util.ssltransport import SSLTransport
 
-    def __init__(self, raw: Any, sock: Any, deadline: Deadline) -> None:
-        super().__init__()
-        self._raw = raw  # the SocketIO of sock.makefile(): it holds the socket open while reading
-        self._sock = sock
-        self._deadline = deadline
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        self._sock.settimeout(_time_left(self._deadline, "the answer was complete"))
-        count: int = self._raw.readinto(buffer)
-        return count
-
-    def close(self) -> None:
-        if not self.closed:
-            self._raw.close()
-        super().close()
+    deadline = _exchange_deadline()
+    target = sock.socket if isinstance(sock, SSLTransport) else sock
+    if isinstance(target, (DeadlineSocket, DeadlineSSLSocket)):
+        target.set_deadline(deadline.end if deadline is not None else None)
+    elif deadline is not None:
+        raise OSError(f"a connection over {type(target).__name__} cannot be held to the exchange's deadline")
 
 
-class _DeadlineResponse(http.client.HTTPResponse):
-    """``http.client``'s response, reading through :class:`_DeadlineReader` inside an exchange."""
+def _deadline_tls(connection: Any, cert_reqs: Any) -> ssl.SSLContext:
+    """The TLS context urllib3 would make for ``connection``, wrapping :class:`DeadlineSSLSocket`.
 
-    def __init__(self, sock: Any, *args: Any, **kwargs: Any) -> None:
-        super().__init__(sock, *args, **kwargs)
-        deadline = _exchange_deadline()
-        if deadline is not None:
-            # detach(): the buffered reader gives up its SocketIO without closing it.
-            self.fp = io.BufferedReader(_DeadlineReader(self.fp.detach(), sock, deadline))
+    urllib3 builds one per connection when none is given
+    (urllib3/connection.py ``_ssl_wrap_socket_and_match_hostname``, 2.x): the same
+    call, and the system CAs when the kubeconfig names none, as it does. It still
+    loads the client's CA and certificate into it and checks the host name.
+    """
+    from urllib3.util.ssl_ import create_urllib3_context, resolve_cert_reqs, resolve_ssl_version
+
+    context = create_urllib3_context(
+        ssl_version=resolve_ssl_version(connection.ssl_version),
+        ssl_minimum_version=connection.ssl_minimum_version,
+        ssl_maximum_version=connection.ssl_maximum_version,
+        cert_reqs=resolve_cert_reqs(cert_reqs),
+    )
+    if not (connection.ca_certs or connection.ca_cert_dir or connection.ca_cert_data):
+        context.load_default_certs()
+    return tls_for_deadlines(context)
 
 
 def _deadline_connection(base: Any) -> Any:
-    """A subclass of urllib3 connection class ``base`` whose every socket wait ends by the exchange's deadline."""
+    """A subclass of urllib3 connection class ``base`` whose sockets are :mod:`provider.deadlines`' sockets.
+
+    Inside an exchange (:data:`_EXCHANGE`) a new connection is opened with
+    :func:`provider.deadlines.open_connection` (name lookup and connect by the
+    deadline), the TLS handshake runs under what is left, and every later send and
+    receive of the socket -- the request, the headers, the whole body -- is armed
+    with the time left, by the socket itself. A pooled connection gets the
+    deadline of the exchange that takes it (or none: a watch, bounded by urllib3's
+    own timeouts) before it sends.
+    """
+    import urllib3.connection
+    from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+
+    # SOCKS connections (urllib3.contrib.socks) open theirs through the proxy: theirs is adopted.
+    direct = base._new_conn is urllib3.connection.HTTPConnection._new_conn
+    https = issubclass(base, urllib3.connection.HTTPSConnection)
 
     def _new_conn(self: Any) -> Any:
         deadline = _exchange_deadline()
         if deadline is None:
             return base._new_conn(self)
-        self.timeout = _time_left(deadline, "connecting")
-        sock = base._new_conn(self)
+        if direct:
+            try:
+                sock = open_connection(self._dns_host, self.port, deadline.end)
+            except socket.gaierror as exc:
+                raise NameResolutionError(self.host, self, exc) from exc
+            except TimeoutError as exc:
+                raise ConnectTimeoutError(
+                    self, f"Connection to {self.host} timed out (the exchange's deadline)"
+                ) from exc
+            except OSError as exc:
+                raise NewConnectionError(self, f"Failed to establish a new connection: {exc}") from exc
+        else:
+            self.timeout = max(deadline.left(), 0.001)
+            sock = DeadlineSocket.adopt(base._new_conn(self))
+            sock.set_deadline(deadline.end)
         try:
-            # The TLS handshake (urllib3 wraps this socket next) runs under the
-            # socket's timeout as one total since Python 3.5 (ssl docs,
-            # SSLSocket.do_handshake): give it what the connect left.
-            sock.settimeout(_time_left(deadline, "the TLS handshake"))
+            for option in self.socket_options or ():
+                sock.setsockopt(*option)
+            # The TLS handshake urllib3 starts next runs under the socket's timeout as one
+            # total (ssl docs, SSLSocket.do_handshake, since 3.5): give it what is left.
+            sock.arm()
         except BaseException:
             sock.close()
             raise
         return sock
 
-    def send(self: Any, data: Any) -> None:
-        deadline = _exchange_deadline()
-        if deadline is None or self.sock is None or not isinstance(data, (bytes, bytearray, memoryview)):
-            if deadline is not None and self.sock is not None:
-                self.sock.settimeout(_time_left(deadline, "sending the request"))
-            base.send(self, data)
-            return
-        view = memoryview(data)
-        for start in range(0, len(view), _SEND_CHUNK_BYTES):
-            self.sock.settimeout(_time_left(deadline, "the request was sent"))
-            base.send(self, view[start : start + _SEND_CHUNK_BYTES])
+    def connect(self: Any) -> None:
+        if https:
+            if getattr(self, "_deadline_tls", None) is None:
+                self._deadline_tls = self.ssl_context is None  # the pool's context, if it gave one, is kept
+            if self._deadline_tls:
+                self.ssl_context = _deadline_tls(self, self.cert_reqs)  # fresh per connection, as urllib3's own
+            proxy = self.proxy_config
+            https_proxy = self.proxy is not None and self.proxy.scheme == "https" and proxy is not None
+            if https_proxy and (proxy.ssl_context is None or getattr(self, "_deadline_proxy_tls", False)):
+                self._deadline_proxy_tls = True
+                self.proxy_config = proxy._replace(ssl_context=_deadline_tls(self, self.cert_reqs))
+        base.connect(self)
+        _carry(self.sock)
+
+    def _connect_tls_proxy(self: Any, hostname: str, sock: Any) -> Any:
+        # TLS to an HTTPS proxy: the CONNECT that follows goes out over this socket.
+        tls = base._connect_tls_proxy(self, hostname, sock)
+        _carry(tls)
+        return tls
 
     def _tunnel(self: Any) -> None:
-        # Through an HTTP proxy: the CONNECT goes out through send() and its
-        # answer is read through response_class, both bounded. The socket still
-        # has the timeout set *before* the last receive of that answer; the TLS
+        # Through a proxy: the CONNECT and its answer went over the armed socket; the TLS
         # handshake with the API server that follows must get what is left now.
         base._tunnel(self)
-        deadline = _exchange_deadline()
-        if deadline is not None:
-            self.sock.settimeout(_time_left(deadline, "the TLS handshake"))
+        if isinstance(self.sock, (DeadlineSocket, DeadlineSSLSocket)):
+            self.sock.arm()
 
-    namespace = {"_new_conn": _new_conn, "send": send, "_tunnel": _tunnel, "response_class": _DeadlineResponse}
+    def request(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.sock is not None:  # a pooled connection: this exchange's deadline, not the last one's
+            _carry(self.sock)
+        return base.request(self, *args, **kwargs)
+
+    namespace: dict[str, Any] = {"_new_conn": _new_conn, "connect": connect, "_tunnel": _tunnel, "request": request}
+    if https:
+        namespace["_connect_tls_proxy"] = _connect_tls_proxy
     return type(f"DeadlineBound{base.__name__}", (base,), namespace)
 
 
@@ -377,7 +389,9 @@ class KubeClient:
         if method != "GET" and query is None:
             raise ValueError("a write outside a dry-run must pass its query (fieldManager)")
         try:
-            response = self.exchange(method, path, Deadline(timeout), body=body, what=what, query=query, limits=limits)
+            response = self.exchange(
+                method, path, Deadline.after(timeout), body=body, what=what, query=query, limits=limits
+            )
         except TransientError as exc:
             exc.reason = "transient-error"  # not a dry-run: the cluster could not be asked
             raise
@@ -433,7 +447,7 @@ class KubeClient:
 
         if method != "GET" and query is None:
             raise ValueError(f"{method} {path}: a request that is not a GET must name its query (dryRun, fieldManager)")
-        timeout = deadline.remaining(what)
+        timeout = _remaining(deadline, what)
         try:
             # The client adds its own credentials here (Configuration.auth_settings(),
             # whose refresh hook rereads a rotated token): provider/kube/credentials.py.
@@ -540,7 +554,7 @@ class KubeClient:
         with self._lock:
             entry = self._discovery.get(key)
         if entry is None or self._clock() - entry.fetched >= self.discovery_ttl:
-            entry = self._discover(group, version, Deadline(timeout or self.timeout))
+            entry = self._discover(group, version, Deadline.after(timeout or self.timeout))
             with self._lock:
                 self._discovery[key] = entry
         return tuple(entry.kinds.values())
@@ -556,7 +570,7 @@ class KubeClient:
             cached = self._groups
         if cached is not None and self._clock() - cached[0] < self.discovery_ttl:
             return cached[1]
-        deadline = Deadline(timeout or self.timeout)
+        deadline = Deadline.after(timeout or self.timeout)
         found: list[tuple[str, str]] = []
         core = self.exchange("GET", "/api", deadline, what="discovery GET /api")
         if core.status != 200 or not isinstance(core.body, dict):
@@ -578,7 +592,7 @@ class KubeClient:
 
     def resource_for(self, api_version: Any, kind: Any, deadline: Deadline | None = None) -> Resource:
         """The resource serving ``kind`` in ``api_version``, from (cached) discovery."""
-        deadline = deadline or Deadline(self.timeout)
+        deadline = deadline or Deadline.after(self.timeout)
         group, version = split_api_version(api_version)
         if not version or not isinstance(kind, str) or not kind:
             raise VerificationFailure(

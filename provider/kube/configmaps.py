@@ -29,8 +29,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..deadlines import Deadline
 from ..errors import TransientError
-from .client import Deadline, KubeClient
+from .client import KubeClient
 
 #: Bytes of the API server's answer read for one ConfigMap. The API server refuses a ConfigMap whose
 #: data and binaryData together exceed 1 MiB (kubernetes pkg/apis/core/validation/validation.go
@@ -64,7 +65,7 @@ class KubeConfigMapReader:
         path = f"/api/v1/namespaces/{namespace}/configmaps/{name}"
         limit = min(runner.limits.max_api_response_bytes, MAX_CONFIGMAP_RESPONSE_BYTES)
         limits = dataclasses.replace(runner.limits, max_api_response_bytes=limit)
-        response = runner.exchange("GET", path, Deadline(seconds), what=f"GET {path}", limits=limits)
+        response = runner.exchange("GET", path, Deadline.after(seconds), what=f"GET {path}", limits=limits)
         if response.status == 404:
             return None
         if response.status != 200:

@@ -52,9 +52,10 @@ import secrets
 from typing import Any
 
 from ..compare.dryrun import DryRunPlan, answer_mismatch, renamed_for_retry
+from ..deadlines import Deadline
 from ..errors import TransientError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
-from .client import FIELD_MANAGER, Deadline, KubeClient, Resource, Response, transport_message
+from .client import FIELD_MANAGER, KubeClient, Resource, Response, transport_message
 
 #: The query of every dry-run create: nothing is persisted (``dryRun=All``), and the
 #: ``fieldManager`` shows in the managedFields of the object the server answers with.
@@ -77,7 +78,7 @@ class KubeDryRunner(KubeClient):
 
     def dry_run(self, manifest: dict[str, Any], namespace: str | None) -> dict[str, Any]:
         """Create ``manifest`` with ``dryRun=All``; the object the API server made of it."""
-        deadline = Deadline(self.timeout)
+        deadline = Deadline.after(self.timeout)
         resource = self.resource_for(manifest.get("apiVersion"), manifest.get("kind"), deadline)
         if "create" not in resource.verbs:
             raise VerificationFailure(

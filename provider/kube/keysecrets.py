@@ -57,9 +57,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..cache import LRUCache, digest
+from ..deadlines import Deadline
 from ..errors import PolicyError, TransientError
 from ..keys.refs import KEY_REFERENCE, PRIVATE_KEYS
-from .client import Deadline, KubeClient
+from .client import KubeClient
 
 log = logging.getLogger("provider.keysecrets")
 
@@ -152,7 +153,7 @@ class KubeKeySecretReader:
         path = f"/api/v1/namespaces/{namespace}/secrets/{name}"
         limit = min(runner.limits.max_api_response_bytes, MAX_SECRET_RESPONSE_BYTES)
         limits = dataclasses.replace(runner.limits, max_api_response_bytes=limit)
-        response = runner.exchange("GET", path, Deadline(seconds), what=f"GET {path}", limits=limits)
+        response = runner.exchange("GET", path, Deadline.after(seconds), what=f"GET {path}", limits=limits)
         where = f"{KEY_REFERENCE}{namespace}/{name}"
         if response.status in (403, 404):
             return self._refused(where, key, f"the API server answered HTTP {response.status}: {response.message}")
