@@ -70,7 +70,7 @@ class Deadline:
         return self.end - time.monotonic()
 
 
-class _Deadline:
+class _Armed:
     """The mixin: ``deadline`` and the arming of every blocking call."""
 
     deadline: float | None = None
@@ -94,7 +94,7 @@ class _Deadline:
         socket.socket.settimeout(self, left)  # type: ignore[arg-type]
 
 
-class DeadlineSocket(_Deadline, socket.socket):
+class DeadlineSocket(_Armed, socket.socket):
     """A TCP socket with a deadline for the whole exchange."""
 
     @classmethod
@@ -125,7 +125,7 @@ class DeadlineSocket(_Deadline, socket.socket):
         super().sendall(data, flags)
 
 
-class DeadlineSSLSocket(_Deadline, ssl.SSLSocket):
+class DeadlineSSLSocket(_Armed, ssl.SSLSocket):
     """An :class:`ssl.SSLSocket` with a deadline for the whole exchange (``SSLContext.sslsocket_class``)."""
 
     def recv(self, buflen: int = 1024, flags: int = 0) -> bytes:
