@@ -16,20 +16,61 @@ server's non-blocking handshake and head reads use that).
   ``SSLSocket`` call already runs under one deadline inside CPython's ``_ssl``
   (the handshake's internal retries included), so arming each call suffices.
 
-Used by the server's worker (:mod:`provider.service.worker`: request bodies and
-responses), and through :func:`connect` by the TokenReview client
-(:mod:`provider.kube.tokenreview`) and the registry client (:mod:`provider.oci.registry`).
+The one mechanism for every exchange with a deadline this project makes:
+
+* the server's worker (:mod:`provider.service.worker`: request bodies and responses)
+  arms the sockets it accepts;
+* the TokenReview client (:mod:`provider.kube.tokenreview`) and the registry client
+  (:mod:`provider.oci.registry`) open theirs with :func:`connect`;
+* the API client (:mod:`provider.kube.client`) has urllib3 open them: its pool's
+  connections connect with :func:`connect`, wrap TLS with a context whose
+  ``sslsocket_class`` is :class:`DeadlineSSLSocket`, and carry the exchange's
+  :class:`Deadline` on the socket.
+
+:func:`connect` bounds the lookup of a host *name* too. ``getaddrinfo`` cannot be
+interrupted, so a name is resolved in a thread of its own (at most
+:data:`MAX_LOOKUPS` at once per process) that the caller stops waiting for at the
+deadline: a resolver that never answers costs the caller its deadline and a slot
+until the resolver gives up, never more. An IP address is used as it is, without
+a thread.
 """
 
 from __future__ import annotations
 
 import socket
 import ssl
+import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+#: Host-name lookups running at once in one process. A lookup the caller stopped waiting for
+#: keeps its slot until ``getaddrinfo`` returns (the resolver's own timeout, seconds); with
+#: every slot taken, a further lookup fails at its deadline -- closed, never unbounded.
+MAX_LOOKUPS = 8
+_LOOKUP_SLOTS = threading.BoundedSemaphore(MAX_LOOKUPS)
 
-class _Deadline:
+AddressInfo = tuple[int, int, int, str, Any]
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """One exchange's deadline: ``end`` on the monotonic clock (socket timeouts are real seconds), and the
+    ``seconds`` it was given, for messages."""
+
+    end: float
+    seconds: float
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        return cls(time.monotonic() + seconds, seconds)
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+
+class _Armed:
     """The mixin: ``deadline`` and the arming of every blocking call."""
 
     deadline: float | None = None
@@ -38,7 +79,13 @@ class _Deadline:
         """Every later read or write must end by ``deadline`` (``None``: no deadline)."""
         self.deadline = deadline
 
-    def _arm(self) -> None:
+    def arm(self) -> None:
+        """Set the socket's timeout to what is left of the deadline (nothing without one).
+
+        Every blocking call of these classes does it first; a caller arms by hand
+        before a call the socket cannot see, such as a TLS handshake that
+        ``SSLContext.wrap_socket`` starts on a wrapper that has no deadline yet.
+        """
         if self.deadline is None:
             return
         left = self.deadline - time.monotonic()
@@ -47,7 +94,7 @@ class _Deadline:
         socket.socket.settimeout(self, left)  # type: ignore[arg-type]
 
 
-class DeadlineSocket(_Deadline, socket.socket):
+class DeadlineSocket(_Armed, socket.socket):
     """A TCP socket with a deadline for the whole exchange."""
 
     @classmethod
@@ -56,37 +103,41 @@ class DeadlineSocket(_Deadline, socket.socket):
         adopted = cls(sock.family, sock.type, sock.proto, fileno=sock.detach())
         return adopted
 
+    def connect(self, address: Any) -> None:
+        self.arm()
+        super().connect(address)
+
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        self._arm()
+        self.arm()
         return super().recv(bufsize, flags)
 
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
-        self._arm()
+        self.arm()
         return super().recv_into(buffer, nbytes, flags)
 
     def send(self, data: Any, flags: int = 0) -> int:
-        self._arm()
+        self.arm()
         return super().send(data, flags)
 
     def sendall(self, data: Any, flags: int = 0) -> None:
         # For a plain socket, the timeout bounds sendall as a whole (Python >= 3.5).
-        self._arm()
+        self.arm()
         super().sendall(data, flags)
 
 
-class DeadlineSSLSocket(_Deadline, ssl.SSLSocket):
+class DeadlineSSLSocket(_Armed, ssl.SSLSocket):
     """An :class:`ssl.SSLSocket` with a deadline for the whole exchange (``SSLContext.sslsocket_class``)."""
 
     def recv(self, buflen: int = 1024, flags: int = 0) -> bytes:
-        self._arm()
+        self.arm()
         return super().recv(buflen, flags)
 
     def recv_into(self, buffer: Any, nbytes: int | None = None, flags: int = 0) -> int:
-        self._arm()
+        self.arm()
         return super().recv_into(buffer, nbytes, flags)
 
     def send(self, data: Any, flags: int = 0) -> int:
-        self._arm()
+        self.arm()
         return super().send(data, flags)
 
     def sendall(self, data: Any, flags: int = 0) -> None:
@@ -94,29 +145,87 @@ class DeadlineSSLSocket(_Deadline, ssl.SSLSocket):
         super().sendall(data, flags)
 
     def do_handshake(self, block: bool = False) -> None:
-        self._arm()
+        self.arm()
         super().do_handshake(block)
+
+
+def resolve(host: str, port: int, deadline: float) -> Sequence[AddressInfo]:
+    """The addresses of ``host`` (TCP), looked up by ``deadline`` or :class:`TimeoutError`.
+
+    An IP address needs no lookup. A name is looked up in a daemon thread the
+    caller waits for until the deadline (module docstring); its failure is the
+    :class:`socket.gaierror` it raised.
+    """
+    try:
+        return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
+    except socket.gaierror:
+        pass  # a name, not an address
+    left = deadline - time.monotonic()
+    if left <= 0 or not _LOOKUP_SLOTS.acquire(timeout=left):
+        raise TimeoutError(f"no time was left to look up {host[:80]!r}")
+    done = threading.Event()
+    found: list[Sequence[AddressInfo]] = []
+    failed: list[BaseException] = []
+
+    def lookup() -> None:
+        try:
+            found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except BaseException as exc:  # handed to the caller, if it still waits
+            failed.append(exc)
+        finally:
+            _LOOKUP_SLOTS.release()
+            done.set()
+
+    threading.Thread(target=lookup, name="deadline-lookup", daemon=True).start()
+    if not done.wait(max(0.0, deadline - time.monotonic())):
+        raise TimeoutError(f"looking up {host[:80]!r} did not finish by the deadline")
+    if failed:
+        raise failed[0]
+    return found[0]
+
+
+def open_connection(host: str, port: int, deadline: float) -> DeadlineSocket:
+    """A TCP connection to ``host:port`` whose lookup, connect and every later read and write end by ``deadline``.
+
+    The addresses are tried in the resolver's order, all within the one deadline.
+    """
+    error: OSError | None = None
+    for family, kind, proto, _, address in resolve(host, port, deadline):
+        sock = DeadlineSocket(family, kind, proto)
+        try:
+            sock.set_deadline(deadline)
+            sock.connect(address)
+        except OSError as exc:
+            sock.close()
+            error = exc
+            if isinstance(exc, TimeoutError):
+                break  # the deadline is spent: no time for the next address
+            continue
+        return sock
+    raise error or OSError(f"{host[:80]!r} has no address")
+
+
+def tls_for_deadlines(context: ssl.SSLContext) -> ssl.SSLContext:
+    """``context``, its sockets made :class:`DeadlineSSLSocket`: what :func:`connect` and the API client wrap with."""
+    context.sslsocket_class = DeadlineSSLSocket
+    return context
 
 
 def connect(
     host: str, port: int, deadline: float, *, context: ssl.SSLContext | None = None, server_name: str | None = None
 ) -> socket.socket:
-    """A connection to ``host:port`` whose every read and write ends by ``deadline``.
+    """A connection to ``host:port`` whose lookup, connect and every read and write end by ``deadline``.
 
-    With ``context`` (whose ``sslsocket_class`` must be :class:`DeadlineSSLSocket`),
-    the TLS handshake runs under the same deadline, against ``server_name`` (default
-    ``host``). A socket that fails half-way is closed, never leaked.
+    With ``context`` (whose ``sslsocket_class`` must be :class:`DeadlineSSLSocket`:
+    :func:`tls_for_deadlines`), the TLS handshake runs under the same deadline,
+    against ``server_name`` (default ``host``). A socket that fails half-way is
+    closed, never leaked.
     """
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError("no time left to connect")
-    raw = DeadlineSocket.adopt(socket.create_connection((host, port), timeout=left))
-    raw.set_deadline(deadline)
+    if context is not None and context.sslsocket_class is not DeadlineSSLSocket:
+        raise TypeError("the TLS context must wrap DeadlineSSLSocket")
+    raw = open_connection(host, port, deadline)
     if context is None:
         return raw
-    if context.sslsocket_class is not DeadlineSSLSocket:
-        raw.close()
-        raise TypeError("the TLS context must wrap DeadlineSSLSocket")
     try:
         tls = context.wrap_socket(raw, server_hostname=server_name or host, do_handshake_on_connect=False)
     except BaseException:

@@ -88,7 +88,7 @@ class DryRunner(Protocol):
     answer that was not, never returning it; and it returns or raises within
     its deadline plus a bounded margin, so the caller's thread is free by then
     (:class:`provider.kube.dryrun.KubeDryRunner`: ``Limits.dry_run_timeout`` plus
-    ``DEADLINE_MARGIN_SECONDS``).
+    :data:`provider.kube.client.DEADLINE_MARGIN_SECONDS`).
     """
 
     def dry_run(self, manifest: dict[str, Any], namespace: str | None) -> dict[str, Any]: ...

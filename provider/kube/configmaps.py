@@ -2,7 +2,7 @@
 :class:`~provider.signatures.sources.ConfigMapReader` (``kubectl sigstore sign -o k8s://ConfigMap/NS/NAME``).
 
 ``GET /api/v1/namespaces/<ns>/configmaps/<name>`` through the same client and
-the same deadline machinery as the dry-run (:class:`provider.kube.dryrun.KubeDryRunner`:
+the same deadline machinery as the dry-run (:class:`provider.kube.client.KubeClient`:
 one absolute deadline for the whole exchange), so a slow or silent API server
 is a :class:`~provider.errors.TransientError` by the deadline, which the
 verifier turns into the denial ``signature-configmap-unavailable``. The
@@ -29,8 +29,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..deadlines import Deadline
 from ..errors import TransientError
-from .dryrun import KubeDryRunner, _Deadline
+from .client import KubeClient
 
 #: Bytes of the API server's answer read for one ConfigMap. The API server refuses a ConfigMap whose
 #: data and binaryData together exceed 1 MiB (kubernetes pkg/apis/core/validation/validation.go
@@ -43,13 +44,13 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
 
 
 class KubeConfigMapReader:
-    """Reads ConfigMaps through a :class:`KubeDryRunner`'s client (built on first use by ``runner``)."""
+    """Reads ConfigMaps through a :class:`KubeClient` (built on first use by ``runner``)."""
 
-    def __init__(self, runner: Callable[[], KubeDryRunner]) -> None:
+    def __init__(self, runner: Callable[[], KubeClient]) -> None:
         self._runner = runner
-        self._built: KubeDryRunner | None = None
+        self._built: KubeClient | None = None
 
-    def _client(self) -> KubeDryRunner:
+    def _client(self) -> KubeClient:
         if self._built is None:
             self._built = self._runner()
         return self._built
@@ -64,7 +65,7 @@ class KubeConfigMapReader:
         path = f"/api/v1/namespaces/{namespace}/configmaps/{name}"
         limit = min(runner.limits.max_api_response_bytes, MAX_CONFIGMAP_RESPONSE_BYTES)
         limits = dataclasses.replace(runner.limits, max_api_response_bytes=limit)
-        response = runner._exchange("GET", path, _Deadline(seconds), what=f"GET {path}", limits=limits)
+        response = runner.exchange("GET", path, Deadline.after(seconds), what=f"GET {path}", limits=limits)
         if response.status == 404:
             return None
         if response.status != 200:

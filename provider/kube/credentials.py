@@ -3,7 +3,7 @@
 Every request this package makes to a cluster authenticates with what the
 ``kubernetes`` client (37.x) loaded, never with fields read out of it by
 hand: dry-runs, discovery, lists, writes and ConfigMap reads go through its
-``ApiClient`` (:mod:`provider.kube.dryrun`), bootstrap-token Secrets through
+``ApiClient`` (:mod:`provider.kube.client`), bootstrap-token Secrets through
 its ``CoreV1Api`` (:mod:`provider.kube.tokens`), and the one exchange made
 outside it, the TokenReview (:mod:`provider.kube.tokenreview`), takes its
 headers from :func:`auth_headers` and its TLS settings from

@@ -1,37 +1,25 @@
-"""The Kubernetes adapter: server-side dry-run through the official ``kubernetes`` client.
+"""The dry-run runner: server-side dry-run of a signed manifest through the :class:`~provider.kube.client.KubeClient`.
 
 :class:`KubeDryRunner` implements :class:`provider.verifier.DryRunner`. One
 :meth:`~KubeDryRunner.dry_run` is, within one deadline
 (:attr:`Limits.dry_run_timeout <provider.limits.Limits.dry_run_timeout>`, 1.5 s):
 
-1. discovery -- ``GET /api/v1`` or ``GET /apis/<group>/<version>`` maps the
-   manifest's kind to its resource name and scope (the server's answer, never
-   a guessed plural). One request per group/version, cached for
-   ``discovery_ttl`` seconds; a kind missing from a cached document causes one
-   refetch (at most every :data:`MISS_REFETCH_SECONDS`) so a CRD installed
-   since shows up. The client's ``DynamicClient`` is not used: with an empty
-   cache it fetches ``/version``, ``/apis`` and, for ``v1``, the ``/apis/<g>/v1``
-   document of *every* group (``tests/data/dryrun/discovery/_python-client-requests.json``
-   records 17 requests) where this needs one;
+1. discovery (:meth:`KubeClient.resource_for <provider.kube.client.KubeClient.resource_for>`)
+   maps the manifest's kind to its resource name and scope, from the client's cache;
 2. ``POST <collection>?dryRun=All`` -- namespaced kinds in the given namespace
    (or the kubeconfig context's / the pod's own), cluster-scoped kinds
    cluster-wide; on 409 AlreadyExists the manifest is renamed
    (:func:`provider.compare.dryrun.renamed_for_retry`) and sent once more.
 
-The deadline covers every exchange whole: connecting, the TLS handshake,
-sending the request, the response headers and the *entire* body. urllib3's own
-timeouts bound each socket operation, not the exchange (a server that sends
-its headers and then its body each just under the timeout, or one byte at a
-time, would be waited for indefinitely), so the runner installs its own
-connection classes in the client's urllib3 pool (:func:`_bound_by_deadlines`):
-before every connect, handshake, send and receive they set the socket's
-timeout to the time the deadline leaves, and past the deadline they refuse to
-start one. An answer whose last byte arrives after the deadline is a
-:class:`TransientError` ``dry-run-failed`` and is never used -- not returned,
-not cached. A :meth:`~KubeDryRunner.dry_run` therefore returns or raises within
-its deadline plus :data:`DEADLINE_MARGIN_SECONDS`, and starts no thread. The
-one wait outside it is resolving a host *name* (``getaddrinfo`` cannot be
-interrupted); in a cluster the API server is an IP address.
+Both exchanges share the deadline, and the client bounds each whole
+(:meth:`KubeClient.exchange <provider.kube.client.KubeClient.exchange>`: connect,
+TLS, request, headers, the entire body); a late answer is never used. The runner
+is a client (it subclasses :class:`~provider.kube.client.KubeClient`): the
+service and the CLI build one per cluster and hand it to the lister, the writer
+and the ConfigMap and Secret readers as their client, so all share one
+connection pool, one identity and one discovery cache.
+
+Failures, and why each error class (``docs/dryrun.md``):
 
 Failures, and why each error class (``docs/dryrun.md``):
 
@@ -55,48 +43,23 @@ kind not served (discovery, after      :class:`VerificationFailure`: the object 
 one refetch)                           review *is* served, so the signed apiVersion
                                        is what the cluster does not know
 =====================================  ===========================================
-
-The ``kubernetes`` package is imported only when a runner is built: commands
-that never dry-run do not pay for it.
 """
 
 from __future__ import annotations
 
-import http.client
-import io
 import re
 import secrets
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ..compare.dryrun import DryRunPlan, answer_mismatch, renamed_for_retry
-from ..errors import ConfigError, DataError, PolicyError, TransientError, VerificationFailure
+from ..deadlines import Deadline
+from ..errors import TransientError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
-from ..objects import split_api_version
-from ..parsing import load_json
-from ..version import __version__
-from . import credentials
+from .client import FIELD_MANAGER, KubeClient, Resource, Response, transport_message
 
-#: Seconds a discovery document is trusted (kubectl's disk cache keeps them
-#: for 6 hours; a shorter life here bounds how long a removed kind lingers).
-DISCOVERY_TTL_SECONDS = 600.0
-#: After a kind is missing from a cached document, refetch at most this often.
-MISS_REFETCH_SECONDS = 10.0
-#: ``fieldManager`` of the dry-run creates (shows in their managedFields).
-FIELD_MANAGER = "manifest-provider"
-#: How long after its deadline a dry-run may still return or raise. Past the
-#: deadline no socket operation starts and every one in progress was given the
-#: time left as its timeout, so what remains is waking from that one wait,
-#: closing the connection and raising -- milliseconds on an idle host; the rest
-#: is headroom for a loaded one. The service's request deadline must exceed the
-#: dry-run timeout by more than this (2.5 s against 1.5 s by default).
-DEADLINE_MARGIN_SECONDS = 0.5
-#: Bytes handed to one ``sendall`` while sending a request, so that a server
-#: that stops reading meets the deadline's shrinking timeout between chunks.
-_SEND_CHUNK_BYTES = 16 * 1024
+#: The query of every dry-run create: nothing is persisted (``dryRun=All``), and the
+#: ``fieldManager`` shows in the managedFields of the object the server answers with.
+DRY_RUN_QUERY = (("dryRun", "All"), ("fieldManager", FIELD_MANAGER))
 #: apimachinery's name-generator alphabet (no vowels, no look-alikes).
 _TOKEN_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # noqa: S105 - not a secret
 #: How the RBAC authorizer words a denial (k8s.io/apiserver forbidden messages).
@@ -110,530 +73,12 @@ def _failed(message: str) -> TransientError:
     return TransientError(message, reason="dry-run-failed")
 
 
-class ResponseTooLarge(TransientError):
-    """An answer longer than :attr:`Limits.max_api_response_bytes`: a list page asks for fewer objects and retries."""
-
-
-@dataclass(frozen=True)
-class Resource:
-    """One entry of a discovery document: what a kind is called in URLs, and its scope."""
-
-    group: str
-    version: str
-    kind: str
-    name: str
-    namespaced: bool
-    verbs: tuple[str, ...]
-    #: The other names kubectl accepts for it (``singularName``, ``shortNames``): provider/kube/lister.py.
-    singular: str = ""
-    short_names: tuple[str, ...] = ()
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def collection(self, namespace: str | None) -> str:
-        root = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
-        return f"{root}/namespaces/{namespace}/{self.name}" if self.namespaced else f"{root}/{self.name}"
-
-    def describe(self) -> str:
-        return f"{self.name}.{self.group}" if self.group else self.name
-
-
-@dataclass(frozen=True)
-class _Discovered:
-    kinds: dict[str, Resource]
-    fetched: float
-    served: bool  # False: the API server does not serve this group/version at all
-
-
-@dataclass(frozen=True)
-class _Response:
-    status: int
-    body: Any  # parsed JSON, or the text of a non-JSON answer
-
-    def status_field(self, name: str) -> str:
-        value = self.body.get(name) if isinstance(self.body, dict) else None
-        return value if isinstance(value, str) else ""
-
-    @property
-    def message(self) -> str:
-        text = self.status_field("message") or (self.body.strip() if isinstance(self.body, str) else "")
-        return text[:600] or f"HTTP {self.status}"
-
-
-class _Deadline:
-    """One dry-run's deadline, on the monotonic clock: socket timeouts are real seconds."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.end = time.monotonic() + seconds
-
-    def left(self) -> float:
-        return self.end - time.monotonic()
-
-    def remaining(self, what: str) -> float:
-        left = self.left()
-        if left <= 0:
-            raise _failed(f"the dry-run did not finish within {self.seconds:g} s (before {what})")
-        return left
-
-
-class _DeadlinePassed(TimeoutError):
-    """A socket operation was refused because the exchange's deadline has passed.
-
-    A :class:`TimeoutError` so that urllib3 and ``http.client`` treat it as the
-    socket timeout it stands for (a read timeout; the connection is closed).
-    """
-
-
-#: The deadline of the exchange this thread is in. urllib3 picks a pooled
-#: connection and builds the response inside ``urlopen``, out of the runner's
-#: reach; both happen in the calling thread, which is how the connection
-#: classes below find the deadline that applies.
-_EXCHANGE = threading.local()
-
-
-def _exchange_deadline() -> _Deadline | None:
-    deadline: _Deadline | None = getattr(_EXCHANGE, "deadline", None)
-    return deadline
-
-
-def _time_left(deadline: _Deadline, what: str) -> float:
-    left = deadline.left()
-    if left <= 0:
-        raise _DeadlinePassed(f"the dry-run deadline of {deadline.seconds:g} s passed before {what}")
-    return left
-
-
-class _DeadlineReader(io.RawIOBase):
-    """The socket under a response, each receive given the time its deadline leaves.
-
-    ``http.client`` reads the status line, the headers and the body through a
-    buffered reader whose every refill is one ``recv`` with the socket's
-    timeout; setting that timeout to the time left before each ``recv`` (and
-    refusing once none is left) bounds the whole response, however it is
-    paced, not each receive.
-    """
-
-    def __init__(self, raw: Any, sock: Any, deadline: _Deadline) -> None:
-        super().__init__()
-        self._raw = raw  # the SocketIO of sock.makefile(): it holds the socket open while reading
-        self._sock = sock
-        self._deadline = deadline
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        self._sock.settimeout(_time_left(self._deadline, "the answer was complete"))
-        count: int = self._raw.readinto(buffer)
-        return count
-
-    def close(self) -> None:
-        if not self.closed:
-            self._raw.close()
-        super().close()
-
-
-class _DeadlineResponse(http.client.HTTPResponse):
-    """``http.client``'s response, reading through :class:`_DeadlineReader` inside an exchange."""
-
-    def __init__(self, sock: Any, *args: Any, **kwargs: Any) -> None:
-        super().__init__(sock, *args, **kwargs)
-        deadline = _exchange_deadline()
-        if deadline is not None:
-            # detach(): the buffered reader gives up its SocketIO without closing it.
-            self.fp = io.BufferedReader(_DeadlineReader(self.fp.detach(), sock, deadline))
-
-
-def _deadline_connection(base: Any) -> Any:
-    """A subclass of urllib3 connection class ``base`` whose every socket wait ends by the exchange's deadline."""
-
-    def _new_conn(self: Any) -> Any:
-        deadline = _exchange_deadline()
-        if deadline is None:
-            return base._new_conn(self)
-        self.timeout = _time_left(deadline, "connecting")
-        sock = base._new_conn(self)
-        try:
-            # The TLS handshake (urllib3 wraps this socket next) runs under the
-            # socket's timeout as one total since Python 3.5 (ssl docs,
-            # SSLSocket.do_handshake): give it what the connect left.
-            sock.settimeout(_time_left(deadline, "the TLS handshake"))
-        except BaseException:
-            sock.close()
-            raise
-        return sock
-
-    def send(self: Any, data: Any) -> None:
-        deadline = _exchange_deadline()
-        if deadline is None or self.sock is None or not isinstance(data, (bytes, bytearray, memoryview)):
-            if deadline is not None and self.sock is not None:
-                self.sock.settimeout(_time_left(deadline, "sending the request"))
-            base.send(self, data)
-            return
-        view = memoryview(data)
-        for start in range(0, len(view), _SEND_CHUNK_BYTES):
-            self.sock.settimeout(_time_left(deadline, "the request was sent"))
-            base.send(self, view[start : start + _SEND_CHUNK_BYTES])
-
-    def _tunnel(self: Any) -> None:
-        # Through an HTTP proxy: the CONNECT goes out through send() and its
-        # answer is read through response_class, both bounded. The socket still
-        # has the timeout set *before* the last receive of that answer; the TLS
-        # handshake with the API server that follows must get what is left now.
-        base._tunnel(self)
-        deadline = _exchange_deadline()
-        if deadline is not None:
-            self.sock.settimeout(_time_left(deadline, "the TLS handshake"))
-
-    namespace = {"_new_conn": _new_conn, "send": send, "_tunnel": _tunnel, "response_class": _DeadlineResponse}
-    return type(f"DeadlineBound{base.__name__}", (base,), namespace)
-
-
-def _bound_by_deadlines(api_client: Any) -> None:
-    """Make every connection of ``api_client``'s urllib3 pool honour the exchange deadline.
-
-    Each pool class the pool manager uses (plain, TLS, a proxy's) is replaced by
-    a subclass whose connections are :func:`_deadline_connection`; open pools are
-    dropped so that no connection of the old classes is reused.
-    """
-    manager = api_client.rest_client.pool_manager
-    classes = dict(manager.pool_classes_by_scheme)
-    for scheme, pool in classes.items():
-        if not getattr(pool.ConnectionCls, "_deadline_bound", False):
-            connection = _deadline_connection(pool.ConnectionCls)
-            connection._deadline_bound = True
-            classes[scheme] = type(f"DeadlineBound{pool.__name__}", (pool,), {"ConnectionCls": connection})
-    manager.pool_classes_by_scheme = classes
-    manager.clear()
-
-
-class KubeDryRunner:
+class KubeDryRunner(KubeClient):
     """Creates manifests with ``dryRun=All`` on one cluster; thread-safe, one per process."""
-
-    def __init__(
-        self,
-        api_client: Any,
-        *,
-        source: str,
-        default_namespace: str = "default",
-        timeout: float | None = None,
-        discovery_ttl: float = DISCOVERY_TTL_SECONDS,
-        limits: Limits = DEFAULT_LIMITS,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._client = api_client
-        self.source = source
-        self.default_namespace = default_namespace
-        self.timeout = limits.dry_run_timeout if timeout is None else timeout
-        self.discovery_ttl = discovery_ttl
-        self.limits = limits
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._discovery: dict[tuple[str, str], _Discovered] = {}
-        self._groups: tuple[float, tuple[tuple[str, str], ...]] | None = None
-        api_client.user_agent = f"manifest-provider/{__version__}"
-        _bound_by_deadlines(api_client)
-
-    # -- construction --
-
-    @classmethod
-    def from_kubeconfig(cls, path: str | None = None, *, context: str | None = None, **options: Any) -> KubeDryRunner:
-        """A runner for the cluster of a kubeconfig (None: ``$KUBECONFIG``, else ``~/.kube/config``)."""
-        try:
-            identity = credentials.from_kubeconfig(path, context=context)
-        except ConfigError as exc:
-            raise PolicyError(exc.message) from exc
-        return cls.for_identity(identity, **options)
-
-    @classmethod
-    def in_cluster(cls, service_account_dir: str | None = None, **options: Any) -> KubeDryRunner:
-        """A runner for the cluster this pod runs in, as its service account (:mod:`provider.kube.credentials`)."""
-        try:
-            identity = credentials.in_cluster(service_account_dir)
-        except ConfigError as exc:
-            raise PolicyError(exc.message) from exc
-        return cls.for_identity(identity, **options)
-
-    @classmethod
-    def for_identity(cls, identity: credentials.Identity, **options: Any) -> KubeDryRunner:
-        """A runner that makes its requests as ``identity`` (its cluster's default namespace for namespaced kinds)."""
-        return cls(
-            api_client(identity.configuration), source=identity.source, default_namespace=identity.namespace, **options
-        )
-
-    def close(self) -> None:
-        self._client.close()
-        self._client.rest_client.close()
-
-    def __enter__(self) -> KubeDryRunner:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- HTTP --
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        timeout: float,
-        what: str,
-        query: list[tuple[str, str]] | None = None,
-        body: Any = None,
-        limits: Limits | None = None,
-    ) -> tuple[int, Any]:
-        """One request outside a dry-run (a list page, a PolicyReport write) and its answer: (status, parsed body).
-
-        The same client, connection pool and whole-exchange deadline as the
-        dry-runs (``timeout`` seconds for this one); a write names its own
-        ``query`` (``fieldManager``). Used by :mod:`provider.kube.lister` and
-        :mod:`provider.audit.reports`. ``limits`` replaces the runner's for
-        this answer (a list page holds many objects).
-        """
-        if method != "GET" and query is None:
-            raise ValueError("a write outside a dry-run must pass its query (fieldManager)")
-        try:
-            response = self._exchange(
-                method, path, _Deadline(timeout), body=body, what=what, query=query or [], limits=limits
-            )
-        except TransientError as exc:
-            exc.reason = "transient-error"  # not a dry-run: the cluster could not be asked
-            raise
-        return response.status, response.body
-
-    def open_stream(
-        self, path: str, *, query: list[tuple[str, str]], connect_timeout: float, read_timeout: float, what: str
-    ) -> Any:
-        """A GET whose answer is read as it comes (a watch): the urllib3 response, its body not read yet.
-
-        The same client, credentials and connection pool as :meth:`request`,
-        but no whole-exchange deadline -- a watch lasts minutes: connecting is
-        bounded by ``connect_timeout`` and each receive by ``read_timeout`` (a
-        stream silent for longer is taken for dead). The caller reads it
-        (:mod:`provider.kube.watcher`) and must close it. A failure to connect is
-        a :class:`TransientError`.
-        """
-        import urllib3
-        from kubernetes.client.exceptions import ApiException
-
-        params = self._client.param_serialize(
-            "GET", path, query_params=query, header_params={"Accept": "application/json"}, auth_settings=["BearerToken"]
-        )
-        try:
-            return self._client.call_api(*params, _request_timeout=(connect_timeout, read_timeout)).response
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            raise TransientError(
-                f"{self.source} could not be reached ({what}): {_why(exc)}", reason="transient-error"
-            ) from exc
-
-    def _exchange(
-        self,
-        method: str,
-        path: str,
-        deadline: _Deadline,
-        *,
-        body: Any = None,
-        what: str,
-        query: list[tuple[str, str]] | None = None,
-        limits: Limits | None = None,
-    ) -> _Response:
-        """One request and its whole answer, complete by ``deadline`` or a :class:`TransientError`.
-
-        Without ``query`` a POST is a dry-run (``dryRun=All``): only :meth:`request` writes for real.
-        """
-        import urllib3
-        from kubernetes.client.exceptions import ApiException
-
-        timeout = deadline.remaining(what)
-        if query is None:
-            query = [("dryRun", "All"), ("fieldManager", FIELD_MANAGER)] if method == "POST" else None
-        try:
-            # The client adds its own credentials here (Configuration.auth_settings(),
-            # whose refresh hook rereads a rotated token): provider/kube/credentials.py.
-            params = self._client.param_serialize(
-                method,
-                path,
-                query_params=query,
-                header_params={"Accept": "application/json", "Content-Type": "application/json"},
-                body=body,
-                auth_settings=list(credentials.AUTH_SETTINGS),
-            )
-        except Exception as exc:  # the refresh hook: a token file gone or empty, a failing exec plugin
-            raise _failed(f"{self.source}: the credentials could not be refreshed ({type(exc).__name__})") from exc
-        limits = limits or self.limits
-        limit = limits.max_api_response_bytes
-        _EXCHANGE.deadline = deadline
-        try:
-            # _request_timeout is urllib3's per-operation bound; the connection
-            # classes of _bound_by_deadlines make it one bound for the exchange.
-            raw = self._client.call_api(*params, _request_timeout=timeout).response
-            complete = False
-            try:
-                data = raw.read(limit + 1)
-                content_type = raw.headers.get("content-type", "")
-                complete = len(data) <= limit
-            finally:
-                if not complete:
-                    raw.close()  # an answer not read to its end leaves nothing reusable on the connection
-                raw.release_conn()
-        except (ApiException, urllib3.exceptions.HTTPError, OSError) as exc:
-            # NewConnectionError (refused, unreachable) subclasses urllib3's
-            # TimeoutError for backwards compatibility; it is no timeout.
-            timed_out = isinstance(exc, (urllib3.exceptions.TimeoutError, TimeoutError)) and not isinstance(
-                exc, urllib3.exceptions.NewConnectionError
-            )
-            if timed_out or deadline.left() <= 0:
-                raise self._late(what, deadline) from exc
-            raise _failed(f"{self.source} could not be reached ({what}): {_why(exc)}") from exc
-        finally:
-            _EXCHANGE.deadline = None
-        if len(data) > limit:
-            raise ResponseTooLarge(
-                f"{self.source} answered {what} with more than {limit} bytes", reason="dry-run-failed"
-            )
-        if "json" not in content_type:
-            response = _Response(raw.status, data.decode("utf-8", "replace"))
-        else:
-            try:
-                response = _Response(raw.status, load_json(data, limits=limits, what=f"the answer to {what}"))
-            except DataError as exc:
-                raise _failed(f"{self.source}: {exc.message}") from exc
-        # The socket waits end by the deadline, but the last one may return at
-        # it, and parsing a large answer takes time on a loaded host: an answer
-        # in hand only after the deadline is not used.
-        if deadline.left() <= 0:
-            raise self._late(what, deadline, complete=True)
-        return response
-
-    def _late(self, what: str, deadline: _Deadline, *, complete: bool = False) -> TransientError:
-        # One wording for every late answer, whether it was cut off or arrived whole too late.
-        detail = (
-            "its answer was complete only after the deadline and is not used"
-            if complete
-            else "the answer was not complete by then"
-        )
-        return _failed(
-            f"{self.source} did not answer within {deadline.seconds:g} s, the dry-run deadline ({what}: {detail})"
-        )
-
-    # -- discovery --
-
-    def _discover(self, group: str, version: str, deadline: _Deadline) -> _Discovered:
-        path = f"/api/{version}" if not group else f"/apis/{group}/{version}"
-        response = self._exchange("GET", path, deadline, what=f"discovery GET {path}")
-        now = self._clock()
-        if response.status == 404:
-            return _Discovered({}, now, served=False)
-        if response.status != 200 or not isinstance(response.body, dict):
-            raise _failed(_transport_message(response, f"discovery GET {path}", self.source))
-        kinds: dict[str, Resource] = {}
-        for item in response.body.get("resources") or []:
-            if not isinstance(item, dict):
-                continue
-            name, kind, verbs = item.get("name"), item.get("kind"), item.get("verbs")
-            if not isinstance(name, str) or "/" in name or not isinstance(kind, str) or kind in kinds:
-                continue  # subresources (pods/status) share their parent's kind
-            verb_list = tuple(v for v in verbs if isinstance(v, str)) if isinstance(verbs, list) else ()
-            singular, short = item.get("singularName"), item.get("shortNames")
-            kinds[kind] = Resource(
-                group,
-                version,
-                kind,
-                name,
-                item.get("namespaced") is True,
-                verb_list,
-                singular if isinstance(singular, str) else "",
-                tuple(n for n in short if isinstance(n, str)) if isinstance(short, list) else (),
-            )
-        return _Discovered(kinds, now, served=True)
-
-    def served(self, group: str, version: str, *, timeout: float | None = None) -> tuple[Resource, ...]:
-        """Every resource one group/version serves (subresources aside), from the same cache as :meth:`resource_for`."""
-        key = (group, version)
-        with self._lock:
-            entry = self._discovery.get(key)
-        if entry is None or self._clock() - entry.fetched >= self.discovery_ttl:
-            entry = self._discover(group, version, _Deadline(timeout or self.timeout))
-            with self._lock:
-                self._discovery[key] = entry
-        return tuple(entry.kinds.values())
-
-    def group_versions(self, *, timeout: float | None = None) -> tuple[tuple[str, str], ...]:
-        """(group, preferred version) of every API group, the core group first, in the server's order.
-
-        ``GET /api`` and ``GET /apis``, cached like the group/version
-        documents: the order is kubectl's priority when a name is served by
-        more than one group (``events``: the core group's).
-        """
-        with self._lock:
-            cached = self._groups
-        if cached is not None and self._clock() - cached[0] < self.discovery_ttl:
-            return cached[1]
-        deadline = _Deadline(timeout or self.timeout)
-        found: list[tuple[str, str]] = []
-        core = self._exchange("GET", "/api", deadline, what="discovery GET /api")
-        if core.status != 200 or not isinstance(core.body, dict):
-            raise _failed(_transport_message(core, "discovery GET /api", self.source))
-        found += [("", v) for v in (core.body.get("versions") or [])[:1] if isinstance(v, str)]
-        groups = self._exchange("GET", "/apis", deadline, what="discovery GET /apis")
-        if groups.status != 200 or not isinstance(groups.body, dict):
-            raise _failed(_transport_message(groups, "discovery GET /apis", self.source))
-        for entry in groups.body.get("groups") or []:
-            preferred = entry.get("preferredVersion") if isinstance(entry, dict) else None
-            name = entry.get("name") if isinstance(entry, dict) else None
-            version = preferred.get("version") if isinstance(preferred, dict) else None
-            if isinstance(name, str) and isinstance(version, str):
-                found.append((name, version))
-        result = tuple(found)
-        with self._lock:
-            self._groups = (self._clock(), result)
-        return result
-
-    def resource_for(self, api_version: Any, kind: Any, deadline: _Deadline | None = None) -> Resource:
-        """The resource serving ``kind`` in ``api_version``, from (cached) discovery."""
-        deadline = deadline or _Deadline(self.timeout)
-        group, version = split_api_version(api_version)
-        if not version or not isinstance(kind, str) or not kind:
-            raise VerificationFailure(
-                f"the signed manifest has no usable apiVersion/kind ({str(api_version)[:60]!r}, {str(kind)[:60]!r})",
-                reason="dry-run-failed",
-            )
-        key = (group, version)
-        with self._lock:
-            entry = self._discovery.get(key)
-        now = self._clock()
-        stale = entry is None or now - entry.fetched >= self.discovery_ttl
-        missing = entry is not None and kind not in entry.kinds and now - entry.fetched >= MISS_REFETCH_SECONDS
-        if stale or missing:
-            entry = self._discover(group, version, deadline)
-            with self._lock:
-                self._discovery[key] = entry
-        assert entry is not None
-        resource = entry.kinds.get(kind)
-        if resource is None:
-            what = api_version if entry.served else f"{api_version} at all"
-            raise VerificationFailure(
-                f"the API server does not serve kind {kind} in {what} (discovery), so the signed manifest cannot be "
-                "dry-run",
-                reason="dry-run-failed",
-            )
-        return resource
-
-    def forget(self, api_version: Any) -> None:
-        """Drop a cached discovery document (it named a resource the server no longer has)."""
-        with self._lock:
-            self._discovery.pop(split_api_version(api_version), None)
-
-    # -- the dry-run --
 
     def dry_run(self, manifest: dict[str, Any], namespace: str | None) -> dict[str, Any]:
         """Create ``manifest`` with ``dryRun=All``; the object the API server made of it."""
-        deadline = _Deadline(self.timeout)
+        deadline = Deadline.after(self.timeout)
         resource = self.resource_for(manifest.get("apiVersion"), manifest.get("kind"), deadline)
         if "create" not in resource.verbs:
             raise VerificationFailure(
@@ -652,11 +97,16 @@ class KubeDryRunner:
             meta.pop("namespace", None)
         body["metadata"] = meta
         path = resource.collection(where)
-        response = self._exchange("POST", path, deadline, body=body, what=f"dry-run POST {path}")
+        response = self.exchange("POST", path, deadline, query=DRY_RUN_QUERY, body=body, what=f"dry-run POST {path}")
         if response.status == 409 and response.status_field("reason") == "AlreadyExists":
             body = renamed_for_retry(body, "".join(secrets.choice(_TOKEN_ALPHABET) for _ in range(5)))
-            response = self._exchange(
-                "POST", path, deadline, body=body, what=f"dry-run POST {path} (renamed after a name clash)"
+            response = self.exchange(
+                "POST",
+                path,
+                deadline,
+                query=DRY_RUN_QUERY,
+                body=body,
+                what=f"dry-run POST {path} (renamed after a name clash)",
             )
         if 200 <= response.status < 300 and isinstance(response.body, dict):
             # The answer must be the object this request created -- exactly the name sent
@@ -673,7 +123,7 @@ class KubeDryRunner:
         raise self._failure(response, resource, where, body)
 
     def _failure(
-        self, response: _Response, resource: Resource, namespace: str | None, body: dict[str, Any]
+        self, response: Response, resource: Resource, namespace: str | None, body: dict[str, Any]
     ) -> Exception:
         status, message = response.status, response.message
         name = (body.get("metadata") or {}).get("name", "")
@@ -696,7 +146,7 @@ class KubeDryRunner:
             )
         if status == 409:
             return _failed(f"the dry-run create of {target} clashed twice with existing objects: {message}")
-        return _failed(_transport_message(response, f"the dry-run create of {target}", self.source))
+        return _failed(transport_message(response, f"the dry-run create of {target}", self.source))
 
 
 def dry_runner_for(
@@ -721,31 +171,6 @@ def dry_runner_for(
     if kubeconfig or not in_cluster:
         return KubeDryRunner.from_kubeconfig(kubeconfig, limits=limits)
     return KubeDryRunner.in_cluster(service_account_dir, limits=limits)
-
-
-def api_client(configuration: Any) -> Any:
-    """A kubernetes ``ApiClient`` for ``configuration`` (a ``kubernetes.client.Configuration``), without retries."""
-    from kubernetes import client
-
-    # No urllib3 retries: a retry would run past the deadline, and a
-    # request that fails is answered (and retried) by the admission chain.
-    configuration.retries = False
-    return client.ApiClient(configuration)
-
-
-def _why(exc: BaseException) -> str:
-    reason = getattr(exc, "reason", None)
-    text = str(reason if isinstance(reason, BaseException) else exc) or type(exc).__name__
-    return text[:300]
-
-
-def _transport_message(response: _Response, what: str, source: str) -> str:
-    status, reason = response.status, response.status_field("reason")
-    if status == 401:
-        return f"{source} refused the credentials for {what} (401 Unauthorized): {response.message}"
-    if status == 429 or status >= 500:
-        return f"{source} failed {what} ({status} {reason or 'error'}): {response.message}"
-    return f"{what} failed with HTTP {status}{' ' + reason if reason else ''}: {response.message}"
 
 
 def _forbidden_message(message: str, resource: Resource, namespace: str | None, source: str) -> str:

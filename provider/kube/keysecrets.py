@@ -5,7 +5,7 @@ One ``GET /api/v1/namespaces/<ns>/secrets/<name>`` -- never a list or a watch,
 so the service account needs ``get`` on the named Secrets only (RBAC
 ``resourceNames``; ``manifests/components/key-secrets/rbac.yaml``) -- through the
 dry-runner's client, identity and deadline machinery
-(:class:`provider.kube.dryrun.KubeDryRunner`), like signature ConfigMaps
+(:class:`provider.kube.client.KubeClient`), like signature ConfigMaps
 (:mod:`provider.kube.configmaps`).
 
 **Re-read on a time-to-live, not watched.** Each worker process keeps the
@@ -57,9 +57,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..cache import LRUCache, digest
+from ..deadlines import Deadline
 from ..errors import PolicyError, TransientError
 from ..keys.refs import KEY_REFERENCE, PRIVATE_KEYS
-from .dryrun import KubeDryRunner, _Deadline
+from .client import KubeClient
 
 log = logging.getLogger("provider.keysecrets")
 
@@ -95,22 +96,22 @@ def unusable(namespace: str, name: str, key: str) -> PolicyError:
 
 
 class KubeKeySecretReader:
-    """Reads key values from Secrets through a :class:`KubeDryRunner`'s client (built on first use by ``runner``)."""
+    """Reads key values from Secrets through a :class:`KubeClient` (built on first use by ``runner``)."""
 
     def __init__(
         self,
-        runner: Callable[[], KubeDryRunner],
+        runner: Callable[[], KubeClient],
         *,
         ttl: float = DEFAULT_TTL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._runner = runner
-        self._built: KubeDryRunner | None = None
+        self._built: KubeClient | None = None
         self._cache: LRUCache[_Read] = LRUCache(MAX_ENTRIES if ttl > 0 else 0, ttl=ttl or None, clock=clock)
         self._locks: LRUCache[threading.Lock] = LRUCache(MAX_ENTRIES)
         self._guard = threading.Lock()
 
-    def _client(self) -> KubeDryRunner:
+    def _client(self) -> KubeClient:
         if self._built is None:
             self._built = self._runner()
         return self._built
@@ -152,7 +153,7 @@ class KubeKeySecretReader:
         path = f"/api/v1/namespaces/{namespace}/secrets/{name}"
         limit = min(runner.limits.max_api_response_bytes, MAX_SECRET_RESPONSE_BYTES)
         limits = dataclasses.replace(runner.limits, max_api_response_bytes=limit)
-        response = runner._exchange("GET", path, _Deadline(seconds), what=f"GET {path}", limits=limits)
+        response = runner.exchange("GET", path, Deadline.after(seconds), what=f"GET {path}", limits=limits)
         where = f"{KEY_REFERENCE}{namespace}/{name}"
         if response.status in (403, 404):
             return self._refused(where, key, f"the API server answered HTTP {response.status}: {response.message}")

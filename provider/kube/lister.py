@@ -1,7 +1,7 @@
 """Reading what runs in a cluster: which resource a name means, and its objects page by page.
 
-Both go through a :class:`~provider.kube.dryrun.KubeDryRunner` (built by
-:func:`~provider.kube.dryrun.dry_runner_for`): the same client, connection
+Both go through a :class:`~provider.kube.client.KubeClient` (the dry-runner
+:func:`~provider.kube.dryrun.dry_runner_for` builds is one): the same client, connection
 pool, whole-exchange deadlines and **one discovery cache** serve the lists,
 the dry-runs of their objects and the PolicyReport writes.
 
@@ -41,7 +41,7 @@ from urllib.parse import quote
 
 from ..errors import RequestError, TransientError
 from ..limits import DEFAULT_LIMITS, Limits
-from .dryrun import KubeDryRunner, Resource, ResponseTooLarge
+from .client import KubeClient, Resource, ResponseTooLarge
 
 #: Objects asked for per page. kubectl's ``--chunk-size`` default is 500; a
 #: smaller page keeps a page of large objects (managedFields roughly double an
@@ -72,7 +72,7 @@ def _matches(resource: Resource, name: str) -> bool:
     return name in (resource.name, resource.singular, resource.kind.lower()) or name in resource.short_names
 
 
-def resolve(runner: KubeDryRunner, arg: str, *, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> Resource:
+def resolve(runner: KubeClient, arg: str, *, timeout: float = DEFAULT_REQUEST_TIMEOUT) -> Resource:
     """The resource ``arg`` names, as kubectl resolves it (module docstring); :class:`RequestError` when none."""
     if not arg or "/" in arg or any(c.isspace() for c in arg):
         raise RequestError(f"{arg[:80]!r} is not a resource type (kind, plural, short name or kind.group)")
@@ -113,11 +113,11 @@ def _with_identity(item: Any, resource: Resource, where: str) -> dict[str, Any]:
 
 
 class KubeLister:
-    """Lists and GETs live objects through one :class:`KubeDryRunner`."""
+    """Lists and GETs live objects through one :class:`KubeClient`."""
 
     def __init__(
         self,
-        runner: KubeDryRunner,
+        runner: KubeClient,
         *,
         page_size: int = DEFAULT_PAGE_SIZE,
         timeout: float = DEFAULT_REQUEST_TIMEOUT,

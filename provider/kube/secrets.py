@@ -22,8 +22,8 @@ TIMEOUT = 10.0
 def _core_api(kubeconfig: str | None) -> Any:
     from kubernetes import client
 
+    from .client import api_client
     from .credentials import from_kubeconfig
-    from .dryrun import api_client
 
     return client.CoreV1Api(api_client(from_kubeconfig(kubeconfig).configuration))
 

@@ -5,8 +5,9 @@ whether a bearer token is valid for an audience. The kubernetes client's
 ``_request_timeout`` bounds each socket read only: an API server (or a proxy in
 front of it) that sends its headers late and its body a byte at a time keeps
 the request thread for as long as it trickles. So the exchange is made here,
-with :mod:`http.client` over a :class:`~provider.deadlines.DeadlineSocket`:
-connect, TLS handshake, request, headers and body all end by one deadline. An
+with :mod:`http.client` over a :class:`~provider.deadlines.DeadlineSocket`
+(:func:`provider.deadlines.connect`, the mechanism every bounded exchange uses):
+name lookup, connect, TLS handshake, request, headers and body all end by one deadline. An
 answer that completes after it is never used: the caller gets
 :class:`~provider.errors.TransientError` ``token-review-timeout`` (a 503).
 
@@ -34,7 +35,7 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..deadlines import DeadlineSSLSocket, connect
+from ..deadlines import connect, tls_for_deadlines
 from ..errors import ConfigError, TransientError
 from ..version import __version__
 from .credentials import auth_headers, cluster_identity, server_name, tls_context
@@ -111,9 +112,7 @@ class KubeTokenReviewer:
     def _context(self) -> ssl.SSLContext:
         # Built per review (reviews are rare: accepted tokens are cached and
         # reviews rate-limited), so a rotated CA or client certificate is read anew.
-        context = tls_context(self._config)
-        context.sslsocket_class = DeadlineSSLSocket
-        return context
+        return tls_for_deadlines(tls_context(self._config))
 
     def _connect(self, deadline: float) -> socket.socket:
         context = self._context() if self._https else None

@@ -37,7 +37,7 @@ from ..neighbours.bootstrap import (
 from ..parsing import load_json
 from ..result import Result
 from ..review import Review
-from .dryrun import api_client
+from .client import api_client
 from .tokenreview import kube_configuration
 
 log = logging.getLogger("provider.kube_tokens")

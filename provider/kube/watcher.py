@@ -43,7 +43,7 @@ observer names any kind as kubectl does through the lister's one discovery
 cache; it retries an expired watch once with the same resourceVersion instead
 of listing again; and it reads lines without a bound. This uses the same client
 -- credentials, connection pool, TLS -- through
-:meth:`KubeDryRunner.open_stream <provider.kube.dryrun.KubeDryRunner.open_stream>`.
+:meth:`KubeClient.open_stream <provider.kube.client.KubeClient.open_stream>`.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from typing import Any, Protocol
 
 from ..errors import DataError, ProviderError, TransientError
 from ..parsing import load_json
-from .dryrun import Resource
+from .client import Resource
 from .lister import PAGE_LIMITS, KubeLister, _list_failure, _message, _with_identity, collection_path
 
 #: Seconds a watch asks the server to last, before jitter (client-go's reflector asks for 5 to 10 minutes).

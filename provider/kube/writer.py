@@ -2,7 +2,7 @@
 
 The objects are built elsewhere (PolicyReports by
 :mod:`provider.audit.reports`); this writes one through a
-:class:`~provider.kube.dryrun.KubeDryRunner`'s client and discovery cache
+:class:`~provider.kube.client.KubeClient` and its discovery cache
 (the URL comes from discovery, as for a dry-run):
 
 1. ``GET`` it by name. Absent: ``POST`` it (``fieldManager=manifest-provider``).
@@ -31,7 +31,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from ..errors import RequestError, TransientError, VerificationFailure
-from .dryrun import FIELD_MANAGER, KubeDryRunner, Resource
+from .client import FIELD_MANAGER, KubeClient, Resource
 
 #: Writes of one object before giving up on one that others keep changing.
 ATTEMPTS = 3
@@ -46,7 +46,7 @@ class KubeWriter:
 
     def __init__(
         self,
-        runner: KubeDryRunner,
+        runner: KubeClient,
         *,
         labels: Mapping[str, str],
         same: Callable[[dict[str, Any], dict[str, Any]], bool],

@@ -10,8 +10,10 @@ before and while reading, nothing on disk. So this speaks the few endpoints
 it needs (OCI distribution spec v1.1: ``GET``/``HEAD``/``PUT
 /v2/<name>/manifests/<ref>``, ``GET /v2/<name>/blobs/<digest>``, ``POST``
 then ``PUT`` a monolithic blob upload) with :mod:`http.client` over
-:class:`~provider.deadlines.DeadlineSocket`, the same way
-:mod:`provider.kube.tokenreview` talks to the API server.
+:class:`~provider.deadlines.DeadlineSocket` (:func:`provider.deadlines.connect`),
+the same way :mod:`provider.kube.tokenreview` and :mod:`provider.kube.client`
+talk to the API server. The deadline covers looking up the registry's name:
+the name is the bundle reference's, so its DNS zone is the reference author's.
 
 Transport rules:
 
@@ -54,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..cache import LRUCache, digest
-from ..deadlines import DeadlineSSLSocket, connect
+from ..deadlines import connect, tls_for_deadlines
 from ..errors import DataError
 from ..parsing import load_json
 from ..version import __version__
@@ -197,9 +199,7 @@ class RegistryClient:
     def _context(self) -> ssl.SSLContext:
         """One TLS context per client: reading the CA bundle is not work for every connection of a fetch."""
         if self._tls is None:  # two threads may both build one; either serves
-            context = ssl.create_default_context(cafile=self.ca_file)
-            context.sslsocket_class = DeadlineSSLSocket
-            self._tls = context
+            self._tls = tls_for_deadlines(ssl.create_default_context(cafile=self.ca_file))
         return self._tls
 
     def _connect(self, scheme: str, host: str, port: int, deadline: float) -> socket.socket:

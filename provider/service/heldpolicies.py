@@ -254,7 +254,7 @@ class HeldPolicies:
         threading.Thread(target=guarded, name=name, daemon=True).start()
 
     def _watch_cluster(self) -> None:
-        from ..kube.dryrun import Resource
+        from ..kube.client import Resource
         from ..kube.lister import KubeLister
         from ..kube.watcher import KubeWatcher
 
@@ -287,7 +287,7 @@ class HeldPolicies:
         self._stoppers = []
 
     def _write_statuses(self, runner: Any) -> None:
-        from ..kube.dryrun import FIELD_MANAGER
+        from ..kube.client import FIELD_MANAGER
 
         while True:
             item = self._writes.get()

@@ -16,7 +16,8 @@ import pytest
 
 from provider.compare.dryrun import plan_dry_run
 from provider.errors import PolicyError, TransientError, VerificationFailure
-from provider.kube.dryrun import MISS_REFETCH_SECONDS, KubeDryRunner
+from provider.kube.client import MISS_REFETCH_SECONDS
+from provider.kube.dryrun import KubeDryRunner
 from provider.limits import Limits
 from tests.support.clock import Clock
 from tests.support.fakeapi import FakeApiServer, recording, runner_for

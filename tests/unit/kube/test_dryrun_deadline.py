@@ -6,7 +6,7 @@ headers, a late body, both late, headers or a body trickled a byte at a time,
 a request never answered, a TLS handshake that stalls. Each dry-run runs in
 its own thread, as in a service worker, and must be over -- a
 ``dry-run-failed`` TransientError, no answer -- within its deadline plus
-:data:`provider.kube.dryrun.DEADLINE_MARGIN_SECONDS`, with no thread of the client
+:data:`provider.kube.client.DEADLINE_MARGIN_SECONDS`, with no thread of the client
 left behind. Bounds are upper bounds only: a loaded machine makes the client
 slower, never the fake server faster.
 """
@@ -30,11 +30,13 @@ import yaml
 from provider import Policy, Review, decide
 from provider.compare.dryrun import plan_dry_run
 from provider.errors import TransientError
-from provider.kube import dryrun as kube
-from provider.kube.dryrun import DEADLINE_MARGIN_SECONDS, KubeDryRunner
+from provider.kube import client as kube
+from provider.kube.client import DEADLINE_MARGIN_SECONDS
+from provider.kube.dryrun import KubeDryRunner
 from tests.support.fakeapi import PACES, THREAD_PREFIX, FakeApiServer, recording, runner_for
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import sign
+from tests.support.resolver import StuckResolver
 
 #: Short, so the tests are fast; long enough for a handshake and discovery on a loaded 2-core machine.
 DEADLINE = 0.6
@@ -359,3 +361,30 @@ def test_the_verifier_denies_on_a_late_dry_run_answer_and_never_allows(
     assert outcome.finished and outcome.elapsed < BOUND
     assert isinstance(outcome.error, TransientError) and outcome.error.reason == "dry-run-failed", outcome
     assert fake.creates()[-1].status == 201  # the answer came, late
+
+
+def test_an_api_server_name_that_never_resolves_costs_the_deadline_not_more(
+    fake: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A kubeconfig may name the API server by a host name (``server: https://api.example:6443``);
+    # its lookup is part of the exchange (tests/support/resolver.py: a resolver that never answers).
+    path = fake.kubeconfig(tmp_path / "kubeconfig")
+    config = yaml.safe_load(path.read_text())
+    server = config["clusters"][0]["cluster"]["server"]
+    config["clusters"][0]["cluster"]["server"] = server.replace("127.0.0.1", "api.stuck.example")
+    path.write_text(yaml.safe_dump(config))
+    resolver = StuckResolver()
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    try:
+        with (
+            KubeDryRunner.from_kubeconfig(str(path), timeout=DEADLINE) as runner,
+            pytest.raises(TransientError) as caught,
+        ):
+            runner.dry_run(manifest(), "default")
+        returned_while_stuck = not resolver.gave_up.is_set()
+    finally:
+        resolver.release()
+    assert resolver.asked == ["api.stuck.example"]
+    assert returned_while_stuck
+    assert caught.value.reason == "dry-run-failed"
+    assert f"did not answer within {DEADLINE:g} s" in caught.value.message, caught.value.message

@@ -11,6 +11,7 @@ kubeconfig loading of the ``kubernetes`` package.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from provider.errors import TransientError
 from provider.kube.tokenreview import KubeTokenReviewer, TokenStatus, kube_configuration, status_from_answer
 from provider.service.app import create_app
 from provider.service.devcerts import make_dev_pki
+from tests.support.resolver import StuckResolver
 from tests.support.tokenreview import AUDIENCE, KYVERNO_GROUPS, KYVERNO_USER, Identity, StalledTls, TokenReviewApi
 
 TOKEN = "kyverno-token"
@@ -174,3 +176,20 @@ def test_a_refused_connection_is_a_failure(tmp_path: Path) -> None:
 )
 def test_anything_but_a_clear_yes_for_the_audience_is_a_no(answer: object) -> None:
     assert status_from_answer(answer, AUDIENCE) == TokenStatus(False)
+
+
+def test_an_api_server_name_that_never_resolves_is_a_timeout_by_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kubernetes.client import Configuration
+
+    configuration = Configuration()
+    configuration.host = "https://api.stuck.example:6443"
+    resolver = StuckResolver()
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    try:
+        with pytest.raises(TransientError) as caught:
+            KubeTokenReviewer(configuration).review("a-token", AUDIENCE, time.monotonic() + 1.0)
+        returned_while_stuck = not resolver.gave_up.is_set()
+    finally:
+        resolver.release()
+    assert (resolver.asked, returned_while_stuck) == (["api.stuck.example"], True)
+    assert caught.value.reason == "token-review-timeout"
