@@ -30,6 +30,7 @@ from provider.service.config import ENV_PREFIX, Config
 from provider.service.devcerts import make_dev_pki
 from tests.support.data import REPO
 from tests.support.gatekeeper_framework import provider_problems
+from tests.support.pods import tuf_cache_volume
 
 MANIFESTS = REPO / "manifests"
 BASE = MANIFESTS / "base"
@@ -461,8 +462,9 @@ def test_deployment_is_hardened() -> None:
     assert {"cpu", "memory"} <= set(c["resources"]["requests"])
     assert "memory" in c["resources"]["limits"]
     assert c["args"] == ["serve"]
-    # The read-only root needs a writable /tmp for gunicorn and the metrics directory.
+    # The read-only root needs a writable /tmp for gunicorn, the metrics directory and the TUF cache.
     assert "/tmp" in {m["mountPath"] for m in c["volumeMounts"]}
+    assert tuf_cache_volume(c, pod["volumes"]) == {"medium": "Memory", "sizeLimit": "64Mi"}
     assert "podAntiAffinity" in pod["affinity"]
     assert base_doc("poddisruptionbudget.yaml")["spec"]["minAvailable"] == 1
 
