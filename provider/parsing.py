@@ -455,7 +455,7 @@ def load_yaml_stream(
             raise error(f"{what} is not valid UTF-8 (byte {exc.start})") from exc
     loader = _CLoader(text)
     try:
-        return _build(loader, limits, error, what)
+        return _Builder(limits, error, what).build(loader)
     except yaml.YAMLError as exc:
         if _LIBYAML_NESTING.search(str(getattr(exc, "problem", None) or "")):
             # libyaml's own depth limit tripped before ours could: the same answer as ours.
@@ -473,7 +473,7 @@ def load_yaml_stream(
 #: plus block indents with "exceeded maximum nesting depth"; its parser check (yaml/libyaml#287,
 #: on libyaml's master since 51843fe) says "Maximum nesting level reached". The scanner looks
 #: up to 1024 characters ahead while a simple key is possible, so a line opening 1001 flow
-#: collections is refused before its first event reaches :func:`_build`: our own check never
+#: collections is refused before its first event reaches :class:`_Builder`: our own check never
 #: sees the input. Every other depth is refused by our check first (at ``max_depth`` levels,
 #: far below libyaml's 1000), so the two answers must say the same thing. libyaml's limit
 #: (1000 by default) is above ``Limits.max_depth`` (at most ``MAX_DEPTH_CEILING``), so
@@ -481,157 +481,236 @@ def load_yaml_stream(
 _LIBYAML_NESTING = re.compile(r"maximum nesting (?:depth|level)", re.IGNORECASE)
 
 
-def _build(loader: Any, limits: Limits, error: type[DataError], what: str) -> list[Any]:
-    documents: list[Any] = []
-    anchors: dict[str, tuple[Any, int]] = {}  # anchor -> (container, or a scalar's resolved value; its node count)
-    typed: dict[int, dict[str, type]] = {}  # id(mapping) -> its keys that were not strings in YAML
-    stack: list[_Frame] = []
-    nodes = 0
-    root: Any = None
+def _same_go_key(first: type | None, second: type | None) -> bool:
+    """Whether two keys with one JSON text are one Go map key.
 
-    def same_go_key(first: type | None, second: type | None) -> bool:
-        # Two keys with one JSON text are one Go map key when both are strings,
-        # booleans or integers; a string and an integer ("1", 1) are two, and so
-        # may be two floats (3.14159265358979 and 3.1415927 both read "3.1415927").
-        return first is second and first is not float
+    They are when both are strings, booleans or integers; a string and an integer
+    (``"1"``, ``1``) are two, and so may be two floats (3.14159265358979 and
+    3.1415927 both read "3.1415927").
+    """
+    return first is second and first is not float
 
-    def set_key(frame: _Frame, raw: Any) -> None:
-        if isinstance(raw, (dict, list)):
-            raise error(f"{what} uses a mapping or sequence as a key; Kubernetes objects have string keys")
-        frame.key = _key_text(raw, error, what)
-        frame.key_type = None if type(raw) is str else type(raw)
 
-    def merge(frame: _Frame, sources: list[Any]) -> None:
-        # decode.go merge(): a mapping (or an alias of one), or a sequence of
-        # them merged last to first, so that the first wins. Each merged key is
-        # then set on the mapping where "<<" stands in document order, so a
-        # later explicit key overrides it (as the YAML spec says), but a merge
-        # overrides a key set before it (the spec says the opposite): refused.
-        if not all(type(source) is dict for source in sources):
-            raise error(f"{what} has a merge key '<<' whose value is not a mapping or a sequence of mappings")
-        combined: dict[str, Any] = {}
-        combined_typed: dict[str, type] = {}
-        for source in sources:
-            source_typed = typed.get(id(source), {})
-            for key, value in source.items():
-                if key not in combined:
-                    combined[key] = value
-                    if key in source_typed:
-                        combined_typed[key] = source_typed[key]
-                elif not same_go_key(source_typed.get(key), combined_typed.get(key)):
-                    raise error(
-                        f"{what} merges two different keys that both read {key[:60]!r}; kubectl keeps either at random"
-                    )
-        container = frame.container
-        for key in combined:
-            if key in container:
+def _tagged_value(tag: str, text: str, error: type[DataError]) -> Any:
+    """A scalar with an explicit tag, as goyaml.v2 resolves it (a float not yet made a JSON number)."""
+    if tag == "!":
+        return text  # the non-specific tag: a string (resolve() does not resolve it)
+    if tag == _MERGE and text == "<<":
+        return text
+    return _resolve_tagged(tag, text, error)
+
+
+def _set_key(frame: _Frame, raw: Any, error: type[DataError], what: str) -> None:
+    """Make ``raw`` the pending key of the mapping ``frame``, as the text Go's JSON gives it."""
+    if isinstance(raw, (dict, list)):
+        raise error(f"{what} uses a mapping or sequence as a key; Kubernetes objects have string keys")
+    frame.key = _key_text(raw, error, what)
+    frame.key_type = None if type(raw) is str else type(raw)
+
+
+def _override_merged(frame: _Frame, key: str, error: type[DataError], what: str) -> None:
+    """``key`` is set again in the mapping ``frame``: allowed only over the value a merge ``<<`` set.
+
+    Anything else is a duplicate key, which the API server's strict decoder refuses.
+    """
+    merged = frame.merged
+    if merged is None or key not in merged or not _same_go_key(frame.key_type, (frame.typed or {}).get(key)):
+        raise error(f"{what} has a duplicate key {key[:60]!r}; the API server's strict decoder refuses it")
+    merged.discard(key)  # an explicit key after "<<" overrides the merged value
+
+
+def _combine(
+    sources: list[Any], typed: dict[int, dict[str, type]], error: type[DataError], what: str
+) -> tuple[dict[str, Any], dict[str, type]]:
+    """The keys a merge ``<<`` brings: decode.go merge() takes a mapping (or an alias of one), or a
+    sequence of them merged last to first, so that the first wins; with the Go types of its non-string keys."""
+    if not all(type(source) is dict for source in sources):
+        raise error(f"{what} has a merge key '<<' whose value is not a mapping or a sequence of mappings")
+    combined: dict[str, Any] = {}
+    combined_typed: dict[str, type] = {}
+    for source in sources:
+        source_typed = typed.get(id(source), {})
+        for key, value in source.items():
+            if key not in combined:
+                combined[key] = value
+                if key in source_typed:
+                    combined_typed[key] = source_typed[key]
+            elif not _same_go_key(source_typed.get(key), combined_typed.get(key)):
                 raise error(
-                    f"{what} has a merge key '<<' that would override {key[:60]!r} set before it in the same mapping;"
-                    " kubectl takes the merged value, the YAML spec the earlier one"
+                    f"{what} merges two different keys that both read {key[:60]!r}; kubectl keeps either at random"
                 )
-        container.update(combined)
-        frame.merged = combined.keys() | (frame.merged or set())
-        if combined_typed:
-            frame.typed = {**(frame.typed or {}), **combined_typed}
+    return combined, combined_typed
 
-    def attach(value: Any) -> None:
-        nonlocal root
-        if not stack:
-            root = value
+
+def _merge(
+    frame: _Frame, sources: list[Any], typed: dict[int, dict[str, type]], error: type[DataError], what: str
+) -> None:
+    """Apply a merge ``<<`` to the mapping ``frame``.
+
+    Each merged key is set on the mapping where ``<<`` stands in document order, so a later
+    explicit key overrides it (as the YAML spec says), but a merge overrides a key set before it
+    (the spec says the opposite): refused.
+    """
+    combined, combined_typed = _combine(sources, typed, error, what)
+    container = frame.container
+    for key in combined:
+        if key in container:
+            raise error(
+                f"{what} has a merge key '<<' that would override {key[:60]!r} set before it in the same mapping;"
+                " kubectl takes the merged value, the YAML spec the earlier one"
+            )
+    container.update(combined)
+    frame.merged = combined.keys() | (frame.merged or set())
+    if combined_typed:
+        frame.typed = {**(frame.typed or {}), **combined_typed}
+
+
+class _Builder:
+    """The documents of one YAML stream, built from libyaml's events one at a time.
+
+    One handler per kind of event; the state they share is this object's (a fresh one per stream).
+    """
+
+    __slots__ = ("anchors", "documents", "error", "limits", "nodes", "root", "stack", "typed", "what")
+
+    def __init__(self, limits: Limits, error: type[DataError], what: str) -> None:
+        self.limits, self.error, self.what = limits, error, what
+        self.documents: list[Any] = []
+        #: anchor -> (its container, or a scalar's resolved value; its node count)
+        self.anchors: dict[str, tuple[Any, int]] = {}
+        #: id(mapping) -> its keys that were not strings in YAML
+        self.typed: dict[int, dict[str, type]] = {}
+        self.stack: list[_Frame] = []
+        self.nodes = 0
+        self.root: Any = None
+
+    def build(self, loader: Any) -> list[Any]:
+        """Read events until the stream ends; every event counts against ``max_nodes``."""
+        handlers = {
+            ev.MappingStartEvent: self._collection_start,
+            ev.SequenceStartEvent: self._collection_start,
+            ev.MappingEndEvent: self._collection_end,
+            ev.SequenceEndEvent: self._collection_end,
+            ev.AliasEvent: self._alias,
+            ev.DocumentStartEvent: self._document_start,
+            ev.DocumentEndEvent: self._document_end,
+        }
+        scalar, on_scalar, max_nodes = ev.ScalarEvent, self._scalar, self.limits.max_nodes
+        while True:
+            event = loader.get_event()
+            kind = type(event)
+            if kind is ev.StreamEndEvent:
+                return self.documents
+            if kind is scalar:  # most events: no table look-up for them
+                on_scalar(event)
+            else:
+                handler = handlers.get(kind)
+                if handler is not None:
+                    handler(event)
+            if self.nodes > max_nodes:
+                raise self.error(f"{self.what} has more than {max_nodes} nodes (aliases counted expanded)")
+
+    def _key_pending(self) -> _Frame | None:
+        """The innermost mapping when it waits for a key, else None."""
+        frame = self.stack[-1] if self.stack else None
+        return frame if frame is not None and frame.is_map and frame.key is _NoKey else None
+
+    def _attach(self, value: Any) -> None:
+        """Put a finished value where it belongs: the document root, a sequence, or a mapping's pending key."""
+        if not self.stack:
+            self.root = value
             return
-        frame = stack[-1]
+        frame = self.stack[-1]
         if not frame.is_map:
             frame.container.append(value)
             return
         key, frame.key = frame.key, _NoKey
         if key is _MergeKey:
-            merge(frame, value if type(value) is list else [value])
+            _merge(frame, value if type(value) is list else [value], self.typed, self.error, self.what)
             return
-        container = frame.container
+        container = frame.container  # _override_merged is the rare case: the common one stays inline
         if key in container:
-            merged = frame.merged
-            if merged is None or key not in merged or not same_go_key(frame.key_type, (frame.typed or {}).get(key)):
-                raise error(f"{what} has a duplicate key {key[:60]!r}; the API server's strict decoder refuses it")
-            merged.discard(key)  # an explicit key after "<<" overrides the merged value
+            _override_merged(frame, key, self.error, self.what)
         container[key] = value
         if frame.key_type is not None:
             if frame.typed is None:
                 frame.typed = {}
             frame.typed[key] = frame.key_type
 
-    while True:
-        event = loader.get_event()
-        kind = type(event)
-        if kind is ev.ScalarEvent:
-            nodes += 1
-            text, tag = event.value, event.tag
-            if tag is None:
-                raw = _resolve_plain(text, error) if event.implicit[0] else text
-            elif tag == "!":
-                raw = text  # the non-specific tag: a string (resolve() does not resolve it)
-            elif tag == _MERGE and text == "<<":
-                raw = text
+    def _scalar(self, event: Any) -> None:
+        """A scalar: a mapping's key (or the merge key ``<<``), or a value."""
+        self.nodes += 1
+        text, tag = event.value, event.tag
+        if tag is None:  # the common case, kept inline: most events are plain scalars
+            raw = _resolve_plain(text, self.error) if event.implicit[0] else text
+        else:
+            raw = _tagged_value(tag, text, self.error)
+        stack = self.stack
+        frame = stack[-1] if stack else None  # _key_pending(), inline on the hottest path
+        if frame is not None and frame.is_map and frame.key is _NoKey:
+            # decode.go isMerge: "<<" unquoted (or with the "!" tag) or tagged !!merge.
+            if text == "<<" and (event.implicit[0] or tag == _MERGE):
+                frame.key = _MergeKey
             else:
-                raw = _resolve_tagged(tag, text, error)
-            frame = stack[-1] if stack else None
-            if frame is not None and frame.is_map and frame.key is _NoKey:
-                # decode.go isMerge: "<<" unquoted (or with the "!" tag) or tagged !!merge.
-                if text == "<<" and (event.implicit[0] or tag == _MERGE):
-                    frame.key = _MergeKey
-                else:
-                    set_key(frame, raw)
-            elif tag == _MERGE:
-                raise error(f"YAML tag {tag!r} is only supported on a merge key '<<'")
-            else:
-                attach(_json_number(raw, error) if type(raw) is float else raw)
-            if event.anchor is not None:
-                anchors[event.anchor] = (raw, 1)
-        elif kind is ev.MappingStartEvent or kind is ev.SequenceStartEvent:
-            is_map = kind is ev.MappingStartEvent
-            if event.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
-                raise error(
-                    f"YAML tag {str(event.tag)[:60]!r} is not supported; Kubernetes manifests use plain JSON types"
-                )
-            if stack and stack[-1].is_map and stack[-1].key is _NoKey:
-                raise error(f"{what} uses a mapping or sequence as a key; Kubernetes objects have string keys")
-            nodes += 1
-            if len(stack) >= limits.max_depth:
-                raise error(f"{what} is nested deeper than {limits.max_depth} levels")
-            stack.append(_Frame({} if is_map else [], nodes, event.anchor, is_map))
-        elif kind is ev.MappingEndEvent or kind is ev.SequenceEndEvent:
-            frame = stack.pop()
-            if frame.typed:
-                typed[id(frame.container)] = frame.typed
-            if frame.anchor is not None:
-                anchors[frame.anchor] = (frame.container, nodes - frame.start + 1)
-            attach(frame.container)
-        elif kind is ev.AliasEvent:
-            target = anchors.get(event.anchor)
-            if target is None:
-                raise error(f"{what} refers to an undefined or recursive alias *{str(event.anchor)[:40]}")
-            nodes += target[1]
-            value = target[0]
-            frame = stack[-1] if stack else None
-            if frame is not None and frame.is_map and frame.key is _NoKey:
-                set_key(frame, value)  # an alias is never a merge key (isMerge wants a scalar node)
-            elif frame is not None and frame.is_map and frame.key is _MergeKey and type(value) is list:
-                # decode.go merge(): an alias must refer to a mapping; only an inline sequence lists several.
-                raise error(f"{what} has a merge key '<<' whose value is not a mapping or a sequence of mappings")
-            else:
-                attach(_json_number(value, error) if type(value) is float else value)
-        elif kind is ev.DocumentStartEvent:
-            root = None
-            anchors.clear()
-            typed.clear()
-        elif kind is ev.DocumentEndEvent:
-            if root is not None:
-                documents.append(root)
-                if len(documents) > limits.max_documents:
-                    raise error(f"{what} holds more than {limits.max_documents} documents")
-        elif kind is ev.StreamEndEvent:
-            return documents
-        if nodes > limits.max_nodes:
-            raise error(f"{what} has more than {limits.max_nodes} nodes (aliases counted expanded)")
+                _set_key(frame, raw, self.error, self.what)
+        elif tag == _MERGE:
+            raise self.error(f"YAML tag {tag!r} is only supported on a merge key '<<'")
+        else:
+            self._attach(_json_number(raw, self.error) if type(raw) is float else raw)
+        if event.anchor is not None:
+            self.anchors[event.anchor] = (raw, 1)
+
+    def _collection_start(self, event: Any) -> None:
+        """A mapping or sequence opens: only the plain JSON types, never as a key, within ``max_depth``."""
+        is_map = type(event) is ev.MappingStartEvent
+        if event.tag not in (_MAP_TAGS if is_map else _SEQ_TAGS):
+            raise self.error(
+                f"YAML tag {str(event.tag)[:60]!r} is not supported; Kubernetes manifests use plain JSON types"
+            )
+        if self._key_pending() is not None:
+            raise self.error(f"{self.what} uses a mapping or sequence as a key; Kubernetes objects have string keys")
+        self.nodes += 1
+        if len(self.stack) >= self.limits.max_depth:
+            raise self.error(f"{self.what} is nested deeper than {self.limits.max_depth} levels")
+        self.stack.append(_Frame({} if is_map else [], self.nodes, event.anchor, is_map))
+
+    def _collection_end(self, event: Any) -> None:
+        """A mapping or sequence closes: remember it for its anchor and put it in its place."""
+        frame = self.stack.pop()
+        if frame.typed:
+            self.typed[id(frame.container)] = frame.typed
+        if frame.anchor is not None:
+            self.anchors[frame.anchor] = (frame.container, self.nodes - frame.start + 1)
+        self._attach(frame.container)
+
+    def _alias(self, event: Any) -> None:
+        """``*name``: what the anchor holds, counted at its full size against ``max_nodes``."""
+        target = self.anchors.get(event.anchor)
+        if target is None:
+            raise self.error(f"{self.what} refers to an undefined or recursive alias *{str(event.anchor)[:40]}")
+        self.nodes += target[1]
+        value = target[0]
+        frame = self.stack[-1] if self.stack else None
+        if frame is not None and frame.is_map and frame.key is _NoKey:
+            _set_key(frame, value, self.error, self.what)  # an alias is never a merge key (isMerge wants a scalar)
+        elif frame is not None and frame.is_map and frame.key is _MergeKey and type(value) is list:
+            # decode.go merge(): an alias must refer to a mapping; only an inline sequence lists several.
+            raise self.error(f"{self.what} has a merge key '<<' whose value is not a mapping or a sequence of mappings")
+        else:
+            self._attach(_json_number(value, self.error) if type(value) is float else value)
+
+    def _document_start(self, event: Any) -> None:
+        # An anchor is known only in its own document (kubectl decodes each document on its own).
+        self.root = None
+        self.anchors.clear()
+        self.typed.clear()
+
+    def _document_end(self, event: Any) -> None:
+        if self.root is None:
+            return
+        self.documents.append(self.root)
+        if len(self.documents) > self.limits.max_documents:
+            raise self.error(f"{self.what} holds more than {self.limits.max_documents} documents")
 
 
 def _no_constants(name: str) -> Any:

@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from ..bounds import SERVICE, Bounds
 from ..compare.controlplane import CONTROL_PLANE_OBJECTS, Written
@@ -472,6 +473,187 @@ def _with_compiled(node: AnchorSet, compiled: dict[int, SignerSpec]) -> AnchorSe
     return dataclasses.replace(node, entries=entries)
 
 
+_T = TypeVar("_T")
+
+
+def _each(
+    data: dict[str, Any], name: str, where: str, read: Callable[[Any, str], _T], default: Any = None
+) -> tuple[_T, ...]:
+    """``read`` applied to each item of the list field ``name`` (``default`` when absent), told where it stands."""
+    spot = f"{where}.{name}"
+    return tuple(read(item, f"{spot}[{i}]") for i, item in enumerate(read_list(data.get(name, default), spot)))
+
+
+class _Anchors(NamedTuple):
+    """The keys and signers a policy lists, by type: its flat lists, or its attestor sets' leaves."""
+
+    keys: tuple[PublicKey, ...]
+    openpgp_keys: tuple[OpenPGPKey, ...]
+    secret_keys: tuple[SecretKeyRef, ...]
+    signers: tuple[SignerSpec, ...]
+    attestors: tuple[AnchorSet, ...]
+    #: Keys and signers counted one by one (an OpenPGP keyring counts each certificate).
+    total: int
+
+
+def _anchors_of(leaves: Sequence[Leaf], attestors: tuple[AnchorSet, ...] = ()) -> _Anchors:
+    """``leaves`` sorted by type, each type in the order listed."""
+    keys: list[PublicKey] = []
+    openpgp_keys: list[OpenPGPKey] = []
+    secret_keys: list[SecretKeyRef] = []
+    signers: list[SignerSpec] = []
+    for leaf in leaves:
+        if isinstance(leaf, PublicKey):
+            keys.append(leaf)
+        elif isinstance(leaf, OpenPGPKey):
+            openpgp_keys.append(leaf)
+        elif isinstance(leaf, SecretKeyRef):
+            secret_keys.append(leaf)
+        elif isinstance(leaf, SignerSpec):
+            signers.append(leaf)
+    return _Anchors(tuple(keys), tuple(openpgp_keys), tuple(secret_keys), tuple(signers), attestors, len(leaves))
+
+
+def _read_keys(data: dict[str, Any], where: str, limits: Limits) -> list[PublicKey | OpenPGPKey | SecretKeyRef]:
+    """``keys``, loaded; refused as soon as there are more than ``max_keys``."""
+    loaded: list[PublicKey | OpenPGPKey | SecretKeyRef] = []
+    for i, item in enumerate(read_list(data.get("keys"), f"{where}.keys")):
+        loaded.extend(_load_key_entry(item, f"{where}.keys[{i}]", limits))
+        if len(loaded) > limits.max_keys:  # stop loading here: thousands of key strings cost seconds
+            raise PolicyError(
+                f"{where}.keys: more than {limits.max_keys} keys; at most {limits.max_keys} keys and signers are "
+                "allowed"
+            )
+    return loaded
+
+
+def _read_attestors(data: dict[str, Any], where: str, limits: Limits, flat: bool) -> _Anchors:
+    """``attestors``: nested signer sets, which replace keys and signers (``flat``: some were given) entirely."""
+    if flat or "keyOperation" in data or "threshold" in data:
+        raise PolicyError(
+            f"{where}: give attestors, or keys/signers with keyOperation/threshold, not both; a key needed "
+            "beside the sets is one more set"
+        )
+    attestors = parse_attestors(data["attestors"], f"{where}.attestors", limits)
+    return _anchors_of([leaf for s in attestors for leaf in s.leaves()], attestors)
+
+
+def _read_anchors(data: dict[str, Any], where: str, limits: Limits, bounds: Bounds) -> _Anchors:
+    """The keys and signers: at least one, at most ``max_keys``, no key twice, Secrets only where ``bounds`` allow."""
+    loaded = _read_keys(data, where, limits)
+    signers = _each(data, "signers", where, SignerSpec.from_value)
+    if "attestors" in data:
+        anchors = _read_attestors(data, where, limits, flat=bool(loaded or signers))
+    else:
+        anchors = _anchors_of([*loaded, *signers])
+    if anchors.total == 0:
+        raise PolicyError(f"{where}: no keys or signers; an empty key list would accept nothing (or, worse, anything)")
+    if anchors.total > limits.max_keys:
+        raise PolicyError(f"{where}: {anchors.total} keys and signers; at most {limits.max_keys} are allowed")
+    if not anchors.attestors and len({_identity(k) for k in loaded}) != len(loaded):
+        raise PolicyError(f"{where}.keys: the same key is listed twice; MustAll and threshold count distinct keys")
+    for ref in anchors.secret_keys:  # before anything is read: the operator's bound (provider/bounds.py)
+        check_allowed(ref, bounds, f"{where}.keys")
+    return anchors
+
+
+def _sensitive_rule(data: Any, where: str) -> IgnoreRule:
+    """A ``sensitiveFields`` entry: an ignore rule's shape, but it hides fields rather than widening anything."""
+    return IgnoreRule.from_dict(data, where, widens=False)
+
+
+def _read_sources(data: dict[str, Any], where: str, bounds: Bounds) -> tuple[BundleOptions | None, ConfigMapRef | None]:
+    """Where signatures may come from besides the object: ``resourceBundleRef``, ``signatureResourceRef``."""
+    bundle_options = (
+        BundleOptions.from_dict(
+            data["resourceBundleRef"],
+            f"{where}.resourceBundleRef",
+            allowed=bounds.bundle_repositories,
+            pull_namespaces=bounds.pull_secret_namespaces,
+        )
+        if "resourceBundleRef" in data
+        else None
+    )
+    signature_ref = (
+        ConfigMapRef.parse(data["signatureResourceRef"], f"{where}.signatureResourceRef")
+        if "signatureResourceRef" in data
+        else None
+    )
+    return bundle_options, signature_ref
+
+
+def _read_requirement(data: dict[str, Any], where: str, anchors: int) -> tuple[KeyOperation, int | None]:
+    """``keyOperation`` and ``threshold``: how many of the ``anchors`` keys and signers must have signed."""
+    operation = data.get("keyOperation", "AtLeastOne")
+    if operation not in KEY_OPERATIONS:
+        raise PolicyError(f"{where}.keyOperation: {str(operation)[:40]!r} is not one of {', '.join(KEY_OPERATIONS)}")
+    threshold = data.get("threshold")
+    if threshold is not None:
+        if type(threshold) is not int or threshold < 1:
+            raise PolicyError(f"{where}.threshold: expected a whole number of at least 1")
+        if threshold > anchors:
+            raise PolicyError(
+                f"{where}.threshold: {threshold} exceeds the {anchors} keys and signers listed; it could never be met"
+            )
+        if operation == "MustAll":
+            raise PolicyError(f"{where}: give keyOperation MustAll or a threshold, not both")
+    return operation, threshold
+
+
+def _read_domain(data: dict[str, Any], where: str) -> str:
+    domain = read_str(data.get("annotationDomain", DEFAULT_DOMAIN), f"{where}.annotationDomain")
+    if not _DOMAIN_RE.match(domain):
+        raise PolicyError(f"{where}.annotationDomain: {domain[:60]!r} is not a DNS subdomain")
+    return domain
+
+
+def _read_defaults(data: dict[str, Any], where: str) -> tuple[str, ...]:
+    """``defaults``: names of built-in profiles."""
+    defaults = _each(data, "defaults", where, read_str, default=list(DEFAULT_PROFILES))
+    for name in defaults:
+        if name not in PROFILES:
+            raise PolicyError(f"{where}.defaults: unknown profile {name!r}; choose from {', '.join(PROFILES)}")
+    return defaults
+
+
+def _read_ignore_fields(data: dict[str, Any], where: str) -> tuple[bool, tuple[IgnoreRule, ...]]:
+    """``unsafeUnanchoredIgnoreFields`` and ``ignoreFields``; with the first, every pattern must compile for RE2."""
+    unanchored = data.get("unsafeUnanchoredIgnoreFields", False)
+    if not isinstance(unanchored, bool):
+        raise PolicyError(f"{where}.unsafeUnanchoredIgnoreFields: expected true or false")
+    ignore_fields = _each(data, "ignoreFields", where, IgnoreRule.from_dict)
+    if unanchored:  # refuse a pattern RE2 cannot run now, not at the first object it applies to
+        for i, rule in enumerate(ignore_fields):
+            for j, text in enumerate(rule.fields):
+                unanchored_matcher(text, f"{where}.ignoreFields[{i}].fields[{j}]")
+    return unanchored, ignore_fields
+
+
+def _compile_signers(
+    anchors: _Anchors, trusted_root: Any, limits: Limits, bounds: Bounds, deadline: float | None
+) -> tuple[_Anchors, TrustRoot | None]:
+    """Parse the signers' trust material now and keep it (with ``anchors`` holding the compiled signers).
+
+    A bad ``trustedRoot`` or ``roots`` is a policy error when the policy is read, and no
+    verification parses it again. Without signers, ``trustedRoot`` is not read.
+    """
+    if not anchors.signers:
+        return anchors, None
+    from ..keyless.trust import load_signer_roots, load_trusted_root
+
+    root = None
+    if any(spec.roots is None for spec in anchors.signers):
+        root = load_trusted_root(trusted_root, limits=limits, bounds=bounds, deadline=deadline)
+    compiled = {
+        id(spec): dataclasses.replace(spec, anchors=load_signer_roots(spec.roots, limits))
+        for spec in anchors.signers
+        if spec.roots is not None
+    }
+    signers = tuple(compiled.get(id(spec), spec) for spec in anchors.signers)
+    attestors = tuple(_with_compiled(s, compiled) for s in anchors.attestors)
+    return anchors._replace(signers=signers, attestors=attestors), root
+
+
 @dataclass(frozen=True)
 class Policy:
     keys: tuple[PublicKey, ...]
@@ -525,146 +707,31 @@ class Policy:
         no registries); ``deadline`` (a :func:`time.monotonic` instant) bounds reading a trust-root file.
         """
         data = check_fields(data, where, _POLICY_FIELDS)
-        loaded: list[PublicKey | OpenPGPKey | SecretKeyRef] = []
-        for i, item in enumerate(read_list(data.get("keys"), f"{where}.keys")):
-            loaded.extend(_load_key_entry(item, f"{where}.keys[{i}]", limits))
-            if len(loaded) > limits.max_keys:  # stop loading here: thousands of key strings cost seconds
-                raise PolicyError(
-                    f"{where}.keys: more than {limits.max_keys} keys; at most {limits.max_keys} keys and signers are "
-                    "allowed"
-                )
-        keys = [k for k in loaded if isinstance(k, PublicKey)]
-        openpgp_keys = tuple(k for k in loaded if isinstance(k, OpenPGPKey))
-        secret_keys = tuple(k for k in loaded if isinstance(k, SecretKeyRef))
-        signers = tuple(
-            SignerSpec.from_value(s, f"{where}.signers[{i}]")
-            for i, s in enumerate(read_list(data.get("signers"), f"{where}.signers"))
-        )
-        attestors: tuple[AnchorSet, ...] = ()
-        if "attestors" in data:
-            if loaded or signers or "keyOperation" in data or "threshold" in data:
-                raise PolicyError(
-                    f"{where}: give attestors, or keys/signers with keyOperation/threshold, not both; a key needed "
-                    "beside the sets is one more set"
-                )
-            attestors = parse_attestors(data["attestors"], f"{where}.attestors", limits)
-            leaves = [leaf for s in attestors for leaf in s.leaves()]
-            keys = [k for k in leaves if isinstance(k, PublicKey)]
-            openpgp_keys = tuple(k for k in leaves if isinstance(k, OpenPGPKey))
-            secret_keys = tuple(k for k in leaves if isinstance(k, SecretKeyRef))
-            signers = tuple(k for k in leaves if isinstance(k, SignerSpec))
-            anchors = len(leaves)
-        else:
-            anchors = len(loaded) + len(signers)
-        if anchors == 0:
-            raise PolicyError(
-                f"{where}: no keys or signers; an empty key list would accept nothing (or, worse, anything)"
-            )
-        if anchors > limits.max_keys:
-            raise PolicyError(f"{where}: {anchors} keys and signers; at most {limits.max_keys} are allowed")
-        if not attestors and len({_identity(k) for k in loaded}) != len(loaded):
-            raise PolicyError(f"{where}.keys: the same key is listed twice; MustAll and threshold count distinct keys")
-        for ref in secret_keys:  # before anything is read: the operator's bound (provider/bounds.py)
-            check_allowed(ref, bounds, f"{where}.keys")
-        bundle_options = (
-            BundleOptions.from_dict(
-                data["resourceBundleRef"],
-                f"{where}.resourceBundleRef",
-                allowed=bounds.bundle_repositories,
-                pull_namespaces=bounds.pull_secret_namespaces,
-            )
-            if "resourceBundleRef" in data
-            else None
-        )
-        signature_ref = (
-            ConfigMapRef.parse(data["signatureResourceRef"], f"{where}.signatureResourceRef")
-            if "signatureResourceRef" in data
-            else None
-        )
-
-        operation = data.get("keyOperation", "AtLeastOne")
-        if operation not in KEY_OPERATIONS:
-            raise PolicyError(
-                f"{where}.keyOperation: {str(operation)[:40]!r} is not one of {', '.join(KEY_OPERATIONS)}"
-            )
-        threshold = data.get("threshold")
-        if threshold is not None:
-            if type(threshold) is not int or threshold < 1:
-                raise PolicyError(f"{where}.threshold: expected a whole number of at least 1")
-            if threshold > anchors:
-                raise PolicyError(
-                    f"{where}.threshold: {threshold} exceeds the {anchors} keys and signers listed; it could never be "
-                    "met"
-                )
-            if operation == "MustAll":
-                raise PolicyError(f"{where}: give keyOperation MustAll or a threshold, not both")
-
-        domain = read_str(data.get("annotationDomain", DEFAULT_DOMAIN), f"{where}.annotationDomain")
-        if not _DOMAIN_RE.match(domain):
-            raise PolicyError(f"{where}.annotationDomain: {domain[:60]!r} is not a DNS subdomain")
-
-        defaults = tuple(
-            read_str(d, f"{where}.defaults[{i}]")
-            for i, d in enumerate(read_list(data.get("defaults", list(DEFAULT_PROFILES)), f"{where}.defaults"))
-        )
-        for name in defaults:
-            if name not in PROFILES:
-                raise PolicyError(f"{where}.defaults: unknown profile {name!r}; choose from {', '.join(PROFILES)}")
-
-        unanchored = data.get("unsafeUnanchoredIgnoreFields", False)
-        if not isinstance(unanchored, bool):
-            raise PolicyError(f"{where}.unsafeUnanchoredIgnoreFields: expected true or false")
-        ignore_fields = tuple(
-            IgnoreRule.from_dict(r, f"{where}.ignoreFields[{i}]")
-            for i, r in enumerate(read_list(data.get("ignoreFields"), f"{where}.ignoreFields"))
-        )
-        if unanchored:  # refuse a pattern RE2 cannot run now, not at the first object it applies to
-            for i, rule in enumerate(ignore_fields):
-                for j, text in enumerate(rule.fields):
-                    unanchored_matcher(text, f"{where}.ignoreFields[{i}].fields[{j}]")
-
-        trusted_root = None
-        if signers:
-            # Parse trust material now and keep it: a bad trustedRoot or roots is a
-            # policy error when the policy is read, and no verification parses it again.
-            from ..keyless.trust import load_signer_roots, load_trusted_root
-
-            if any(spec.roots is None for spec in signers):
-                trusted_root = load_trusted_root(
-                    data.get("trustedRoot"), limits=limits, bounds=bounds, deadline=deadline
-                )
-            compiled = {
-                id(spec): dataclasses.replace(spec, anchors=load_signer_roots(spec.roots, limits))
-                for spec in signers
-                if spec.roots is not None
-            }
-            signers = tuple(compiled.get(id(spec), spec) for spec in signers)
-            attestors = tuple(_with_compiled(s, compiled) for s in attestors)
-
+        anchors = _read_anchors(data, where, limits, bounds)
+        bundle_options, signature_ref = _read_sources(data, where, bounds)
+        operation, threshold = _read_requirement(data, where, anchors.total)
+        domain = _read_domain(data, where)
+        defaults = _read_defaults(data, where)
+        unanchored, ignore_fields = _read_ignore_fields(data, where)
+        anchors, trusted_root = _compile_signers(anchors, data.get("trustedRoot"), limits, bounds, deadline)
         return cls(
-            keys=tuple(keys),
-            signers=signers,
+            keys=anchors.keys,
+            signers=anchors.signers,
             key_operation=operation,
             threshold=threshold,
             trusted_root=trusted_root,
             annotation_domain=domain,
             ignore_fields=ignore_fields,
-            sensitive_fields=tuple(
-                IgnoreRule.from_dict(r, f"{where}.sensitiveFields[{i}]", widens=False)
-                for i, r in enumerate(read_list(data.get("sensitiveFields"), f"{where}.sensitiveFields"))
-            ),
+            sensitive_fields=_each(data, "sensitiveFields", where, _sensitive_rule),
             skip_objects=_skip_refs(data.get("skipObjects"), f"{where}.skipObjects"),
             in_scope_objects=_refs(data.get("inScopeObjects"), f"{where}.inScopeObjects"),
-            skip_users=tuple(
-                UserRule.from_dict(r, f"{where}.skipUsers[{i}]")
-                for i, r in enumerate(read_list(data.get("skipUsers"), f"{where}.skipUsers"))
-            ),
+            skip_users=_each(data, "skipUsers", where, UserRule.from_dict),
             dry_run=DryRunOptions.from_dict(data.get("dryRun", {}), f"{where}.dryRun"),
             defaults=defaults,
             unsafe_unanchored_ignore_fields=unanchored,
-            openpgp_keys=openpgp_keys,
-            secret_keys=secret_keys,
-            attestors=attestors,
+            openpgp_keys=anchors.openpgp_keys,
+            secret_keys=anchors.secret_keys,
+            attestors=anchors.attestors,
             resource_bundle=bundle_options,
             signature_resource_ref=signature_ref,
             bounds=bounds,

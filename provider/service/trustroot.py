@@ -35,7 +35,11 @@ repository's root URL, targets under ``targets/``), and so does this service:
 
 The TUF client's local metadata (what rollback protection compares against)
 lives in ``MANIFEST_PROVIDER_TUF_CACHE_DIR`` (default a directory of its own
-under the system's temporary directory, per worker process).
+under the system's temporary directory, per worker process: a few hundred KiB,
+on the ``/tmp`` emptyDir that ``manifests/base`` and the chart mount beside the
+read-only root). A cache directory that cannot be created or written is a
+:class:`~provider.errors.ConfigError` when the service starts, never a refresh
+that silently fails for ever.
 
 Policies that give their own ``trustedRoot`` are not affected; the refreshed
 root replaces only the default, the one a keyless policy gets when it names none.
@@ -43,6 +47,7 @@ root replaces only the default, the one a keyless policy gets when it names none
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -199,7 +204,19 @@ def refresher_for(url: str, root_file: str | None, cache_dir: str | None, interv
             raise ConfigError(f"MANIFEST_PROVIDER_TUF_ROOT: {root_file} cannot be read ({exc.strerror})") from None
     else:
         root = shipped_tuf_root()
-    if cache_dir:
-        os.makedirs(cache_dir, exist_ok=True)
-    return TrustRootRefresher(url, root, cache_dir=cache_dir, interval=interval,
-                              quiet=url == PUBLIC_GOOD and not root_file)  # fmt: skip
+    try:
+        if cache_dir:
+            os.makedirs(cache_dir, exist_ok=True)
+            if not os.access(cache_dir, os.W_OK | os.X_OK):  # a read-only mount: every refresh would fail
+                raise PermissionError(errno.EROFS, "not writable")
+        return TrustRootRefresher(url, root, cache_dir=cache_dir, interval=interval,
+                                  quiet=url == PUBLIC_GOOD and not root_file)  # fmt: skip
+    except OSError as exc:
+        # A read-only root filesystem without a writable temporary directory: say what to mount,
+        # rather than a traceback from tempfile (manifests/base and the chart mount an emptyDir at /tmp).
+        where = cache_dir or "a directory under the temporary directory (TMPDIR, else /tmp)"
+        raise ConfigError(
+            f"MANIFEST_PROVIDER_TUF_CACHE_DIR: cannot use {where} for the TUF client's metadata "
+            f"({exc.strerror or type(exc).__name__}); mount a writable volume (an emptyDir) there, or set "
+            "MANIFEST_PROVIDER_TUF_URL empty to keep the shipped trust root without refreshing"
+        ) from None

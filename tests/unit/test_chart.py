@@ -50,6 +50,7 @@ from tests.support.kube_models import problems as model_problems
 from tests.support.kube_schema import validate, validate_object
 from tests.support.kyverno import VERSIONS
 from tests.support.kyverno import crds as kyverno_crds
+from tests.support.pods import tuf_cache_volume
 
 SAMPLE_KEY = load_yaml(
     REPO / "policies/gatekeeper/verify-manifest-signature/samples/k8sverifymanifestsignature/constraint.yaml"
@@ -566,6 +567,7 @@ def test_selectors_ports_secrets_and_settings_agree(case: str, pki: dict[str, st
         "runAsNonRoot": True,
         "capabilities": {"drop": ["ALL"]},
     }
+    assert tuf_cache_volume(c, pod["spec"]["volumes"]) is not None  # the read-only root's TUF cache is writable
     if "replicas" in deployment["spec"]:
         assert deployment["spec"]["replicas"] >= 2
     else:

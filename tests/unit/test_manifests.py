@@ -30,6 +30,7 @@ from provider.service.config import ENV_PREFIX, Config
 from provider.service.devcerts import make_dev_pki
 from tests.support.data import REPO
 from tests.support.gatekeeper_framework import provider_problems
+from tests.support.pods import tuf_cache_volume
 
 MANIFESTS = REPO / "manifests"
 BASE = MANIFESTS / "base"
@@ -375,6 +376,67 @@ def test_the_servicemonitor_component_scrapes_the_services_metrics_port(tmp_path
     assert "ServiceMonitor" not in {d["kind"] for d in render("gatekeeper")}  # the CRD may be absent: opt-in
 
 
+def key_secret_grants(docs: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """Every rule of every Role and ClusterRole that mentions Secrets, with the role's namespace."""
+    return [
+        (doc["metadata"].get("namespace", ""), rule)
+        for doc in docs
+        if doc["kind"] in ("Role", "ClusterRole")
+        for rule in doc.get("rules", [])
+        if {"secrets", "*"} & set(rule.get("resources", []))
+    ]
+
+
+def test_the_key_secrets_component_grants_get_on_the_named_secrets_and_nothing_wider(tmp_path: Path) -> None:
+    """manifests/components/key-secrets, rendered with an overlay as its comment says to use it.
+
+    The service may read exactly the key Secrets it names: one rule, ``get`` only (never ``list``
+    or ``watch``, which hand over every Secret of the namespace), with ``resourceNames`` (empty
+    would mean all), bound to the service's own account, and the policy bound
+    ``MANIFEST_PROVIDER_KEY_SECRET_NAMESPACES`` naming the Role's namespace -- no more.
+    """
+    component = MANIFESTS / "components" / "key-secrets"
+    read = [d for d in yaml.safe_load_all((component / "rbac.yaml").read_text()) if d]
+    command = kustomize_command()
+    if command is None:
+        pytest.skip("no kustomize or kubectl to render the component")
+    root = tmp_path / "manifests"
+    shutil.copytree(MANIFESTS, root)
+    if not (root / "base" / DRYRUN_RBAC).exists():
+        (root / "base" / DRYRUN_RBAC).write_text(DRYRUN_RBAC_STAND_IN)
+    overlay = root / "overlays" / "with-key-secrets"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        "resources:\n  - ../kyverno\ncomponents:\n  - ../../components/key-secrets\n"
+    )
+    out = subprocess.run([*command, str(overlay)], capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    without = render("kyverno")
+    assert key_secret_grants(without) == []  # the overlay alone reads no Secret: the component is opt-in
+    ((namespace, rule),) = key_secret_grants(docs)  # one rule, in one Role
+    assert (namespace, rule) == key_secret_grants(read)[0]  # rendered as written: kustomize moved nothing
+    assert rule["verbs"] == ["get"]
+    assert rule["apiGroups"] == [""]
+    assert rule["resources"] == ["secrets"]
+    assert rule["resourceNames"] and all(isinstance(n, str) and n for n in rule["resourceNames"])
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "manifest-provider-read-key-secrets"]
+    assert role["metadata"]["namespace"] == namespace and namespace
+    (binding,) = [d for d in docs if d["kind"] == "RoleBinding" and d["roleRef"]["name"] == role["metadata"]["name"]]
+    assert binding["metadata"]["namespace"] == namespace and binding["roleRef"]["kind"] == "Role"
+    deployment = one(docs, "Deployment")
+    account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": account, "namespace": deployment["metadata"]["namespace"]}
+    ]
+    assert env(deployment)["MANIFEST_PROVIDER_KEY_SECRET_NAMESPACES"] == namespace
+    assert "MANIFEST_PROVIDER_KEY_SECRET_NAMESPACES" not in env(one(without, "Deployment"))
+    bindings = [d for d in docs if d["kind"] in ("RoleBinding", "ClusterRoleBinding")]
+    new_bindings = [b for b in bindings if b not in [d for d in without if d["kind"] == b["kind"]]]
+    assert new_bindings == [binding]  # and nothing else granted to anyone
+
+
 # --- the base, structurally (no renderer needed) ---------------------------------------------
 
 
@@ -400,8 +462,9 @@ def test_deployment_is_hardened() -> None:
     assert {"cpu", "memory"} <= set(c["resources"]["requests"])
     assert "memory" in c["resources"]["limits"]
     assert c["args"] == ["serve"]
-    # The read-only root needs a writable /tmp for gunicorn and the metrics directory.
+    # The read-only root needs a writable /tmp for gunicorn, the metrics directory and the TUF cache.
     assert "/tmp" in {m["mountPath"] for m in c["volumeMounts"]}
+    assert tuf_cache_volume(c, pod["volumes"]) == {"medium": "Memory", "sizeLimit": "64Mi"}
     assert "podAntiAffinity" in pod["affinity"]
     assert base_doc("poddisruptionbudget.yaml")["spec"]["minAvailable"] == 1
 

@@ -16,7 +16,7 @@ import pytest
 
 from provider.bounds import Bounds
 from provider.errors import PolicyError
-from provider.kube.keysecrets import KubeKeySecretReader
+from provider.kube.keysecrets import MAX_KEY_BYTES, KubeKeySecretReader
 from provider.policy.schema import Policy
 from provider.result import Result
 from provider.review import Review
@@ -107,6 +107,25 @@ def test_a_missing_a_forbidden_and_an_empty_secret_read_alike_and_deny(
     assert "k8s://keys/NAME" in messages[0]
     logged = " ".join(r.getMessage() for r in caplog.records)
     assert "HTTP 403" in logged and "HTTP 404" in logged and "no value under 'cosign.pub'" in logged  # the operator's
+
+
+def test_a_key_value_over_its_bound_is_refused_unparsed_and_reads_like_a_missing_secret(
+    fake: FakeApiServer, tmp_path: Path, signed_by_old: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whoever can write the Secret controls its size (up to the API server's 1 MiB): a value over
+    MAX_KEY_BYTES -- a real key padded, so it would otherwise load -- is not parsed, denies with the
+    one message every unusable Secret gets, and is never quoted."""
+    keep_key(fake, "big", public_key_pem(OLD) + "\n" * MAX_KEY_BYTES)
+    keep_key(fake, "ok", public_key_pem(OLD))
+    reader = KubeKeySecretReader(lambda: runner_for(fake, tmp_path))
+    assert decide_with(reader, signed_by_old, "k8s://keys/ok").reason == "verified"
+    with pytest.raises(PolicyError) as refused, caplog.at_level(logging.WARNING, logger="provider.keysecrets"):
+        decide_with(reader, signed_by_old, "k8s://keys/big")
+    fake.granted_names["secrets"].add(("keys", "absent"))
+    with pytest.raises(PolicyError) as missing:
+        decide_with(reader, signed_by_old, "k8s://keys/absent")
+    assert refused.value.message.replace("big", "NAME") == missing.value.message.replace("absent", "NAME")
+    assert "BEGIN PUBLIC KEY" not in refused.value.message + " ".join(r.getMessage() for r in caplog.records)
 
 
 def test_an_api_server_that_is_down_denies_and_never_allows(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -21,7 +22,7 @@ import pytest
 from provider.bounds import Bounds
 from provider.errors import PolicyError
 from provider.kube.keysecrets import KubeKeySecretReader
-from provider.oci.auth import AuthFile, parse_docker_config, registry_of
+from provider.oci.auth import MAX_CONFIG_BYTES, AuthFile, parse_docker_config, registry_of
 from provider.oci.bundles import OciBundleSource
 from provider.oci.registry import RegistryClient
 from provider.policy.schema import Policy
@@ -104,6 +105,32 @@ def test_the_operators_auth_file_is_read_again_when_it_changes(
     assert verdict(signed, bundle_policy(registry), Sources(bundles=source)).reason == "bundle-unavailable"
     path.write_text(docker_config(registry.host) + "\n")  # a mounted Secret replaced: new size, new inode time
     assert verdict(signed, bundle_policy(registry), Sources(bundles=source)).reason == "verified"
+
+
+def test_the_operators_auth_file_is_read_only_if_a_regular_file_within_its_bound(tmp_path: Path) -> None:
+    """MANIFEST_PROVIDER_REGISTRY_AUTH_FILE is the operator's, but what sits at the path may change under it.
+
+    A FIFO there (or a device) is never opened -- opening a FIFO without a writer blocks the fetching
+    thread for ever -- and gives no credentials, as a missing file does (the fetch goes anonymous, the
+    registry decides); a file over MAX_CONFIG_BYTES is refused before it is read, naming neither its
+    content nor a credential.
+    """
+    path = tmp_path / "config.json"
+    assert AuthFile(str(path)).credentials() == {}  # missing: anonymous
+    os.mkfifo(path)
+    found: list[dict[str, Any]] = []
+    reader = threading.Thread(target=lambda: found.append(AuthFile(str(path)).credentials()), daemon=True)
+    reader.start()
+    reader.join(60)  # far beyond a stat() call: a thread still here is blocked opening the FIFO
+    assert not reader.is_alive(), "the auth file reader blocked on a FIFO"
+    assert found == [{}]
+    path.unlink()
+    path.write_text(docker_config("r.example", password="pw-secret") + " " * MAX_CONFIG_BYTES)
+    with pytest.raises(PolicyError) as refused:
+        AuthFile(str(path)).credentials()
+    assert refused.value.message == f"the registry auth file {path}: larger than {MAX_CONFIG_BYTES} bytes"
+    with pytest.raises(PolicyError, match="larger than"):  # a pull Secret's value: the same bound
+        parse_docker_config(path.read_text(), "pull")
 
 
 def test_a_credential_for_another_registry_is_not_sent(

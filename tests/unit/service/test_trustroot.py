@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,10 +18,11 @@ from typing import Any
 
 import pytest
 
+from provider.errors import ConfigError
 from provider.keyless.trust import default_root, load_trusted_root, set_default_root
 from provider.service import metrics
 from provider.service.checks import PolicyCache
-from provider.service.trustroot import TrustRootRefresher, refresher_for
+from provider.service.trustroot import PUBLIC_GOOD, TrustRootRefresher, refresher_for
 from tests.support.clock import Clock
 from tests.support.registry import free_port
 from tests.support.tufrepo import TufRepo
@@ -158,6 +160,25 @@ def test_the_service_setting_pins_a_root_file_and_empty_turns_refreshing_off(tmp
     assert made is not None and made.root == pinned.read_bytes() and not made.quiet
     default = refresher_for("https://tuf-repo-cdn.sigstore.dev", None, None, 60)
     assert default is not None and default.quiet and json.loads(default.root)["signed"]["_type"] == "root"
+
+
+def test_a_cache_directory_that_cannot_be_made_is_a_clear_configuration_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only root filesystem without a writable /tmp (a Deployment of one's own without the
+    emptyDir manifests/base mounts), or a cache path that cannot be a directory: the service refuses
+    to start, naming the setting and what to mount -- not a traceback, not a refresh failing for ever."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(ConfigError) as refused:
+        refresher_for(PUBLIC_GOOD, None, str(blocker / "cache"), 60)
+    assert refused.value.message.startswith(f"MANIFEST_PROVIDER_TUF_CACHE_DIR: cannot use {blocker / 'cache'}")
+    assert "emptyDir" in refused.value.message and "MANIFEST_PROVIDER_TUF_URL empty" in refused.value.message
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-tmp"))  # as gettempdir() finds none writable
+    with pytest.raises(ConfigError) as refused:
+        refresher_for(PUBLIC_GOOD, None, None, 60)
+    assert "the temporary directory (TMPDIR, else /tmp)" in refused.value.message
+    assert refresher_for("", None, None, 60) is None  # refreshing off: no cache needed, nothing refused
 
 
 def test_the_cli_writes_the_verified_root_and_fails_clearly_when_the_repository_is_unreachable(
