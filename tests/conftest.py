@@ -1,5 +1,6 @@
 """What every test shares: the conformance data must be there, and the one fake API server fixture."""
 
+import logging
 import os
 from collections.abc import Callable, Iterator
 
@@ -68,3 +69,19 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[object], request: pytest.
     if "fake" in fixturedef.argnames and fixturedef.scope != "function" and fake_api(request.node)[1] != "module":
         pytest.fail(f"fixture {fixturedef.argname!r} outlives a test but uses a per-test fake: "
                     'mark its module pytest.mark.fake_api(per="module")', pytrace=False)  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _provider_logging_as_found() -> Iterator[None]:
+    """Undo what a test's in-process ``serve``/``configure_logging`` did to the ``provider`` logger.
+
+    ``configure_logging`` stops propagation (the JSON handler writes to stderr itself), which
+    hides every later test's records from ``caplog``: a test that reads the log must not
+    depend on which tests ran before it.
+    """
+    logger = logging.getLogger("provider")
+    state = (logger.level, logger.propagate, list(logger.handlers))
+    yield
+    logger.setLevel(state[0])
+    logger.propagate = state[1]
+    logger.handlers[:] = state[2]
