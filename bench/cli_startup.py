@@ -19,7 +19,14 @@ and its ratio to the floor (goal for ``verify``: at most 2.5x, docs/performance.
 ``verify`` run (cumulative microseconds, the modules that cost most with what they
 import).
 
-Usage: ``python bench/cli_startup.py [--runs N] [--importtime [N]] [--json]``
+Every process runs with bytecode caching on (``PYTHONDONTWRITEBYTECODE`` removed from
+its environment), and one warm-up run of each command writes the caches first: an
+installed package has its ``.pyc`` files (pip compiles a wheel's modules when it
+installs it), and without them each start compiles every module it imports again.
+
+Usage: ``python bench/cli_startup.py [--runs N] [--importtime [N]] [--json]``. To
+measure another checkout, run it with ``PYTHONPATH=<that checkout>``: the commands
+are started with this environment.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -58,11 +66,18 @@ def commands() -> dict[str, list[str]]:
     }
 
 
+#: The commands' environment: this one, with bytecode caching on.
+ENV = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+#: Where the commands run: an empty directory, so that ``python -c`` and ``-m`` (which put the working
+#: directory first on ``sys.path``) import the installed package, or the one ``PYTHONPATH`` names.
+CWD = tempfile.mkdtemp(prefix="cli-startup-")
+
+
 def run_once(cmd: list[str]) -> tuple[float, float]:
     """Wall and CPU seconds (user + system) of one whole process, which must exit 0."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=True, cwd=REPO)
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=True, cwd=CWD, env=ENV)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -93,7 +108,7 @@ def measure(runs: int) -> dict[str, dict[str, float]]:
 def importtime(top: int) -> list[dict[str, Any]]:
     """The ``top`` entries of ``python -X importtime`` for the ``verify`` run, by cumulative time."""
     cmd = [PYTHON, "-X", "importtime", "-m", "provider.cli", *commands()[VERIFY][1:]]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO)
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=CWD, env=ENV)
     rows = []
     for line in done.stderr.splitlines():
         if not line.startswith("import time:") or "imported package" in line:
@@ -105,6 +120,13 @@ def importtime(top: int) -> list[dict[str, Any]]:
 
 
 def main() -> int:
+    try:
+        return report()
+    finally:
+        os.rmdir(CWD)
+
+
+def report() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=11, help="runs of each command (default 11); the median is shown")
     parser.add_argument(

@@ -75,7 +75,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     With ``only`` the other commands are declared by name and help alone (what the
     top-level ``--help`` and argparse's "invalid choice" list show), and only
     ``only``'s module is imported to add its flags; ``only`` not a command (a
-    typo, ``--help``, ``--version``) imports none.
+    typo, or ``""`` when ``argv`` names none: ``--help``, ``--version``) imports none.
     """
     parser = argparse.ArgumentParser(
         prog="manifest-provider",
@@ -122,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(only=command_of(words))
+    parser = build_parser(only=command_of(words) or "")  # "": no command named (--help, --version), none imported
     args = parser.parse_args(words)
     try:
         code: int = args.run(args)
