@@ -72,10 +72,12 @@ EXIT_BROKEN_PIPE = 141
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser: every command's own parser, or with ``only`` just that command's.
 
-    With ``only`` the other commands are declared by name and help alone (what the
-    top-level ``--help`` and argparse's "invalid choice" list show), and only
-    ``only``'s module is imported to add its flags; ``only`` not a command (a
-    typo, or ``""`` when ``argv`` names none: ``--help``, ``--version``) imports none.
+    With ``only`` a command, only its module is imported, and only its parser
+    added: a command's ``--help``, usage and errors name no other. With ``only``
+    not a command (a typo, or ``""`` when the arguments name none: ``--help``,
+    ``--version``) every command is declared by name and help alone (what the
+    top-level ``--help`` and argparse's "invalid choice" list show), and no
+    command module is imported.
     """
     parser = argparse.ArgumentParser(
         prog="manifest-provider",
@@ -83,8 +85,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    if only in COMMANDS:  # the others never show: a command's own help and errors name only itself
+        importlib.import_module(f"{__name__}.{only.replace('-', '_')}").register(sub)
+        return parser
     for name, help_text in COMMANDS.items():
-        if only is None or name == only:
+        if only is None:
             importlib.import_module(f"{__name__}.{name.replace('-', '_')}").register(sub)
         else:
             sub.add_parser(name, help=help_text)

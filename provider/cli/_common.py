@@ -121,8 +121,8 @@ def read_public_keys(values: list[str]) -> list[str]:
     Each is loaded here, so that a file that holds no usable key is refused
     with its own name, not as an entry of the policy it is added to.
     """
-    from ..keys.openpgp import load_trusted_keys
     from ..keys.refs import is_key_reference, parse_key_reference
+    from ..keys.trusted import load_trusted_keys
 
     keys = []
     for ref in split_key_refs(values):

@@ -50,10 +50,9 @@ from ..compare.diff import FieldTrie, IgnoreSet, Segment, diff, parse_field_patt
 from ..compare.kindschema import object_shape
 from ..compare.stamps import STAMPS, Stamp
 from ..errors import PolicyError
-from ..keyless.identity import SignerSpec
-from ..keys.openpgp import OpenPGPKey, load_trusted_keys
 from ..keys.pem import PublicKey
 from ..keys.refs import SecretKeyRef, check_allowed, is_key_reference, parse_key_reference, secret_ref_from_dict
+from ..keys.trusted import is_openpgp_key, load_trusted_keys
 from ..limits import DEFAULT_LIMITS, Limits
 from ..objects import NamePattern, ObjectIdentity, ObjectRef
 from ..parsing import load_yaml_stream
@@ -66,7 +65,9 @@ from ..signatures.sources import BundleOptions, ConfigMapRef
 from .attestors import AnchorSet, Leaf, parse_attestors, read_keyring
 
 if TYPE_CHECKING:
+    from ..keyless.identity import SignerSpec
     from ..keyless.trust import TrustRoot
+    from ..keys.openpgp import OpenPGPKey
 
 KeyOperation = Literal["AtLeastOne", "MustAll"]
 KEY_OPERATIONS: tuple[KeyOperation, ...] = ("AtLeastOne", "MustAll")
@@ -534,12 +535,14 @@ class Policy:
                     "allowed"
                 )
         keys = [k for k in loaded if isinstance(k, PublicKey)]
-        openpgp_keys = tuple(k for k in loaded if isinstance(k, OpenPGPKey))
+        openpgp_keys = tuple(k for k in loaded if is_openpgp_key(k))
         secret_keys = tuple(k for k in loaded if isinstance(k, SecretKeyRef))
-        signers = tuple(
-            SignerSpec.from_value(s, f"{where}.signers[{i}]")
-            for i, s in enumerate(read_list(data.get("signers"), f"{where}.signers"))
-        )
+        signer_items = read_list(data.get("signers"), f"{where}.signers")
+        signers: tuple[SignerSpec, ...] = ()
+        if signer_items:
+            from ..keyless.identity import SignerSpec  # keyless code, loaded for a policy that names signers
+
+            signers = tuple(SignerSpec.from_value(s, f"{where}.signers[{i}]") for i, s in enumerate(signer_items))
         attestors: tuple[AnchorSet, ...] = ()
         if "attestors" in data:
             if loaded or signers or "keyOperation" in data or "threshold" in data:
@@ -550,8 +553,10 @@ class Policy:
             attestors = parse_attestors(data["attestors"], f"{where}.attestors", limits)
             leaves = [leaf for s in attestors for leaf in s.leaves()]
             keys = [k for k in leaves if isinstance(k, PublicKey)]
-            openpgp_keys = tuple(k for k in leaves if isinstance(k, OpenPGPKey))
+            openpgp_keys = tuple(k for k in leaves if is_openpgp_key(k))
             secret_keys = tuple(k for k in leaves if isinstance(k, SecretKeyRef))
+            from ..keyless.identity import SignerSpec  # parse_attestors loaded it for a keyless entry
+
             signers = tuple(k for k in leaves if isinstance(k, SignerSpec))
             anchors = len(leaves)
         else:
