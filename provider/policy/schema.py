@@ -41,7 +41,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..bounds import SERVICE, Bounds
@@ -427,7 +427,9 @@ class BuiltinProfile:
 def load_profile(name: str) -> BuiltinProfile:
     if name not in PROFILES:
         raise PolicyError(f"unknown built-in profile {name!r}; choose from {', '.join(PROFILES)}")
-    text = resources.files("provider.policy").joinpath("profiles", f"{name}.yaml").read_text()
+    # A file beside this module, read as one (importlib.resources, for packages inside zip files, costs a
+    # command's start-up more than the read: tempfile, zipfile; the package is installed as files).
+    text = (Path(__file__).with_name("profiles") / f"{name}.yaml").read_text(encoding="utf-8")
     (data,) = load_yaml_stream(text, error=PolicyError, what=f"profile {name}")
     return BuiltinProfile.from_dict(name, data)
 
