@@ -29,7 +29,6 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ below lo
     from .bounds import LOCAL, SERVICE, Bounds
     from .compare.dryrun import DryRunner
     from .errors import (
-        ConfigError,
         DataError,
         KeyLoadError,
         PolicyError,
@@ -101,7 +100,6 @@ _EXPORTS: dict[str, tuple[str, str]] = {
     "PolicyError": ("errors", "PolicyError"),
     "KeyLoadError": ("errors", "KeyLoadError"),
     "RequestError": ("errors", "RequestError"),
-    "ConfigError": ("errors", "ConfigError"),
     "TransientError": ("errors", "TransientError"),
 }
 
@@ -114,7 +112,6 @@ __all__ = [
     "SERVICE",
     "Bounds",
     "BundleSource",
-    "ConfigError",
     "ConfigMapReader",
     "DataError",
     "DryRunner",
