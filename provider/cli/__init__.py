@@ -2,8 +2,13 @@
 
 Each sub-command lives in its own module here with two functions:
 ``register(subparsers)`` adds its parser (and sets ``run``), ``run(args)``
-returns the exit code. Modules import heavy dependencies inside ``run`` so
-that ``manifest-provider --help`` and commands that need no cluster start fast.
+returns the exit code. :data:`COMMANDS` declares them (name and one-line help),
+and :func:`main` imports only the module of the command it is asked for, so
+``--help`` and ``--version`` import none. A command module's top level needs
+only argparse (its parser: :mod:`provider.cli._args`); ``run`` imports what the
+command uses, so a key-only ``verify`` loads no cluster, keyless, OpenPGP, OCI,
+service or audit code (``tests/integration/test_cli_imports.py``; start-up in
+``bench/cli_startup.py`` and docs/performance.md).
 
 Exit codes, for every command that judges objects (``verify``,
 ``verify-resource``, ``verify-cluster-info``, ``verify-csr``):

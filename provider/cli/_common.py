@@ -18,13 +18,15 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import PolicyError, RequestError, TransientError
 from ..limits import DEFAULT_LIMITS
-from ..parsing import load_json, load_yaml_stream
-from ..result import Result
-from ..review import Held, Review
+
+if TYPE_CHECKING:  # imported where used: a command's --help builds its parser without them
+    from ..result import Result
+    from ..review import Held, Review
+
 from . import EXIT_DENIED, EXIT_OK, EXIT_UNVERIFIED, EXIT_USAGE
 from ._args import UPSTREAM_DEFAULT_PROFILE
 
@@ -60,6 +62,8 @@ def input_files(path: str) -> list[Path]:
 
 def read_documents(path: str) -> list[Any]:
     """Every document in a YAML/JSON file (or ``-``); ``kind: List`` is expanded."""
+    from ..parsing import load_yaml_stream
+
     docs = load_yaml_stream(read_text(path), error=RequestError, what=path)
     expanded: list[Any] = []
     for doc in docs:
@@ -71,6 +75,8 @@ def read_documents(path: str) -> list[Any]:
 
 
 def read_policy_file(path: str) -> dict[str, Any]:
+    from ..parsing import load_yaml_stream
+
     docs = load_yaml_stream(read_text(path), error=PolicyError, what=path)
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise PolicyError(f"{path}: expected one policy mapping")
@@ -238,6 +244,7 @@ def build_policy(args: argparse.Namespace, *, warn: Callable[[str], None] | None
         policy["signers"] = signers
     if args.trusted_root:
         from ..keyless.trust import load_trusted_root
+        from ..parsing import load_json
 
         # load_json: json.loads alone let RecursionError (a deep document) and int()'s digit limit through.
         try:
@@ -376,6 +383,8 @@ def review_of(doc: Any, index: int) -> Review:
     """A document as the review it stands for: an AdmissionReview/AdmissionRequest as sent, else the object alone."""
     if not isinstance(doc, dict):
         raise RequestError(f"document {index + 1} is a {type(doc).__name__}, not a Kubernetes object")
+    from ..review import Review
+
     if doc.get("kind") == "AdmissionReview" and isinstance(doc.get("request"), dict):
         return Review.from_admission(doc["request"], where=f"document {index + 1}.request")
     if isinstance(doc.get("kind"), dict) and "object" in doc:  # an AdmissionRequest
@@ -397,6 +406,8 @@ def evaluate_documents(
     A document that is not a usable review, or a transient failure (the cluster
     could not be asked), is a denial with its reason, never a skip.
     """
+    from ..result import Result
+
     files = [str(f) for path in ([paths] if isinstance(paths, str) else paths) for f in _files_of(path)]
     several = len(files) > 1
     judged: list[Judged] = []
