@@ -109,13 +109,13 @@ def importtime(top: int) -> list[dict[str, Any]]:
     """The ``top`` entries of ``python -X importtime`` for the ``verify`` run, by cumulative time."""
     cmd = [PYTHON, "-X", "importtime", "-m", "provider.cli", *commands()[VERIFY][1:]]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=CWD, env=ENV)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for line in done.stderr.splitlines():
         if not line.startswith("import time:") or "imported package" in line:
             continue
         _, self_us, cumulative_us, name = (part.strip() for part in line.replace("import time:", "|", 1).split("|"))
         rows.append({"module": name, "self_us": int(self_us), "cumulative_us": int(cumulative_us)})
-    rows.sort(key=lambda row: -row["cumulative_us"])
+    rows.sort(key=lambda row: -int(row["cumulative_us"]))
     return rows[:top]
 
 

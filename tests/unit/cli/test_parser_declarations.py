@@ -8,6 +8,7 @@ still be exactly those of the parser with every command in it.
 
 from __future__ import annotations
 
+import argparse
 import os
 from contextlib import redirect_stderr, redirect_stdout
 from io import StringIO
@@ -35,7 +36,7 @@ def test_help_from_the_declarations_is_the_whole_parsers(command: str) -> None:
 
 def test_each_declared_help_is_the_commands_own() -> None:
     parser = build_parser()
-    (sub,) = [a for a in parser._actions if a.dest == "command"]
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     helps = {choice.dest: choice.help for choice in sub._choices_actions}
     assert helps == COMMANDS
 
