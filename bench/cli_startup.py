@@ -8,10 +8,10 @@ neighbour's load falls on all of them alike), the wall time of each whole proces
 * ``python -c 'import provider'`` -- the library's face;
 * ``manifest-provider --version`` and ``--help``, and ``verify --help``;
 * ``manifest-provider verify`` of one signed object with one key: upstream's own
-  signed ConfigMap and its key (tests/data/interop/k8s-manifest-sigstore,
-  ``manifests/cm-tarball-key-signed.yaml`` with ``keys/testpub.pem``, signed by
-  ``kubectl sigstore sign``), the file a ``kubectl sigstore verify`` of the Go
-  reference is measured on.
+  signed ConfigMap (``tests/data/interop/k8s-manifest-sigstore/manifests/cm-tarball-key-signed.yaml``,
+  signed by ``kubectl sigstore sign``) and its key
+  (``tests/data/interop/k8s-manifest-sigstore/keys/testpub.pem``), the file a
+  ``kubectl sigstore verify`` of the Go reference is measured on.
 
 Prints the median of ``--runs`` runs of each, its CPU time (user + system, median)
 and its ratio to the floor (goal for ``verify``: at most 2.5x, docs/performance.md).
