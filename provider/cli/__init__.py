@@ -102,13 +102,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def command_of(argv: Sequence[str]) -> str | None:
-    """The sub-command ``argv`` asks for: its first word that is not an option (the top-level parser has
-    only ``-h``/``--help`` and ``--version``, neither of which takes a value), else None."""
-    for word in argv:
-        if word == "--":
-            return None
-        if not word.startswith("-"):
-            return word
+    """The sub-command ``argv`` asks for: its first word, unless that is an option. The top-level parser has
+    only ``-h``/``--help`` and ``--version``, and each ends the program where it stands, so a word after one
+    of them is never run (``-h verify`` prints the top-level help, listing every command)."""
+    if argv and not argv[0].startswith("-"):
+        return argv[0]
     return None
 
 

@@ -41,6 +41,12 @@ def test_each_declared_help_is_the_commands_own() -> None:
     assert helps == COMMANDS
 
 
+def test_help_before_a_command_is_the_top_level_help() -> None:
+    code, out, _ = run_main(["-h", "verify"])
+    assert code == 0
+    assert out == render("")
+
+
 def test_an_unknown_command_is_refused_with_every_choice() -> None:
     code, _, err = run_main(["verfy", "-f", "x"])
     assert code == 2
@@ -56,9 +62,10 @@ def test_an_unknown_command_is_refused_with_every_choice() -> None:
         (["--version"], None),
         (["-h"], None),
         (["--", "verify"], None),
+        (["-h", "verify"], None),
         ([], None),
     ],
-    ids=["command", "version", "help", "after --", "nothing"],
+    ids=["command", "version", "help", "after --", "help first", "nothing"],
 )
-def test_the_command_is_the_first_word_that_is_no_option(argv: list[str], command: str | None) -> None:
+def test_the_command_is_the_first_word_unless_an_option(argv: list[str], command: str | None) -> None:
     assert command_of(argv) == command
