@@ -10,8 +10,8 @@ Runs, one after the other (each in its own process, so none warms another's cach
 * ``bench/classify.py`` -- audit-log classification throughput and memory;
 * ``bench/verify_resource.py`` -- ``verify-resource`` over 12 000 objects of a fake API
   server against in-process ``decide()``, and its memory at two list sizes;
-* the CLI's start-up, measured here: ``manifest-provider --version`` and a one-object
-  ``verify`` against the interpreter's own start-up;
+* ``bench/cli_startup.py`` -- the CLI's start-up: a one-object ``verify``, ``--version`` and
+  ``--help`` against the interpreter's own start-up;
 * ``bench/soak.py``     -- capacity and latency under mixed traffic at 70% of it
   (``--soak-seconds``, 60 by default; ``make soak`` holds it for 10 minutes).
 
@@ -27,11 +27,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -72,48 +69,6 @@ def classify(events: int) -> dict[str, float]:
     raise RuntimeError(f"classify.py printed no row for {events} events:\n{result.stdout}")
 
 
-def startup(repeat: int) -> dict[str, Any]:
-    """Median wall time of each command, and its ratio to the interpreter starting and doing nothing."""
-    from provider.keys.pem import generate_key, public_pem
-    from provider.signatures.signing import dump_yaml, sign_documents
-
-    with tempfile.TemporaryDirectory() as tmp:
-        key = generate_key("ecdsa-p256")
-        Path(tmp, "key.pub").write_bytes(public_pem(key))
-        doc = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": "cm", "namespace": "ns"},
-            "data": {"k": "v"},
-        }
-        Path(tmp, "cm.yaml").write_text(dump_yaml(sign_documents([doc], key)))
-        commands = {
-            "python -c pass (floor)": [PYTHON, "-c", "pass"],
-            "python -c 'import provider'": [PYTHON, "-c", "import provider"],
-            "manifest-provider --version": [str(CLI), "--version"],
-            "manifest-provider verify (1 object, 1 key)": [
-                str(CLI),
-                "verify",
-                "-f",
-                f"{tmp}/cm.yaml",
-                "-k",
-                f"{tmp}/key.pub",
-            ],
-        }
-        figures: dict[str, Any] = {}
-        for label, cmd in commands.items():
-            times = []
-            for _ in range(repeat):
-                started = time.perf_counter()
-                subprocess.run(cmd, capture_output=True, check=True, cwd=tmp)
-                times.append(time.perf_counter() - started)
-            figures[label] = {"median_ms": statistics.median(times) * 1000}
-    floor = figures["python -c pass (floor)"]["median_ms"]
-    for row in figures.values():
-        row["ratio_to_floor"] = row["median_ms"] / floor
-    return figures
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -141,7 +96,7 @@ def main() -> int:
         ("bundles", lambda: run_json("bundles.py", *seconds)),
         ("classify", lambda: classify(args.classify_events)),
         ("verify_resource", lambda: run_json("verify_resource.py")),
-        ("startup", lambda: startup(11)),
+        ("startup", lambda: run_json("cli_startup.py")["startup"]),
     ]
     if args.soak_seconds > 0:
         steps.append(("soak", lambda: run_json("soak.py", "--seconds", str(args.soak_seconds))))

@@ -15,7 +15,6 @@ missing or mistyped child simply reads as empty.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,6 +23,8 @@ from .errors import DataError, PolicyError
 
 def unknown_field_message(where: str, name: str, known: Iterable[str]) -> str:
     known = list(known)
+    import difflib  # here: only a misspelt name needs it
+
     close = difflib.get_close_matches(str(name), known, n=1)
     hint = f"; did you mean '{close[0]}'?" if close else f"; known fields: {', '.join(known)}"
     return f"{where}: unknown field '{str(name)[:60]}'{hint}"

@@ -35,9 +35,8 @@ ignored -- a denial, never a pass.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
-
-import re2
 
 from .errors import PolicyError
 
@@ -59,14 +58,15 @@ _HINTS = (
 )
 
 
+@cache
 def _options() -> Any:
+    """RE2's options, made on the first pattern: a policy without one never loads RE2."""
+    import re2
+
     options = re2.Options()
     options.log_errors = False  # RE2 would write every refused pattern to standard error
     options.max_mem = MAX_MEMORY
     return options
-
-
-_OPTIONS = _options()
 
 
 @dataclass(frozen=True)
@@ -83,8 +83,10 @@ class PolicyRegex:
             raise PolicyError(f"{where}: expected a regular expression (a string), got {type(text).__name__}")
         if len(text) > MAX_PATTERN_CHARS:
             raise PolicyError(f"{where}: a regular expression of {len(text)} characters; at most {MAX_PATTERN_CHARS}")
+        import re2
+
         try:
-            compiled = re2.compile(text, _OPTIONS)
+            compiled = re2.compile(text, _options())
         except UnicodeEncodeError:
             raise PolicyError(f"{where}: the regular expression holds a lone surrogate, which is not text") from None
         except re2.error as exc:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .compare.allocations import deletion_finalizers_added, with_server_choices
 from .compare.controlplane import Deviation, Written, describe, deviations
@@ -47,11 +47,10 @@ from .errors import (
     Unsigned,
     VerificationFailure,
 )
-from .keyless.identity import SignerSpec
-from .keys.openpgp import OpenPGPKey
 from .keys.pem import PublicKey
 from .keys.refs import SecretKeyRef, load_secret_key
 from .keys.signers import DistinctSigners, Match, Outcome, Signers
+from .keys.trusted import is_openpgp_key
 from .limits import DEFAULT_LIMITS, Limits
 from .objects import ObjectIdentity, split_api_version
 from .parsing import check_shape
@@ -71,6 +70,10 @@ from .signatures.sources import (
     configmap_envelope,
     no_signature_configmap,
 )
+
+if TYPE_CHECKING:  # loaded where a policy uses them: a key-only policy needs neither
+    from .keyless.identity import SignerSpec
+    from .keys.openpgp import OpenPGPKey
 
 log = logging.getLogger(__name__)
 
@@ -330,9 +333,10 @@ def _leaf_check(
         return f"{leaf} ({label})", check
     if isinstance(leaf, PublicKey):
         return leaf.label(), partial(_check_key, leaf, envelope)
-    if isinstance(leaf, OpenPGPKey):
+    if is_openpgp_key(leaf):
         return leaf.label(), partial(_check_openpgp, leaf, envelope, now)
-    return leaf.describe(), partial(_check_signer, leaf, envelope, policy, now, limits, every=every)
+    signer = cast("SignerSpec", leaf)  # what is left: a keyless or certificate signer entry
+    return signer.describe(), partial(_check_signer, signer, envelope, policy, now, limits, every=every)
 
 
 def _check_anchors(

@@ -18,55 +18,22 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import PolicyError, RequestError, TransientError
 from ..limits import DEFAULT_LIMITS
-from ..parsing import load_json, load_yaml_stream
-from ..result import Result
-from ..review import Held, Review
+
+if TYPE_CHECKING:  # imported where used: a command's --help builds its parser without them
+    from ..result import Result
+    from ..review import Held, Review
+
 from . import EXIT_DENIED, EXIT_OK, EXIT_UNVERIFIED, EXIT_USAGE
+from ._args import UPSTREAM_DEFAULT_PROFILE
 
 INPUT_SUFFIXES = (".yaml", ".yml", ".json")
 #: A key read from an environment variable (provider/cli/_keys.py cites cosign and kubectl sigstore).
 ENV_SCHEME = "env://"
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-#: Where ``--help`` examples start; :class:`HelpFormatter` prints what follows line for line.
-EXAMPLES = "examples:"
-#: The built-in profile that is k8s-manifest-sigstore's default ignore list: what
-#: ``kubectl sigstore verify-resource --disable-default-config`` leaves out
-#: (sigstore/k8s-manifest-sigstore pkg/k8smanifest/resources/default-config.yaml).
-UPSTREAM_DEFAULT_PROFILE = "k8s-manifest-sigstore"
-
-
-class HelpFormatter(argparse.HelpFormatter):
-    """argparse's formatter, except that the examples epilog keeps its lines (commands must not be re-wrapped)."""
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        if text.startswith(EXAMPLES):
-            return "".join(indent + line for line in text.splitlines(keepends=True))
-        return super()._fill_text(text, width, indent)
-
-
-def command_parser(
-    sub: argparse._SubParsersAction,  # type: ignore[type-arg]
-    name: str,
-    help_text: str,
-    examples: Sequence[str],
-    *,
-    description: str | None = None,
-) -> argparse.ArgumentParser:
-    """A sub-command's parser; ``examples`` (one command line each, ``# comment`` allowed) end its ``--help``."""
-    if not examples:
-        raise ValueError(f"{name}: every command shows examples")
-    epilog = EXAMPLES + "\n" + "".join(f"  {line}\n" for line in examples)
-    return sub.add_parser(  # type: ignore[no-any-return]
-        name,
-        help=help_text,
-        description=description or help_text,
-        epilog=epilog,
-        formatter_class=HelpFormatter,
-    )
 
 
 def read_text(path: str) -> bytes:
@@ -95,6 +62,8 @@ def input_files(path: str) -> list[Path]:
 
 def read_documents(path: str) -> list[Any]:
     """Every document in a YAML/JSON file (or ``-``); ``kind: List`` is expanded."""
+    from ..parsing import load_yaml_stream
+
     docs = load_yaml_stream(read_text(path), error=RequestError, what=path)
     expanded: list[Any] = []
     for doc in docs:
@@ -106,6 +75,8 @@ def read_documents(path: str) -> list[Any]:
 
 
 def read_policy_file(path: str) -> dict[str, Any]:
+    from ..parsing import load_yaml_stream
+
     docs = load_yaml_stream(read_text(path), error=PolicyError, what=path)
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise PolicyError(f"{path}: expected one policy mapping")
@@ -156,8 +127,8 @@ def read_public_keys(values: list[str]) -> list[str]:
     Each is loaded here, so that a file that holds no usable key is refused
     with its own name, not as an entry of the policy it is added to.
     """
-    from ..keys.openpgp import load_trusted_keys
     from ..keys.refs import is_key_reference, parse_key_reference
+    from ..keys.trusted import load_trusted_keys
 
     keys = []
     for ref in split_key_refs(values):
@@ -181,72 +152,6 @@ def password() -> bytes | None:
     """``MANIFEST_PROVIDER_PASSWORD``, else cosign's ``COSIGN_PASSWORD`` (for cosign key files), else none."""
     value = os.environ.get("MANIFEST_PROVIDER_PASSWORD") or os.environ.get("COSIGN_PASSWORD")
     return value.encode() if value else None
-
-
-def add_policy_flags(parser: argparse.ArgumentParser, *, dry_run: bool = True) -> None:
-    """The flags :func:`build_policy` reads: keys, signers, how many must sign, the policy file, profiles, dry-run.
-
-    Short forms and meanings follow ``kubectl sigstore verify``/``verify-resource``
-    (``-k`` takes a comma list and ``env://``, ``-c`` is the config file,
-    ``--disable-default-config`` drops upstream's default ignore list): docs/cli.md
-    maps them flag by flag.
-    """
-    parser.add_argument(
-        "-k",
-        "--key",
-        action="append",
-        default=[],
-        metavar="KEY",
-        help="trusted public key or certificate: a PEM file, env://VAR, k8s://NAMESPACE/NAME (the Secret's cosign.pub, "
-        "read with --kubeconfig), or a comma-separated list of them (repeatable; several PEM blocks in one file are "
-        "several keys)",
-    )
-    parser.add_argument(
-        "--key-operation", choices=("AtLeastOne", "MustAll"), help="AtLeastOne (default) or MustAll of the keys"
-    )
-    parser.add_argument("--threshold", type=int, metavar="N", help="at least N distinct keys/signers must verify")
-    parser.add_argument(
-        "-c", "--config", metavar="POLICY.yaml", help="policy file (docs/policy.md); the flags are added to it"
-    )
-    parser.add_argument(
-        "--disable-default-config",
-        action="store_true",
-        help=f"leave out the {UPSTREAM_DEFAULT_PROFILE} profile (upstream's default ignore list), as kubectl "
-        "sigstore does; other profiles stay",
-    )
-    parser.add_argument(
-        "--profile",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="a built-in profile to add to the defaults, e.g. argocd, flux, helm, kyverno (repeatable; comma "
-        "lists allowed; docs/policy.md)",
-    )
-    parser.add_argument(
-        "--annotation-domain", metavar="D", help="signature annotation domain (default cosign.sigstore.dev)"
-    )
-    parser.add_argument(
-        "--signer",
-        action="append",
-        default=[],
-        metavar="SUBJECT[,ISSUER]",
-        help="trusted keyless signer identity, e.g. jane@example.com,https://accounts.google.com (repeatable)",
-    )
-    parser.add_argument(
-        "--trusted-root",
-        metavar="FILE",
-        help="sigstore TrustedRoot JSON for keyless signers (default: the public-good root shipped with this package)",
-    )
-    if dry_run:
-        parser.add_argument(
-            "--dry-run",
-            action="store_true",
-            help="when the object differs from its manifest, ask the cluster (server-side dry-run) what it makes "
-            "of the signed manifest",
-        )
-        parser.add_argument(
-            "--dry-run-namespace", metavar="NS", help="namespace for dry-run creates (default: the object's own)"
-        )
 
 
 def names_trust(args: argparse.Namespace) -> bool:
@@ -339,6 +244,7 @@ def build_policy(args: argparse.Namespace, *, warn: Callable[[str], None] | None
         policy["signers"] = signers
     if args.trusted_root:
         from ..keyless.trust import load_trusted_root
+        from ..parsing import load_json
 
         # load_json: json.loads alone let RecursionError (a deep document) and int()'s digit limit through.
         try:
@@ -375,18 +281,6 @@ def build_policy(args: argparse.Namespace, *, warn: Callable[[str], None] | None
             dry_run["namespace"] = args.dry_run_namespace
         policy["dryRun"] = dry_run
     return policy
-
-
-def add_output_flag(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-o", "--output", choices=("text", "json", "yaml"), default="text", help="output format (default: text)"
-    )
-    parser.add_argument(
-        "--admission",
-        action="store_true",
-        help="admission semantics for the exit code: 0 when every document is allowed, verified or not "
-        "(default: 0 only when every document verified, 3 when some were allowed unverified)",
-    )
 
 
 def exit_code(results: list[Result], *, admission: bool = False) -> int:
@@ -489,6 +383,8 @@ def review_of(doc: Any, index: int) -> Review:
     """A document as the review it stands for: an AdmissionReview/AdmissionRequest as sent, else the object alone."""
     if not isinstance(doc, dict):
         raise RequestError(f"document {index + 1} is a {type(doc).__name__}, not a Kubernetes object")
+    from ..review import Review
+
     if doc.get("kind") == "AdmissionReview" and isinstance(doc.get("request"), dict):
         return Review.from_admission(doc["request"], where=f"document {index + 1}.request")
     if isinstance(doc.get("kind"), dict) and "object" in doc:  # an AdmissionRequest
@@ -510,6 +406,8 @@ def evaluate_documents(
     A document that is not a usable review, or a transient failure (the cluster
     could not be asked), is a denial with its reason, never a skip.
     """
+    from ..result import Result
+
     files = [str(f) for path in ([paths] if isinstance(paths, str) else paths) for f in _files_of(path)]
     several = len(files) > 1
     judged: list[Judged] = []

@@ -37,16 +37,14 @@ from typing import IO, TYPE_CHECKING, Any
 from ..bounds import LOCAL
 from ..errors import RequestError
 from ..result import TRAFFIC_CLASSES
-from . import EXIT_DENIED, EXIT_OK, EXIT_USAGE
-from ._common import add_policy_flags, build_policy, command_parser, names_trust, policy_where
+from . import COMMANDS, EXIT_DENIED, EXIT_OK, EXIT_USAGE
+from ._args import add_policy_flags, command_parser
+from ._common import build_policy, names_trust, policy_where
 
 if TYPE_CHECKING:
     from ..audit.events import LineSource
 
-HELP = (
-    "classify an audit log's writes in the paper's six traffic classes (exit 0: none denied or unprotected, 1: "
-    "some, 2: usage error)"
-)
+HELP = COMMANDS["classify"]
 
 #: Table headings for the classes, numbered as in the paper (section 4).
 LABELS = {cls: f"{i} {cls}" for i, cls in enumerate(TRAFFIC_CLASSES, start=1)}

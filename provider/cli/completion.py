@@ -16,11 +16,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import EXIT_OK
-from ._common import command_parser
+from . import COMMANDS, EXIT_OK
+from ._args import command_parser
 
 SHELLS = ("bash", "zsh", "fish")
-HELP = "print a shell completion script (bash, zsh or fish)"
+HELP = COMMANDS["completion"]
 EXAMPLES = (
     "source <(manifest-provider completion bash)   # in ~/.bashrc",
     'manifest-provider completion zsh > "${fpath[1]}/_manifest-provider"',

@@ -41,8 +41,9 @@ import yaml
 
 from ..bounds import SERVICE
 from ..errors import PolicyError
-from . import EXIT_OK, EXIT_UNVERIFIED
-from ._common import command_parser, read_documents
+from . import COMMANDS, EXIT_OK, EXIT_UNVERIFIED
+from ._args import command_parser
+from ._common import read_documents
 from ._convert_kyverno import (
     Rule,
     convert_rules,
@@ -51,7 +52,7 @@ from ._convert_kyverno import (
     upstream_refs,
 )
 
-HELP = "convert a Kyverno manifests rule, an Integrity Shield constraint or a kubectl sigstore config to a policy"
+HELP = COMMANDS["convert-policy"]
 
 
 EXAMPLES = (

@@ -16,11 +16,12 @@ import sys
 from pathlib import Path
 
 from ..errors import RequestError
-from . import EXIT_DENIED, EXIT_OK
-from ._common import command_parser, password
+from . import COMMANDS, EXIT_DENIED, EXIT_OK
+from ._args import command_parser
+from ._common import password
 
 KEY_TYPES = ("ecdsa-p256", "ecdsa-p384", "ecdsa-p521", "rsa", "ed25519")
-HELP = "generate a key pair: PREFIX.key (PKCS#8, encrypted with a password) and PREFIX.pub"
+HELP = COMMANDS["keygen"]
 DESCRIPTION = (
     HELP + ". The password is MANIFEST_PROVIDER_PASSWORD (or COSIGN_PASSWORD); without either it is asked for on a "
     "terminal, and an unencrypted key is written only when you agree (without a terminal: with a note)."

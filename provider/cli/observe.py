@@ -41,10 +41,11 @@ from typing import Any
 from ..bounds import LOCAL
 from ..errors import PolicyError, RequestError
 from ..parsing import load_yaml_stream
-from . import EXIT_DENIED, EXIT_OK
-from ._common import add_policy_flags, build_policy, command_parser, policy_where, read_text
+from . import COMMANDS, EXIT_DENIED, EXIT_OK
+from ._args import add_policy_flags, command_parser
+from ._common import build_policy, policy_where, read_text
 
-HELP = "re-verify the objects of a cluster on a schedule, keep their PolicyReports current and export metrics"
+HELP = COMMANDS["observe"]
 EXAMPLES = (
     "manifest-provider observe --targets targets.yaml -k team.pub --once --no-reports --metrics-port 0",
     "manifest-provider observe --targets targets.yaml -c policy.yaml --interval 600 --concurrency 2",

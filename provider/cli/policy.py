@@ -31,13 +31,11 @@ from typing import Any
 from ..bounds import LOCAL
 from ..errors import ConfigError
 from ..version import __version__
-from . import EXIT_OK
-from ._common import add_policy_flags, build_policy, command_parser, names_trust, policy_where, read_text
+from . import COMMANDS, EXIT_OK
+from ._args import add_policy_flags, command_parser
+from ._common import build_policy, names_trust, policy_where, read_text
 
-HELP = (
-    "print a ready Gatekeeper Constraint and Provider, Kyverno ClusterPolicy or ValidatingPolicy, or the service's own "
-    "ClusterManifestPolicy, for your keys"
-)
+HELP = COMMANDS["policy"]
 EXAMPLES = (
     "manifest-provider policy gatekeeper -k team.pub --ca-from-cluster --enforce | kubectl apply -f -",
     "manifest-provider policy kyverno -k team.pub,ops.pub --threshold 2 --ca-file ca.crt --match-namespace prod",

@@ -13,9 +13,10 @@ import argparse
 from typing import Any
 
 from ..service.config import env_name
-from ._common import command_parser
+from . import COMMANDS
+from ._args import command_parser
 
-HELP = "serve the HTTPS verification API for Gatekeeper, Kyverno and the API server itself (gunicorn, TLS only)"
+HELP = COMMANDS["serve"]
 EXAMPLES = (
     "manifest-provider serve --cert tls.crt --key tls.key --client-ca gatekeeper-ca.crt",
     "MANIFEST_PROVIDER_TOKEN_AUDIENCE=kyverno-svc.kyverno.io manifest-provider serve --cert tls.crt --key tls.key",

@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RequestError
-from . import EXIT_OK, _signature_configmap
-from ._common import command_parser, input_files, read_documents
+from . import COMMANDS, EXIT_OK, _signature_configmap
+from ._args import command_parser
+from ._common import input_files, read_documents
 
-HELP = "sign a manifest file or directory (writes <file>.signed), or standard input (-f -)"
+HELP = COMMANDS["sign"]
 EXAMPLES = (
     "manifest-provider sign -f app.yaml -k team.key   # writes app.yaml.signed",
     "manifest-provider sign -f manifests/ -k cosign.key -o release.yaml",

@@ -16,10 +16,10 @@ import tempfile
 from pathlib import Path
 
 from ..errors import ConfigError
-from . import EXIT_OK
-from ._common import command_parser
+from . import COMMANDS, EXIT_OK
+from ._args import command_parser
 
-HELP = "fetch the keyless TrustedRoot from a TUF repository, verified against a pinned root.json"
+HELP = COMMANDS["trusted-root"]
 EXAMPLES = (
     "manifest-provider trusted-root -o trusted_root.json   # the public-good repository",
     "manifest-provider trusted-root --tuf-url https://tuf.mirror.internal --tuf-root root.json -o trusted_root.json",

@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from ..bounds import LOCAL
-from ._common import (
-    add_output_flag,
-    add_policy_flags,
-    build_policy,
-    command_parser,
-    evaluate_documents,
-    policy_where,
-    signature_sources,
-)
+from . import COMMANDS
+from ._args import add_output_flag, add_policy_flags, command_parser
 
-HELP = "verify signed manifests (exit 0: all verified, 1: some denied, 2: usage error, 3: some allowed unverified)"
+HELP = COMMANDS["verify"]
 EXAMPLES = (
     "manifest-provider verify -f app.yaml.signed -k team.pub",
     "manifest-provider verify -f app.yaml.signed -k team.pub,ops.pub --key-operation MustAll -o yaml",
@@ -45,8 +37,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
+    # Here, not at the top: building the parser (``verify --help``) needs none of this.
+    from ..bounds import LOCAL
     from ..policy.schema import Policy
     from ..verifier import decide
+    from ._common import build_policy, evaluate_documents, policy_where, signature_sources
 
     # The person running the CLI wrote the policy: it may name their files, namespaces and registries.
     policy = Policy.from_dict(build_policy(args), bounds=LOCAL, where=policy_where(args))

@@ -6,12 +6,11 @@ import argparse
 from typing import Any
 
 from ..errors import PolicyError
-from ._common import add_output_flag, command_parser, evaluate_documents, read_documents
+from . import COMMANDS
+from ._args import add_output_flag, command_parser
+from ._common import evaluate_documents, read_documents
 
-HELP = (
-    "verify the bootstrap-token (JWS) signatures of a cluster-info ConfigMap (exit 0: all valid, 1: some refused, "
-    "2: usage error, 3: some allowed unchecked)"
-)
+HELP = COMMANDS["verify-cluster-info"]
 EXAMPLES = (
     "kubectl get cm -n kube-public cluster-info -o yaml | manifest-provider verify-cluster-info -f - "
     "--token-secret token.yaml",

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ._common import add_output_flag, command_parser, evaluate_documents
+from . import COMMANDS
+from ._args import add_output_flag, command_parser
+from ._common import evaluate_documents
 
-HELP = (
-    "check kubelet-serving CertificateSigningRequests like kubelet-csr-approver (exit 0: all compliant, 1: some "
-    "not, 2: usage error, 3: some allowed unchecked)"
-)
+HELP = COMMANDS["verify-csr"]
 EXAMPLES = (
     "kubectl get csr -o yaml | manifest-provider verify-csr -f - --provider-regex '^worker-\\d+\\.example\\.com$' "
     "--ip-prefixes 10.0.0.0/16",

@@ -31,14 +31,12 @@ from typing import Any, TextIO
 
 from ..bounds import LOCAL
 from ..errors import RequestError
-from . import EXIT_DENIED, EXIT_OK, EXIT_UNVERIFIED
-from ._common import add_policy_flags, build_policy, command_parser, policy_where, signature_sources
+from . import COMMANDS, EXIT_DENIED, EXIT_OK, EXIT_UNVERIFIED
+from ._args import add_policy_flags, command_parser
+from ._common import build_policy, policy_where, signature_sources
 from ._summary import Summary
 
-HELP = (
-    "verify the objects of a kind in a cluster (exit 0: all verified, 1: some denied, 2: usage error, "
-    "3: some allowed unverified)"
-)
+HELP = COMMANDS["verify-resource"]
 EXAMPLES = (
     "manifest-provider verify-resource deployments -n shop -k team.pub",
     "manifest-provider verify-resource cm,deploy -A -l app=web -k team.pub,ops.pub -o json",

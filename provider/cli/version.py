@@ -9,10 +9,10 @@ import sys
 from importlib import metadata
 
 from ..version import __version__
-from . import EXIT_OK
-from ._common import command_parser
+from . import COMMANDS, EXIT_OK
+from ._args import command_parser
 
-HELP = "print the version of manifest-provider and of the libraries it verifies with"
+HELP = COMMANDS["version"]
 EXAMPLES = ("manifest-provider version", "manifest-provider version -o json")
 #: The distributions whose versions decide what a verdict is (signatures, keyless, YAML, the service).
 LIBRARIES = ("cryptography", "pynacl", "sigstore", "pyyaml", "flask", "gunicorn", "kubernetes")

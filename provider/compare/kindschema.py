@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 DATA_FILE = "kind_schemas.json"
@@ -102,7 +102,9 @@ def _compile(data: dict[str, Any]) -> _Schemas:
 
 @cache
 def _schemas() -> _Schemas:
-    text = resources.files("provider").joinpath("data", DATA_FILE).read_text()
+    # Read as a file beside the package, as provider/policy/schema.py reads the profiles (importlib.resources
+    # would load zipfile and tempfile for nothing: the package is installed as files).
+    text = (Path(__file__).parents[1] / "data" / DATA_FILE).read_text(encoding="utf-8")
     return _compile(json.loads(text))
 
 

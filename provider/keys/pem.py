@@ -46,7 +46,6 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
-from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
@@ -193,6 +192,8 @@ def _load_block(label: str, body: str, name: str | None) -> PublicKey:
     try:
         pem = f"-----BEGIN {label}-----\n{body}-----END {label}-----\n".encode()
         if label == "CERTIFICATE":
+            from cryptography import x509  # here: a certificate is rare among keys, and x509 is slow to import
+
             key: object = x509.load_pem_x509_certificate(pem).public_key()
         elif label in ("PUBLIC KEY", "RSA PUBLIC KEY"):
             key = serialization.load_pem_public_key(pem)

@@ -26,7 +26,7 @@ names the Secret in one of three spellings, all read to one
 
 What the Secret's value must be: one public key (PEM ``PUBLIC KEY``,
 ``CERTIFICATE``) or one armored OpenPGP certificate, loaded through the same
-door as an inline key (:func:`provider.keys.openpgp.load_trusted_keys`), so the
+door as an inline key (:func:`provider.keys.trusted.load_trusted_keys`), so the
 rules of :mod:`provider.keys.rules` judge it. Exactly one: cosign reads the
 first PEM block and ignores the rest, which would let a second key ride in a
 Secret unseen; an entry is one key, as an inline ``publicKey`` entry is.
@@ -43,13 +43,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..bounds import Bounds
 from ..errors import PolicyError
 from ..readers import check_fields, read_str
-from .openpgp import OpenPGPKey, load_trusted_keys
 from .pem import PublicKey
+from .trusted import is_openpgp_key, load_trusted_keys
+
+if TYPE_CHECKING:
+    from .openpgp import OpenPGPKey
 
 #: cosign's reference prefix for a key in a Secret (``pkg/cosign/kubernetes/secret.go`` ``KeyReference``).
 KEY_REFERENCE = "k8s://"
@@ -159,7 +162,7 @@ def load_secret_key(ref: SecretKeyRef, text: str, max_keys: int) -> PublicKey | 
             "Secret)"
         )
     key = keys[0]
-    assert isinstance(key, (PublicKey, OpenPGPKey))
+    assert isinstance(key, PublicKey) or is_openpgp_key(key)
     return key
 
 

@@ -38,19 +38,22 @@ import base64
 import binascii
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..errors import PolicyError
-from ..keyless.identity import SignerSpec
-from ..keys.openpgp import OpenPGPKey, load_openpgp_keys, load_trusted_keys
 from ..keys.pem import PublicKey
 from ..keys.refs import SecretKeyRef, is_key_reference, parse_key_reference, secret_ref_from_dict
+from ..keys.trusted import load_trusted_keys
 from ..limits import DEFAULT_LIMITS, Limits
 from ..readers import check_fields, read_list, read_str
 
+if TYPE_CHECKING:  # loaded where used: a key-only policy needs neither OpenPGP nor keyless code
+    from ..keyless.identity import SignerSpec
+    from ..keys.openpgp import OpenPGPKey
+
 #: What a leaf of the tree is: a key, an OpenPGP certificate, a key kept in a Secret, or a keyless /
 #: certificate identity.
-Leaf = PublicKey | OpenPGPKey | SecretKeyRef | SignerSpec
+Leaf: TypeAlias = "PublicKey | OpenPGPKey | SecretKeyRef | SignerSpec"
 #: Nesting depth of ``attestor`` entries: Kyverno's examples use one level; four is generous.
 MAX_DEPTH = 4
 #: Steps :func:`solve` may take before it gives up (and the verdict is a denial). A tree of the
@@ -106,6 +109,8 @@ def read_keyring(value: Any, where: str, name: str | None, limits: Limits) -> tu
     except (binascii.Error, ValueError) as exc:
         raise PolicyError(f"{where}: not base64 ({exc})") from exc
     try:
+        from ..keys.openpgp import load_openpgp_keys
+
         return load_openpgp_keys(raw, name, limits.max_keys)
     except PolicyError as exc:
         raise PolicyError(f"{where}: {exc.message}") from exc
@@ -129,6 +134,8 @@ def _entry(data: Any, where: str, limits: Limits, depth: int) -> list[Leaf | Anc
         except PolicyError as exc:
             raise PolicyError(f"{spot}.cert: {exc.message}") from exc
     if kind == "keyless":
+        from ..keyless.identity import SignerSpec
+
         return [SignerSpec.from_value(data[kind], spot)]
     if depth >= MAX_DEPTH:
         raise PolicyError(f"{spot}: attestor sets nest at most {MAX_DEPTH} deep")

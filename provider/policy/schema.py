@@ -42,7 +42,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 from ..bounds import SERVICE, Bounds
@@ -51,10 +51,9 @@ from ..compare.diff import FieldTrie, IgnoreSet, Segment, diff, parse_field_patt
 from ..compare.kindschema import object_shape
 from ..compare.stamps import STAMPS, Stamp
 from ..errors import PolicyError
-from ..keyless.identity import SignerSpec
-from ..keys.openpgp import OpenPGPKey, load_trusted_keys
 from ..keys.pem import PublicKey
 from ..keys.refs import SecretKeyRef, check_allowed, is_key_reference, parse_key_reference, secret_ref_from_dict
+from ..keys.trusted import is_openpgp_key, load_trusted_keys
 from ..limits import DEFAULT_LIMITS, Limits
 from ..objects import NamePattern, ObjectIdentity, ObjectRef
 from ..parsing import load_yaml_stream
@@ -67,7 +66,9 @@ from ..signatures.sources import BundleOptions, ConfigMapRef
 from .attestors import AnchorSet, Leaf, parse_attestors, read_keyring
 
 if TYPE_CHECKING:
+    from ..keyless.identity import SignerSpec
     from ..keyless.trust import TrustRoot
+    from ..keys.openpgp import OpenPGPKey
 
 KeyOperation = Literal["AtLeastOne", "MustAll"]
 KEY_OPERATIONS: tuple[KeyOperation, ...] = ("AtLeastOne", "MustAll")
@@ -427,7 +428,9 @@ class BuiltinProfile:
 def load_profile(name: str) -> BuiltinProfile:
     if name not in PROFILES:
         raise PolicyError(f"unknown built-in profile {name!r}; choose from {', '.join(PROFILES)}")
-    text = resources.files("provider.policy").joinpath("profiles", f"{name}.yaml").read_text()
+    # A file beside this module, read as one (importlib.resources, for packages inside zip files, costs a
+    # command's start-up more than the read: tempfile, zipfile; the package is installed as files).
+    text = (Path(__file__).with_name("profiles") / f"{name}.yaml").read_text(encoding="utf-8")
     (data,) = load_yaml_stream(text, error=PolicyError, what=f"profile {name}")
     return BuiltinProfile.from_dict(name, data)
 
@@ -505,12 +508,15 @@ def _anchors_of(leaves: Sequence[Leaf], attestors: tuple[AnchorSet, ...] = ()) -
     for leaf in leaves:
         if isinstance(leaf, PublicKey):
             keys.append(leaf)
-        elif isinstance(leaf, OpenPGPKey):
+        elif is_openpgp_key(leaf):
             openpgp_keys.append(leaf)
         elif isinstance(leaf, SecretKeyRef):
             secret_keys.append(leaf)
-        elif isinstance(leaf, SignerSpec):
-            signers.append(leaf)
+        else:
+            from ..keyless.identity import SignerSpec  # loaded already by whoever read a keyless entry
+
+            if isinstance(leaf, SignerSpec):
+                signers.append(leaf)
     return _Anchors(tuple(keys), tuple(openpgp_keys), tuple(secret_keys), tuple(signers), attestors, len(leaves))
 
 
@@ -541,7 +547,11 @@ def _read_attestors(data: dict[str, Any], where: str, limits: Limits, flat: bool
 def _read_anchors(data: dict[str, Any], where: str, limits: Limits, bounds: Bounds) -> _Anchors:
     """The keys and signers: at least one, at most ``max_keys``, no key twice, Secrets only where ``bounds`` allow."""
     loaded = _read_keys(data, where, limits)
-    signers = _each(data, "signers", where, SignerSpec.from_value)
+    signers: tuple[SignerSpec, ...] = ()
+    if data.get("signers") is not None:
+        from ..keyless.identity import SignerSpec  # keyless code, loaded for a policy that names signers
+
+        signers = _each(data, "signers", where, SignerSpec.from_value)
     if "attestors" in data:
         anchors = _read_attestors(data, where, limits, flat=bool(loaded or signers))
     else:
