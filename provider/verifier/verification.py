@@ -29,13 +29,13 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-from .compare.allocations import deletion_finalizers_added, with_server_choices
-from .compare.controlplane import Deviation, Written, describe, deviations
-from .compare.diff import DiffItem, diff, redact
-from .compare.dryrun import DryRunner, compare_with_dry_run
-from .compare.kindschema import object_shape
-from .compare.stamps import take_stamps
-from .errors import (
+from ..compare.allocations import deletion_finalizers_added, with_server_choices
+from ..compare.controlplane import Deviation, Written, describe, deviations
+from ..compare.diff import DiffItem, diff, redact
+from ..compare.dryrun import DryRunner, compare_with_dry_run
+from ..compare.kindschema import object_shape
+from ..compare.stamps import take_stamps
+from ..errors import (
     ContentMismatch,
     MalformedMessage,
     NoMatchingManifest,
@@ -47,21 +47,21 @@ from .errors import (
     Unsigned,
     VerificationFailure,
 )
-from .keyless.identity import SignerSpec
-from .keys.openpgp import OpenPGPKey
-from .keys.pem import PublicKey
-from .keys.refs import SecretKeyRef, load_secret_key
-from .keys.signers import DistinctSigners, Match, Outcome, Signers
-from .limits import DEFAULT_LIMITS, Limits
-from .objects import ObjectIdentity, split_api_version
-from .parsing import check_shape
-from .policy.attestors import SEARCH_BUDGET, BudgetExceeded, Leaf, solve
-from .policy.schema import PROFILES, Policy, UserRule, load_profile
-from .resources import BUILTIN_KINDS
-from .result import Result, Signer, reason_of
-from .review import Held, Review
-from .signatures.envelope import DEFAULT_DOMAIN, Envelope, message_key, read_envelope, without_envelope
-from .signatures.sources import (
+from ..keyless.identity import SignerSpec
+from ..keys.openpgp import OpenPGPKey
+from ..keys.pem import PublicKey
+from ..keys.refs import SecretKeyRef, load_secret_key
+from ..keys.signers import DistinctSigners, Match, Outcome, Signers
+from ..limits import DEFAULT_LIMITS, Limits
+from ..objects import ObjectIdentity, split_api_version
+from ..parsing import check_shape
+from ..policy.attestors import SEARCH_BUDGET, BudgetExceeded, Leaf, solve
+from ..policy.schema import PROFILES, Policy, UserRule, load_profile
+from ..resources import BUILTIN_KINDS
+from ..result import Result, Signer, reason_of
+from ..review import Held, Review
+from ..signatures.envelope import DEFAULT_DOMAIN, Envelope, message_key, read_envelope, without_envelope
+from ..signatures.sources import (
     BUNDLE_REF_NAME,
     BundleOptions,
     ConfigMapRef,
@@ -278,7 +278,7 @@ def _check_openpgp(key: OpenPGPKey, envelope: Envelope, now: datetime | None) ->
 def _check_signer(
     spec: SignerSpec, envelope: Envelope, policy: Policy, now: datetime | None, limits: Limits, *, every: bool
 ) -> Outcome:
-    from .keyless.signer import check_signer  # sigstore and certificate machinery: loaded only when used
+    from ..keyless.signer import check_signer  # sigstore and certificate machinery: loaded only when used
 
     return check_signer(spec, envelope, policy.trusted_root, now=now, limits=limits, every=every)
 
