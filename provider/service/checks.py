@@ -38,12 +38,10 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from ..bounds import SERVICE, Bounds
 from ..cache import LRUCache, digest
-from ..compare.dryrun import DryRunner
 from ..errors import DataError, PolicyError, ProviderError, RequestError, TransientError
 from ..kube.tokens import check_cluster_info
 from ..limits import DEFAULT_LIMITS, Limits
@@ -51,8 +49,7 @@ from ..neighbours.csr import check_kubelet_serving_csr
 from ..policy.schema import Policy
 from ..result import REASONS, Reason, Result
 from ..review import Review
-from ..signatures.sources import Sources
-from ..verifier import decide
+from ..verifier import Context, decide
 
 log = logging.getLogger("provider.checks")
 
@@ -91,22 +88,18 @@ class PolicyCache:
 
 
 @dataclass(frozen=True)
-class CheckContext:
-    """What a check may use besides the review and the policy."""
+class CheckContext(Context):
+    """What a check may use besides the review and the policy.
 
-    #: Server-side dry-runs (``None``: no cluster configured).
-    dry_runner: DryRunner | None = None
+    The verifier's :class:`~provider.verifier.context.Context` (dry-run client, clock,
+    limits, signature sources, the request's deadline), which :func:`judge` hands to
+    :func:`~provider.verifier.decide` as it is, and what only the service holds.
+    """
+
     #: A Kubernetes client for checks that read cluster objects (``None``: no cluster configured).
     kube_client: Any = None
-    #: A fixed clock for tests; ``None`` means the verifier's own notion of now.
-    now: datetime | None = None
-    limits: Limits = DEFAULT_LIMITS
-    #: Where signatures kept outside objects are fetched from (OCI bundles, signature ConfigMaps).
-    sources: Sources | None = None
     #: What the operator lets a policy name (provider/bounds.py): the service's configuration.
     bounds: Bounds = SERVICE
-    #: The request's deadline (a :func:`time.monotonic` instant): every read and fetch ends by it.
-    deadline: float | None = None
     #: The app's compiled policies; a context made without one compiles into a cache of its own.
     policies: PolicyCache = field(default_factory=PolicyCache, compare=False, repr=False)
 
@@ -131,15 +124,7 @@ def judge(review: Review, policy: Policy, ctx: CheckContext) -> Result:
     The manifest check calls it with the policy a request carries, the admission
     route (:mod:`provider.service.heldpolicies`) with each policy the service holds.
     """
-    return decide(
-        review,
-        policy,
-        dry_runner=ctx.dry_runner,
-        now=ctx.now,
-        limits=ctx.limits,
-        sources=ctx.sources,
-        deadline=ctx.deadline,
-    )
+    return decide(review, policy, ctx)
 
 
 #: Every check by name. Other modules add theirs here (``CHECKS["name"] = check``).

@@ -10,6 +10,7 @@ denial -- or, for a difference an exempt controller may make, a tolerated one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -23,13 +24,14 @@ from ..errors import (
     Unsigned,
     VerificationFailure,
 )
-from ..limits import DEFAULT_LIMITS, Limits
+from ..limits import Limits
 from ..objects import ObjectIdentity
 from ..policy.schema import PROFILES, Policy, UserRule, load_profile
 from ..resources import BUILTIN_KINDS
 from ..result import Result, reason_of
 from ..review import Review
 from ..signatures.sources import Sources
+from .context import Context
 from .verification import DeletionFinalizersAdded, bounded, value_at, verify_bounded
 
 
@@ -213,10 +215,11 @@ def find_exemption(review: Review, policy: Policy, ident: ObjectIdentity) -> tup
 def decide(
     review: Review,
     policy: Policy,
+    context: Context | None = None,
     *,
     dry_runner: DryRunner | None = None,
     now: datetime | None = None,
-    limits: Limits = DEFAULT_LIMITS,
+    limits: Limits | None = None,
     sources: Sources | None = None,
     deadline: float | None = None,
 ) -> Result:
@@ -237,71 +240,149 @@ def decide(
     allow: a signature ConfigMap in another namespace) and
     :class:`~provider.errors.TransientError` (the cluster could not be asked).
     ``deadline`` (a :func:`time.monotonic` instant) ends every fetch at the latest.
+    ``context`` carries the dry-run client, the clock, the limits, the sources and
+    the deadline in one (:class:`~provider.verifier.context.Context`; the service's
+    check context is one); the keyword arguments of the same names still work,
+    instead of it.
     """
+    ctx = Context.of(context, dry_runner=dry_runner, now=now, limits=limits, sources=sources, deadline=deadline)
     if review.dry_run:
         return Result.allow(
             "dry-run-request",
             "dry-run requests change nothing and are allowed (this also lets the verifier's own dry-runs through)",
         )
-    # A DELETE (or CONNECT) carries no new object: scope and profiles are read
-    # from the object it acts on (admission's oldObject), so the traffic table
-    # can tell a controller's deletes from a person's.
-    no_new_object = review.operation in ("DELETE", "CONNECT")
-    obj = review.old_object if no_new_object else review.object
-    if no_new_object and not isinstance(obj, dict):
+    obj = _object_under_review(review, ctx.limits)
+    if obj is None:
         return Result.allow(
             "unverifiable-operation",
             f"{review.operation} requests carry no new object to verify; allowed unverified",
             "policy",
         )
+    case = _Case(review, policy, obj, *identity_of(review, obj))
+    for step in _BEFORE_VERIFYING:
+        verdict = step(case)
+        if verdict is not None:
+            return verdict
+    return _verified(case, ctx)
+
+
+@dataclass(frozen=True)
+class _Case:
+    """One review under one policy, as :func:`decide`'s steps read it."""
+
+    review: Review
+    policy: Policy
+    #: The object the request acts on: the new one, or for a DELETE or CONNECT the old one.
+    obj: dict[str, Any]
+    #: What scope, skip and exemption rules match (:func:`identity_of`).
+    ident: ObjectIdentity
+    #: What a request through a subresource whose object is of another kind does (``change``, ``no-content``).
+    foreign: str | None
+
+    @property
+    def what(self) -> str:
+        return self.ident.describe()
+
+    @property
+    def no_new_object(self) -> bool:
+        return _acts_on_old_object(self.review)
+
+
+def _acts_on_old_object(review: Review) -> bool:
+    # A DELETE (or CONNECT) carries no new object: scope and profiles are read
+    # from the object it acts on (admission's oldObject), so the traffic table
+    # can tell a controller's deletes from a person's.
+    return review.operation in ("DELETE", "CONNECT")
+
+
+def _object_under_review(review: Review, limits: Limits) -> dict[str, Any] | None:
+    """The object the request acts on, bounded (with the old object); ``None`` for a DELETE or CONNECT without one."""
+    no_new_object = _acts_on_old_object(review)
+    obj = review.old_object if no_new_object else review.object
+    if no_new_object and not isinstance(obj, dict):
+        return None
     if not isinstance(obj, dict):
         raise RequestError("the review has no object to verify")
     bounded(obj, "the object", limits)
     if isinstance(review.old_object, dict) and review.old_object is not obj:
         bounded(review.old_object, "the old object", limits)
-    ident, foreign = identity_of(review, obj)
-    what = ident.describe()
+    return obj
+
+
+def _out_of_scope(case: _Case) -> Result | None:
+    """Allowed when the policy's ``inScopeObjects`` leave the object out, or a built-in profile's out-of-scope kinds."""
+    policy = case.policy
     if policy.in_scope_objects and not any(
-        ref.matches(ident, unknown_kind_matches=True) for ref in policy.in_scope_objects
+        ref.matches(case.ident, unknown_kind_matches=True) for ref in policy.in_scope_objects
     ):
-        return Result.allow("out-of-scope", f"{what} is not in the policy's inScopeObjects", "policy")
-    own = ObjectIdentity.of(
-        obj, review.namespace
-    )  # out-of-scope kinds are read from the object itself (a TokenRequest)
+        return Result.allow("out-of-scope", f"{case.what} is not in the policy's inScopeObjects", "policy")
+    own = ObjectIdentity.of(case.obj, case.review.namespace)  # read from the object itself (a TokenRequest)
     for profile in policy.profiles:
         if any(ref.matches(own) for ref in profile.out_of_scope):
             return Result.allow(
                 "out-of-scope", f"{own.kind} objects are out of scope (built-in profile '{profile.name}')", "common"
             )
-    if any(ref.matches(ident) for ref in policy.skip_objects):
-        return Result.allow("skipped-object", f"{what} matches the policy's skipObjects", "policy")
-    exemption = find_exemption(review, policy, ident)
-    if exemption is not None:
-        rule, profile_name = exemption
-        scope = f" ({', '.join(rule.fields)} only)" if rule.fields else ""
-        source = f" (built-in profile '{profile_name}')" if profile_name else ""
-        return Result.allow(
-            "skipped-user",
-            f"{review.username} may {(review.operation or 'change').lower()} {what} unsigned{scope}: "
-            f"{rule.describe()}{source}",
-            "common" if profile_name else "policy",
-        )
-    if no_new_object or foreign == "no-content":
+    return None
+
+
+def _skipped_object(case: _Case) -> Result | None:
+    if any(ref.matches(case.ident) for ref in case.policy.skip_objects):
+        return Result.allow("skipped-object", f"{case.what} matches the policy's skipObjects", "policy")
+    return None
+
+
+def _exempted(case: _Case) -> Result | None:
+    """Allowed unsigned when an exemption (``skipUsers``) covers the requester (:func:`find_exemption`)."""
+    review = case.review
+    exemption = find_exemption(review, case.policy, case.ident)
+    if exemption is None:
+        return None
+    rule, profile_name = exemption
+    scope = f" ({', '.join(rule.fields)} only)" if rule.fields else ""
+    source = f" (built-in profile '{profile_name}')" if profile_name else ""
+    return Result.allow(
+        "skipped-user",
+        f"{review.username} may {(review.operation or 'change').lower()} {case.what} unsigned{scope}: "
+        f"{rule.describe()}{source}",
+        "common" if profile_name else "policy",
+    )
+
+
+def _without_signature(case: _Case) -> Result | None:
+    """A request that brings no content (allowed) or changes content through an object without a signature (denied)."""
+    review, what = case.review, case.what
+    if case.no_new_object or case.foreign == "no-content":
         return Result.allow(
             "unverifiable-operation",
             f"{review.operation} of {what} by {review.username or 'an unnamed user'}: there is no new object and so no "
             "signature to check; allowed unverified, no profile covers it",
         )
-    if foreign is not None:
+    if case.foreign is not None:
+        own_kind = ObjectIdentity.of(case.obj, review.namespace).kind
+        sub = case.ident.subresource
         return Result.deny(
             "unverifiable-subresource",
-            f"{review.operation or 'a change'} of {what} by {review.username or 'an unnamed user'}: a {own.kind} "
+            f"{review.operation or 'a change'} of {what} by {review.username or 'an unnamed user'}: a {own_kind} "
             "carries no signature, "
-            f"so a change through the {ident.subresource} subresource cannot be verified; change the signed manifest "
-            "instead, "
-            f"or exempt the requester (skipUsers with objects[].subresource: {ident.subresource})",
+            f"so a change through the {sub} subresource cannot be verified; change the signed manifest instead, "
+            f"or exempt the requester (skipUsers with objects[].subresource: {sub})",
         )
-    owned = _control_plane_object(review, obj, policy, ident, limits)
+    return None
+
+
+#: :func:`decide`'s steps before verification, in order: the first verdict ends the decision.
+_BEFORE_VERIFYING: tuple[Callable[[_Case], Result | None], ...] = (
+    _out_of_scope,
+    _skipped_object,
+    _exempted,
+    _without_signature,
+)
+
+
+def _verified(case: _Case, ctx: Context) -> Result:
+    """The verdict of :func:`verify`, for an object no earlier step decided (or the control plane's, as written)."""
+    review, what = case.review, case.what
+    owned = _control_plane_object(review, case.obj, case.policy, case.ident, ctx.limits)
     if owned is not None and not owned.deviations:
         return Result.allow(
             "control-plane-object",
@@ -311,32 +392,32 @@ def decide(
             "common",
         )
     try:
-        facts = verify_bounded(
-            obj, policy, review.namespace, dry_runner, now, limits, sources, deadline, held=review.held
-        )
-    except Unsigned as unsigned:
-        if owned is None:
-            return _denied(what, unsigned, limits, _profile_hint(review, policy, ident))
-        return _changed_control_plane_object(what, owned, limits)
-    except ContentMismatch as mismatch:
-        tolerated = (
-            None
-            if isinstance(mismatch, DeletionFinalizersAdded)
-            else _controller_changes(review, obj, policy, ident, mismatch)
-        )
-        if tolerated is None:
-            return _denied(what, mismatch, limits)
-        return Result.proven(
-            f"{what} matches its signed manifest but for {tolerated}",
-            tuple(mismatch.signers),
-            used_cluster=mismatch.used_cluster,
-        )
+        facts = verify_bounded(case.obj, case.policy, review.namespace, ctx, held=review.held)
     except VerificationFailure as failure:
-        return _denied(what, failure, limits)
+        return _failed(case, failure, owned, ctx.limits)
     signed_by = ", ".join(s if isinstance(s, str) else s.get("subject", "?") for s in facts.signers[:3])
     how = " after a server-side dry-run" if facts.dry_run else ""
     return Result.proven(
         f"{what} matches its signed manifest{how} (signed by {signed_by})",
         facts.signers,
         used_cluster=facts.used_cluster,
+    )
+
+
+def _failed(case: _Case, failure: VerificationFailure, owned: _Owned | None, limits: Limits) -> Result:
+    """A failed verification's verdict: a denial, unless the difference is an exempt controller's (tolerated)."""
+    what = case.what
+    if isinstance(failure, Unsigned):
+        if owned is None:
+            return _denied(what, failure, limits, _profile_hint(case.review, case.policy, case.ident))
+        return _changed_control_plane_object(what, owned, limits)
+    if not isinstance(failure, ContentMismatch) or isinstance(failure, DeletionFinalizersAdded):
+        return _denied(what, failure, limits)
+    tolerated = _controller_changes(case.review, case.obj, case.policy, case.ident, failure)
+    if tolerated is None:
+        return _denied(what, failure, limits)
+    return Result.proven(
+        f"{what} matches its signed manifest but for {tolerated}",
+        tuple(failure.signers),
+        used_cluster=failure.used_cluster,
     )

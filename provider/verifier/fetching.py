@@ -21,7 +21,6 @@ from ..errors import (
 from ..keys.openpgp import OpenPGPKey
 from ..keys.pem import PublicKey
 from ..keys.refs import SecretKeyRef, load_secret_key
-from ..limits import Limits
 from ..policy.schema import Policy
 from ..signatures.envelope import DEFAULT_DOMAIN, Envelope, message_key, read_envelope
 from ..signatures.sources import (
@@ -34,6 +33,7 @@ from ..signatures.sources import (
     configmap_envelope,
     no_signature_configmap,
 )
+from .context import Context
 
 #: Integrity Shield's annotation domain (``IBM/integrity-shield`` ``shield/pkg/shield/request_handler.go``
 #: ``AnnotationKeyDomain``): an object carrying ``integrityshield.io/signature`` is read under it.
@@ -51,14 +51,7 @@ def _until(seconds: float, deadline: float | None) -> float:
     return own if deadline is None else min(own, deadline)
 
 
-def find_envelope(  # noqa: PLR0917 - step 1's inputs
-    annotations: Any,
-    policy: Policy,
-    sources: Sources,
-    limits: Limits,
-    own_namespaces: tuple[str, ...],
-    deadline: float | None,
-) -> Envelope:
+def find_envelope(annotations: Any, policy: Policy, ctx: Context, own_namespaces: tuple[str, ...]) -> Envelope:
     """The signatures for this object (steps 1 of ``docs/architecture.md``), wherever the policy keeps them.
 
     * ``signatureResourceRef``: the named ConfigMap, for every object (upstream's ``-s k8s://...``), if the
@@ -73,25 +66,11 @@ def find_envelope(  # noqa: PLR0917 - step 1's inputs
     """
     domain = policy.annotation_domain
     if policy.signature_resource_ref is not None:
-        ref = policy.signature_resource_ref
-        _check_configmap_namespace(ref, policy, own_namespaces)
-        if sources.configmaps is None:
-            raise _unavailable(
-                f"the policy keeps signatures in {ref}, but no cluster is configured to read it",
-                "signature-configmap-unavailable",
-            )
-        try:
-            data = sources.configmaps.read_data(ref.namespace, ref.name, _until(limits.dry_run_timeout, deadline))
-        except TransientError as exc:
-            raise _unavailable(f"the signature ConfigMap {ref} could not be read: {exc.message}",
-                               "signature-configmap-unavailable") from exc  # fmt: skip
-        if data is None:
-            raise no_signature_configmap(ref)
-        return configmap_envelope(data, ref, domain, limits)
+        return _configmap_envelope(policy.signature_resource_ref, policy, ctx, own_namespaces)
     bundle_key = f"{domain}/{BUNDLE_REF_NAME}"
     named = isinstance(annotations, dict) and bundle_key in annotations
     if named and policy.resource_bundle is not None:
-        return _bundle_envelope(annotations[bundle_key], policy.resource_bundle, domain, sources, limits, deadline)
+        return _bundle_envelope(annotations[bundle_key], policy.resource_bundle, domain, ctx)
     if (
         isinstance(annotations, dict)
         and domain == DEFAULT_DOMAIN
@@ -100,7 +79,7 @@ def find_envelope(  # noqa: PLR0917 - step 1's inputs
     ):
         domain = INTEGRITY_SHIELD_DOMAIN
     try:
-        return read_envelope(annotations, domain, limits)
+        return read_envelope(annotations, domain, ctx.limits)
     except Unsigned as unsigned:
         if named:
             raise Unsigned(
@@ -108,6 +87,25 @@ def find_envelope(  # noqa: PLR0917 - step 1's inputs
                 "resourceBundleRef"
             ) from None
         raise
+
+
+def _configmap_envelope(ref: ConfigMapRef, policy: Policy, ctx: Context, own_namespaces: tuple[str, ...]) -> Envelope:
+    """The signatures in the policy's ``signatureResourceRef``, once its namespace is allowed."""
+    _check_configmap_namespace(ref, policy, own_namespaces)
+    configmaps = (ctx.sources or Sources()).configmaps
+    if configmaps is None:
+        raise _unavailable(
+            f"the policy keeps signatures in {ref}, but no cluster is configured to read it",
+            "signature-configmap-unavailable",
+        )
+    try:
+        data = configmaps.read_data(ref.namespace, ref.name, _until(ctx.limits.dry_run_timeout, ctx.deadline))
+    except TransientError as exc:
+        raise _unavailable(f"the signature ConfigMap {ref} could not be read: {exc.message}",
+                           "signature-configmap-unavailable") from exc  # fmt: skip
+    if data is None:
+        raise no_signature_configmap(ref)
+    return configmap_envelope(data, ref, policy.annotation_domain, ctx.limits)
 
 
 def _check_configmap_namespace(ref: ConfigMapRef, policy: Policy, own_namespaces: tuple[str, ...]) -> None:
@@ -131,9 +129,8 @@ def _check_configmap_namespace(ref: ConfigMapRef, policy: Policy, own_namespaces
     )
 
 
-def _bundle_envelope(  # noqa: PLR0917 - step 1's inputs
-    text: Any, options: BundleOptions, domain: str, sources: Sources, limits: Limits, deadline: float | None
-) -> Envelope:
+def _bundle_envelope(text: Any, options: BundleOptions, domain: str, ctx: Context) -> Envelope:
+    sources, limits = ctx.sources or Sources(), ctx.limits
 
     reference = Reference.parse(text)
     if not options.allows(reference):
@@ -148,7 +145,7 @@ def _bundle_envelope(  # noqa: PLR0917 - step 1's inputs
             f"the object is signed in the resource bundle {reference}, but no registry client is configured",
             "bundle-unavailable",
         )
-    until = _until(min(options.timeout, limits.bundle_timeout), deadline)
+    until = _until(min(options.timeout, limits.bundle_timeout), ctx.deadline)
     fetched = sources.bundles.fetch(reference, until, limits, _pull_secrets(options, sources, until))
     return bundle_envelope(fetched, domain, limits)
 
@@ -168,9 +165,7 @@ def _pull_secrets(options: BundleOptions, sources: Sources, deadline: float) -> 
     return tuple(texts)
 
 
-def secret_keys(
-    policy: Policy, sources: Sources, limits: Limits, deadline: float | None
-) -> dict[SecretKeyRef, PublicKey | OpenPGPKey]:
+def secret_keys(policy: Policy, ctx: Context) -> dict[SecretKeyRef, PublicKey | OpenPGPKey]:
     """The key each of the policy's Secret-held keys holds now (step 2's keys; :mod:`provider.keys.refs`).
 
     Every reference is read before any is checked, and one that cannot be used denies, whatever the
@@ -179,6 +174,7 @@ def secret_keys(
     :class:`~provider.errors.PolicyError` naming the reference; the cluster could not be asked:
     ``key-secret-unavailable``, never cached.
     """
+    sources, limits = ctx.sources or Sources(), ctx.limits
     found: dict[SecretKeyRef, PublicKey | OpenPGPKey] = {}
     for ref in policy.secret_keys:
         if sources.keys is None:
@@ -187,7 +183,7 @@ def secret_keys(
                 "key-secret-unavailable",
             )
         try:
-            text = sources.keys.read_key(ref.namespace, ref.name, ref.key, _until(limits.dry_run_timeout, deadline))
+            text = sources.keys.read_key(ref.namespace, ref.name, ref.key, _until(limits.dry_run_timeout, ctx.deadline))
         except TransientError as exc:
             raise _unavailable(f"the key Secret {ref} could not be read: {exc.message}",
                                "key-secret-unavailable") from exc  # fmt: skip

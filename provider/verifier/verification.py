@@ -49,6 +49,7 @@ from ..review import Held
 from ..signatures.envelope import without_envelope
 from ..signatures.sources import Sources
 from .anchors import check_anchors
+from .context import Context
 from .fetching import find_envelope, secret_keys
 
 log = logging.getLogger("provider.verifier")
@@ -158,11 +159,12 @@ def describe_diff(items: list[DiffItem], limits: Limits = DEFAULT_LIMITS, held: 
 def verify(
     obj: Any,
     policy: Policy,
+    context: Context | None = None,
     *,
     namespace: str | None = None,
     dry_runner: DryRunner | None = None,
     now: datetime | None = None,
-    limits: Limits = DEFAULT_LIMITS,
+    limits: Limits | None = None,
     sources: Sources | None = None,
     deadline: float | None = None,
     held: Held = "admitted",
@@ -179,48 +181,31 @@ def verify(
     latest. A signature ConfigMap in a namespace the policy's bounds do not
     allow is a :class:`~provider.errors.PolicyError`, raised before it is read.
     ``held`` is the word a difference's message uses for ``obj``
-    (:func:`describe_diff`).
+    (:func:`describe_diff`). ``context`` carries the dry-run client, the clock,
+    the limits, the sources and the deadline in one
+    (:class:`~provider.verifier.context.Context`); the keyword arguments of the
+    same names still work, instead of it.
     """
+    ctx = Context.of(context, dry_runner=dry_runner, now=now, limits=limits, sources=sources, deadline=deadline)
     if isinstance(obj, dict):  # not a mapping: _verify says so
-        bounded(obj, "the object to verify", limits)
-    return verify_bounded(obj, policy, namespace, dry_runner, now, limits, sources, deadline, held=held)
+        bounded(obj, "the object to verify", ctx.limits)
+    return verify_bounded(obj, policy, namespace, ctx, held=held)
 
 
-def verify_bounded(  # noqa: PLR0917 - verify()'s arguments, passed on
-    obj: Any,
-    policy: Policy,
-    namespace: str | None,
-    dry_runner: DryRunner | None,
-    now: datetime | None,
-    limits: Limits,
-    sources: Sources | None,
-    deadline: float | None = None,
-    *,
-    held: Held,
-) -> Verification:
+def verify_bounded(obj: Any, policy: Policy, namespace: str | None, ctx: Context, *, held: Held) -> Verification:
     """:func:`verify` for an object already bounded (:func:`decide` checks it once, before anything else)."""
     if policy.signature_resource_ref is None and not policy.secret_keys:
-        return _verify(obj, policy, namespace, dry_runner, now, limits, sources, deadline, held=held)
+        return _verify(obj, policy, namespace, ctx, held=held)
     try:
-        facts = _verify(obj, policy, namespace, dry_runner, now, limits, sources, deadline, held=held)
+        facts = _verify(obj, policy, namespace, ctx, held=held)
     except VerificationFailure as failure:
         failure.used_cluster = True
         raise
     return replace(facts, used_cluster=True)
 
 
-def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
-    obj: Any,
-    policy: Policy,
-    namespace: str | None,
-    dry_runner: DryRunner | None,
-    now: datetime | None,
-    limits: Limits,
-    sources: Sources | None,
-    deadline: float | None,
-    *,
-    held: Held,
-) -> Verification:
+def _verify(obj: Any, policy: Policy, namespace: str | None, ctx: Context, *, held: Held) -> Verification:
+    limits, dry_runner = ctx.limits, ctx.dry_runner
     if not isinstance(obj, dict):
         raise RequestError(f"the object to verify is a {type(obj).__name__}, not a Kubernetes object")
     meta = obj.get("metadata")
@@ -229,10 +214,10 @@ def _verify(  # noqa: PLR0917 - verify()'s arguments, passed on
     meta = meta or {}
     # 1. the envelope: on the object, in a signature ConfigMap, or in an OCI resource bundle
     own_namespaces = tuple(ns for ns in (namespace, meta.get("namespace")) if isinstance(ns, str) and ns)
-    envelope = find_envelope(meta.get("annotations"), policy, sources or Sources(), limits, own_namespaces, deadline)
+    envelope = find_envelope(meta.get("annotations"), policy, ctx, own_namespaces)
     # 2. keys and signers over the payload bytes (keys kept in Secrets as they are now)
-    in_secrets = secret_keys(policy, sources or Sources(), limits, deadline) if policy.secret_keys else None
-    signers = check_anchors(envelope, policy, now, limits, in_secrets)
+    in_secrets = secret_keys(policy, ctx) if policy.secret_keys else None
+    signers = check_anchors(envelope, policy, ctx.now, limits, in_secrets)
     # 3. the document signed for this object
     try:
         document = find_document(envelope.payload.documents(limits), obj, namespace)
