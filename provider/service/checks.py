@@ -43,9 +43,10 @@ from typing import Any, TypeVar, cast
 from ..bounds import SERVICE, Bounds
 from ..cache import LRUCache, digest
 from ..errors import DataError, PolicyError, ProviderError, RequestError, TransientError
-from ..kube.tokens import check_cluster_info
+from ..kube.tokens import KubeTokenSource
 from ..limits import DEFAULT_LIMITS, Limits
-from ..neighbours.csr import check_kubelet_serving_csr
+from ..neighbours.bootstrap import BootstrapToken, ClusterInfoPolicy, evaluate_cluster_info
+from ..neighbours.csr import CsrPolicy, evaluate_csr
 from ..policy.schema import Policy
 from ..result import REASONS, Reason, Result
 from ..review import Review
@@ -125,6 +126,40 @@ def judge(review: Review, policy: Policy, ctx: CheckContext) -> Result:
     route (:mod:`provider.service.heldpolicies`) with each policy the service holds.
     """
     return decide(review, policy, ctx)
+
+
+# --- the neighbouring checks (docs/neighbours.md) ----------------------------------
+
+
+class _Unconfigured:
+    """The token source when the service has no cluster client: a lookup cannot be answered."""
+
+    description = "no cluster configured"
+
+    def lookup(self, token_id: str) -> BootstrapToken | None:
+        raise TransientError(
+            f"cluster-info carries a signature by token {token_id}, but the provider has no Kubernetes client to read "
+            "bootstrap token Secrets"
+        )
+
+
+def check_cluster_info(review: Review, policy: Any, ctx: CheckContext) -> Result:
+    """``"cluster-info"``: the bootstrap-token signatures of ``kube-public/cluster-info`` (``neighbours.bootstrap``).
+
+    Reads the policy strictly; tokens are the Secrets :class:`~provider.kube.tokens.KubeTokenSource`
+    reads. A verdict that looked a token up used the cluster (never cached): a token expires or is deleted.
+    """
+    parsed = ClusterInfoPolicy.from_dict(policy, ctx.limits)
+    if ctx.kube_client is None:
+        return evaluate_cluster_info(review, parsed, _Unconfigured(), now=ctx.now, limits=ctx.limits)
+    kube = KubeTokenSource(ctx.kube_client, limits=ctx.limits)
+    result = evaluate_cluster_info(review, parsed, kube, now=ctx.now, limits=ctx.limits)
+    return dataclasses.replace(result, used_cluster=True) if kube.lookups else result
+
+
+def check_kubelet_serving_csr(review: Review, policy: Any, ctx: CheckContext) -> Result:
+    """``"kubelet-serving-csr"``: kubelet-csr-approver's checks on a kubelet-serving CSR (``neighbours.csr``)."""
+    return evaluate_csr(review, CsrPolicy.from_dict(policy), limits=ctx.limits)
 
 
 #: Every check by name. Other modules add theirs here (``CHECKS["name"] = check``).
