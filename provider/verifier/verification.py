@@ -46,7 +46,7 @@ from ..parsing import check_shape
 from ..policy.schema import Policy
 from ..result import Signer
 from ..review import Held
-from ..signatures.envelope import without_envelope
+from ..signatures.envelope import Envelope, without_envelope
 from ..signatures.sources import Sources
 from .anchors import check_anchors
 from .context import Context
@@ -204,8 +204,20 @@ def verify_bounded(obj: Any, policy: Policy, namespace: str | None, ctx: Context
     return replace(facts, used_cluster=True)
 
 
+@dataclass(frozen=True)
+class _Signed:
+    """What steps 1-3 proved: the signatures, who made them, and the document they sign for the object."""
+
+    envelope: Envelope
+    signers: tuple[Signer, ...]
+    document: dict[str, Any]
+    #: The namespaces that are the object's own (the request's and its metadata's), for the bounds.
+    own_namespaces: tuple[str, ...]
+
+
 def _verify(obj: Any, policy: Policy, namespace: str | None, ctx: Context, *, held: Held) -> Verification:
-    limits, dry_runner = ctx.limits, ctx.dry_runner
+    """Steps 1-3 (who signed what for this object), then the comparison (:func:`_compare`)."""
+    limits = ctx.limits
     if not isinstance(obj, dict):
         raise RequestError(f"the object to verify is a {type(obj).__name__}, not a Kubernetes object")
     meta = obj.get("metadata")
@@ -224,6 +236,15 @@ def _verify(obj: Any, policy: Policy, namespace: str | None, ctx: Context, *, he
     except VerificationFailure as failure:
         failure.signers = signers
         raise
+    return _compare(obj, policy, namespace, _Signed(envelope, signers, document, own_namespaces), ctx, held=held)
+
+
+def _compare(
+    obj: dict[str, Any], policy: Policy, namespace: str | None, signed: _Signed, ctx: Context, *, held: Held
+) -> Verification:
+    """Steps 4 and 5: the object against the signed document, and if they differ, against the cluster's dry-run."""
+    limits, dry_runner = ctx.limits, ctx.dry_runner
+    envelope, signers, document = signed.envelope, signed.signers, signed.document
     # 4. compare outside the ignored fields
     ident = ObjectIdentity.of(obj, namespace)
     if policy.unsafe_unanchored_ignore_fields and policy.ignore_fields:
@@ -268,7 +289,7 @@ def _verify(obj: Any, policy: Policy, namespace: str | None, ctx: Context, *, he
             signers=signers,
         )
     if policy.dry_run.enabled and dry_runner is not None:
-        _check_dry_run_namespace(policy, own_namespaces)
+        _check_dry_run_namespace(policy, signed.own_namespaces)
         try:
             items = compare_with_dry_run(
                 document, admitted, namespace, policy.dry_run.namespace, ignore, dry_runner, envelope.annotations
