@@ -254,7 +254,7 @@ def percentiles(values: list[float]) -> dict[str, float]:
 #: specific first: a sample counts for the first stage one of its frames belongs to, looking
 #: from the innermost frame out.
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("decide(): the check itself", ("provider/verifier.py", "provider/policy/schema.py", "provider/signatures/envelope.py",
+    ("decide(): the check itself", ("provider/verifier/", "provider/policy/schema.py", "provider/signatures/envelope.py",
                                     "provider/compare/diff.py", "provider/parsing.py (_build", "yaml/")),
     ("reading each key (JSON)", ("read_key (", "read_question (", "provider/review.py")),
     ("compiled-policy cache", ("PolicyCache.compile",)),

@@ -1,4 +1,4 @@
-"""Bootstrap tokens read from the cluster, and the ``cluster-info`` check the service runs.
+"""Bootstrap tokens read from the cluster.
 
 :class:`KubeTokenSource` answers :class:`provider.neighbours.bootstrap.TokenSource` lookups
 by reading the Secret ``kube-system/bootstrap-token-<id>`` -- the same objects
@@ -10,20 +10,15 @@ Anything else that keeps the answer from arriving -- the API server down, a
 timeout, RBAC refusing the read -- is a :class:`~provider.errors.TransientError`
 (the whole request fails and Gatekeeper asks again: never a cached verdict).
 
-:func:`check_cluster_info` is the ``"cluster-info"`` entry of
-:data:`provider.service.checks.CHECKS`. It reads the policy strictly and marks its
-verdicts ``used_cluster`` whenever a token was looked up: a token expires or
-is deleted, so such verdicts must not be cached.
-
-The ``kubernetes`` package is imported only when a lookup happens.
+The ``cluster-info`` check the service runs with it is
+:func:`provider.service.checks.check_cluster_info`. The ``kubernetes`` package is
+imported only when a lookup happens.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import ConfigError, RequestError, TransientError
 from ..limits import DEFAULT_LIMITS, Limits
@@ -31,12 +26,8 @@ from ..neighbours.bootstrap import (
     TOKEN_SECRET_NAMESPACE,
     TOKEN_SECRET_PREFIX,
     BootstrapToken,
-    ClusterInfoPolicy,
-    evaluate_cluster_info,
 )
 from ..parsing import load_json
-from ..result import Result
-from ..review import Review
 from .client import api_client
 from .tokenreview import kube_configuration
 
@@ -120,38 +111,3 @@ def api_client_for(kubeconfig: str | None, service_account_dir: str | None = Non
             "pod)"
         )
     return api_client(configuration)
-
-
-class _Context(Protocol):
-    """The parts of :class:`provider.service.checks.CheckContext` this check reads."""
-
-    @property
-    def kube_client(self) -> Any: ...
-
-    @property
-    def now(self) -> datetime | None: ...
-
-    @property
-    def limits(self) -> Limits: ...
-
-
-class _Unconfigured:
-    """The token source when the service has no cluster client: a lookup cannot be answered."""
-
-    description = "no cluster configured"
-
-    def lookup(self, token_id: str) -> BootstrapToken | None:
-        raise TransientError(
-            f"cluster-info carries a signature by token {token_id}, but the provider has no Kubernetes client to read "
-            "bootstrap token Secrets"
-        )
-
-
-def check_cluster_info(review: Review, policy: Any, context: _Context) -> Result:
-    """``"cluster-info"``: the bootstrap-token signatures of ``kube-public/cluster-info`` (``neighbours.bootstrap``)."""
-    parsed = ClusterInfoPolicy.from_dict(policy, context.limits)
-    if context.kube_client is None:
-        return evaluate_cluster_info(review, parsed, _Unconfigured(), now=context.now, limits=context.limits)
-    kube = KubeTokenSource(context.kube_client, limits=context.limits)
-    result = evaluate_cluster_info(review, parsed, kube, now=context.now, limits=context.limits)
-    return dataclasses.replace(result, used_cluster=True) if kube.lookups else result

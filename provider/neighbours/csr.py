@@ -62,7 +62,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import PolicyError, RequestError, TransientError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
@@ -538,15 +538,3 @@ def evaluate_csr(
     return Result.proven(
         f"{what} passes every kubelet-serving check{' (names resolved)' if resolved else ''}", used_cluster=resolved
     )
-
-
-class _Context(Protocol):
-    """The parts of :class:`provider.service.checks.CheckContext` this check reads."""
-
-    @property
-    def limits(self) -> Limits: ...
-
-
-def check_kubelet_serving_csr(review: Review, policy: Any, context: _Context) -> Result:
-    """``"kubelet-serving-csr"``: kubelet-csr-approver's checks on a kubelet-serving CSR."""
-    return evaluate_csr(review, CsrPolicy.from_dict(policy), limits=context.limits)

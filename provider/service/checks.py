@@ -38,21 +38,19 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from ..bounds import SERVICE, Bounds
 from ..cache import LRUCache, digest
-from ..compare.dryrun import DryRunner
 from ..errors import DataError, PolicyError, ProviderError, RequestError, TransientError
-from ..kube.tokens import check_cluster_info
+from ..kube.tokens import KubeTokenSource
 from ..limits import DEFAULT_LIMITS, Limits
-from ..neighbours.csr import check_kubelet_serving_csr
+from ..neighbours.bootstrap import BootstrapToken, ClusterInfoPolicy, evaluate_cluster_info
+from ..neighbours.csr import CsrPolicy, evaluate_csr
 from ..policy.schema import Policy
 from ..result import REASONS, Reason, Result
 from ..review import Review
-from ..signatures.sources import Sources
-from ..verifier import decide
+from ..verifier import Context, decide
 
 log = logging.getLogger("provider.checks")
 
@@ -91,22 +89,18 @@ class PolicyCache:
 
 
 @dataclass(frozen=True)
-class CheckContext:
-    """What a check may use besides the review and the policy."""
+class CheckContext(Context):
+    """What a check may use besides the review and the policy.
 
-    #: Server-side dry-runs (``None``: no cluster configured).
-    dry_runner: DryRunner | None = None
+    The verifier's :class:`~provider.verifier.context.Context` (dry-run client, clock,
+    limits, signature sources, the request's deadline), which :func:`judge` hands to
+    :func:`~provider.verifier.decide` as it is, and what only the service holds.
+    """
+
     #: A Kubernetes client for checks that read cluster objects (``None``: no cluster configured).
     kube_client: Any = None
-    #: A fixed clock for tests; ``None`` means the verifier's own notion of now.
-    now: datetime | None = None
-    limits: Limits = DEFAULT_LIMITS
-    #: Where signatures kept outside objects are fetched from (OCI bundles, signature ConfigMaps).
-    sources: Sources | None = None
     #: What the operator lets a policy name (provider/bounds.py): the service's configuration.
     bounds: Bounds = SERVICE
-    #: The request's deadline (a :func:`time.monotonic` instant): every read and fetch ends by it.
-    deadline: float | None = None
     #: The app's compiled policies; a context made without one compiles into a cache of its own.
     policies: PolicyCache = field(default_factory=PolicyCache, compare=False, repr=False)
 
@@ -131,15 +125,41 @@ def judge(review: Review, policy: Policy, ctx: CheckContext) -> Result:
     The manifest check calls it with the policy a request carries, the admission
     route (:mod:`provider.service.heldpolicies`) with each policy the service holds.
     """
-    return decide(
-        review,
-        policy,
-        dry_runner=ctx.dry_runner,
-        now=ctx.now,
-        limits=ctx.limits,
-        sources=ctx.sources,
-        deadline=ctx.deadline,
-    )
+    return decide(review, policy, ctx)
+
+
+# --- the neighbouring checks (docs/neighbours.md) ----------------------------------
+
+
+class _Unconfigured:
+    """The token source when the service has no cluster client: a lookup cannot be answered."""
+
+    description = "no cluster configured"
+
+    def lookup(self, token_id: str) -> BootstrapToken | None:
+        raise TransientError(
+            f"cluster-info carries a signature by token {token_id}, but the provider has no Kubernetes client to read "
+            "bootstrap token Secrets"
+        )
+
+
+def check_cluster_info(review: Review, policy: Any, ctx: CheckContext) -> Result:
+    """``"cluster-info"``: the bootstrap-token signatures of ``kube-public/cluster-info`` (``neighbours.bootstrap``).
+
+    Reads the policy strictly; tokens are the Secrets :class:`~provider.kube.tokens.KubeTokenSource`
+    reads. A verdict that looked a token up used the cluster (never cached): a token expires or is deleted.
+    """
+    parsed = ClusterInfoPolicy.from_dict(policy, ctx.limits)
+    if ctx.kube_client is None:
+        return evaluate_cluster_info(review, parsed, _Unconfigured(), now=ctx.now, limits=ctx.limits)
+    kube = KubeTokenSource(ctx.kube_client, limits=ctx.limits)
+    result = evaluate_cluster_info(review, parsed, kube, now=ctx.now, limits=ctx.limits)
+    return dataclasses.replace(result, used_cluster=True) if kube.lookups else result
+
+
+def check_kubelet_serving_csr(review: Review, policy: Any, ctx: CheckContext) -> Result:
+    """``"kubelet-serving-csr"``: kubelet-csr-approver's checks on a kubelet-serving CSR (``neighbours.csr``)."""
+    return evaluate_csr(review, CsrPolicy.from_dict(policy), limits=ctx.limits)
 
 
 #: Every check by name. Other modules add theirs here (``CHECKS["name"] = check``).

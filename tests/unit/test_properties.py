@@ -14,7 +14,7 @@
    ``AtLeastOne`` needs one entry, ``MustAll`` every entry and ``threshold: N`` N entries,
    each of these matched to a *different signer*. The model's signer is a signing key,
    merged with every key a certificate shares a key or a SAN with, and its count is an
-   exhaustive search (``provider/verifier.py::_check_anchors`` uses a union-find and
+   exhaustive search (``provider/verifier/anchors.py::check_anchors`` uses a union-find and
    Kuhn's matching).
 """
 

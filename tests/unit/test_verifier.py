@@ -458,3 +458,47 @@ def test_review_without_object_is_a_request_error() -> None:
 
     with pytest.raises(RequestError, match="no object"):
         decide(Review(object=None, operation="CREATE", username="u"), pol())
+
+
+# --- the context: the pass-through inputs in one object -------------------------------
+
+
+def test_a_context_carries_what_the_keyword_arguments_carry() -> None:
+    """``decide(review, policy, Context(...))`` reaches the same steps as the keyword arguments it replaces."""
+    from provider.limits import Limits
+    from provider.verifier import Context, verify
+
+    obj = signed_cm()
+    obj["data"]["key"] = "changed"
+    tight = Limits(max_diff_items=0, max_quoted_value=8)
+    by_keywords = decide(Review.for_object(obj), pol(), limits=tight)
+    by_context = decide(Review.for_object(obj), pol(), Context(limits=tight))
+    assert by_context == by_keywords
+    assert by_context.reason == "content-mismatch" and by_context.diff == () and by_context.diff_count == 1
+    assert "'changed'" not in by_context.message  # the context's max_quoted_value, not the default's
+    assert verify(signed_cm(), pol(), Context(limits=tight)).signers
+
+
+def test_a_context_and_its_fields_at_once_is_a_type_error() -> None:
+    """Which would win is a guess: a deadline or limits given twice is refused, not silently dropped."""
+    from provider.limits import Limits
+    from provider.verifier import Context, verify
+
+    with pytest.raises(TypeError, match="either a context or its fields"):
+        decide(Review.for_object(signed_cm()), pol(), Context(), limits=Limits())
+    with pytest.raises(TypeError, match="either a context or its fields"):
+        verify(signed_cm(), pol(), Context(), deadline=1.0)
+
+
+def test_the_service_check_context_is_a_verifier_context() -> None:
+    """The service's context extends the verifier's: ``judge`` hands it to ``decide`` whole, limits and all."""
+    from provider.limits import Limits
+    from provider.service.checks import CheckContext, judge
+    from provider.verifier import Context
+
+    obj = signed_cm()
+    obj["data"]["key"] = "changed"
+    ctx = CheckContext(limits=Limits(max_diff_items=0))
+    assert isinstance(ctx, Context)
+    result = judge(Review.for_object(obj), pol(), ctx)
+    assert result.reason == "content-mismatch" and result.diff == () and result.diff_count == 1

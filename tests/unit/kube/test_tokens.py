@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from provider.errors import TransientError
-from provider.kube.tokens import KubeTokenSource, check_cluster_info
+from provider.kube.tokens import KubeTokenSource
 from provider.neighbours.bootstrap import BootstrapToken
 from provider.review import Review
-from provider.service.checks import CheckContext
+from provider.service.checks import CheckContext, check_cluster_info
 from tests.support.bootstrap import (
     KUBECONFIG,
     NOW,

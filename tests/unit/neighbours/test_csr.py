@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import threading
 import time
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,11 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from provider.errors import PolicyError, RequestError, TransientError
-from provider.limits import DEFAULT_LIMITS, Limits
+from provider.limits import Limits
 from provider.neighbours.csr import (
     MAX_EXPIRATION_SECONDS,
     CsrPolicy,
-    check_kubelet_serving_csr,
     evaluate_csr,
     parse_request,
     system_resolver,
@@ -25,6 +23,7 @@ from provider.neighbours.csr import (
 )
 from provider.result import REASONS, Result
 from provider.review import Review
+from provider.service.checks import CheckContext, check_kubelet_serving_csr
 from tests.support.csr import (
     BROKEN,
     NODE,
@@ -262,12 +261,12 @@ def test_policy_defaults_follow_the_approver() -> None:
 
 
 def test_check_entry_point() -> None:
-    context = SimpleNamespace(limits=DEFAULT_LIMITS, kube_client=None, dry_runner=None, now=None)
+    context = CheckContext()
     result = check_kubelet_serving_csr(Review.for_object(csr()), {"providerRegex": r"^worker-\d+\."}, context)
     assert result.verified
     with pytest.raises(PolicyError):
         check_kubelet_serving_csr(Review.for_object(csr()), {"nope": 1}, context)
-    tight = SimpleNamespace(limits=Limits(max_csr_bytes=64))
+    tight = CheckContext(limits=Limits(max_csr_bytes=64))
     assert check_kubelet_serving_csr(Review.for_object(csr()), {}, tight).reason == "csr-malformed"
 
 
