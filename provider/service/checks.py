@@ -449,29 +449,27 @@ class Dispatcher:
         deadline: float,
         hand_off: Callable[[list[list[int]], Sequence[Job]], None],
     ) -> bool:
-        """Answer in this thread the questions the ``inline`` decider accepts; hand the others to the pool.
+        """Answer in this thread, in order, the questions the ``inline`` decider accepts; hand the rest to the pool.
 
-        First every key is read here and sorted (reading is bounded by the body's size), and
-        what must go to the pool -- a question that may wait on the network, or whose cost the
-        decider does not bound -- is handed off at once, so its wait overlaps this thread's
-        work. Then this thread answers the rest one by one, as a drain would, while the first
-        ``inline_share`` of the time the request had left lasts; whatever remains after that
-        goes to the pool too. So the calling thread starts no verification past that point,
-        and the one it is in is bounded by the decider (:mod:`provider.service.inline`).
-        True when the last answer made here came after ``deadline``: the request has failed
-        it, as it has when a drain finishes late (the verdict is cached all the same).
+        Each key is read, asked about and answered before the next is read, so a
+        request's parsed objects do not pile up (holding fifty at once made the
+        collector run five times as often). At the first question the decider
+        turns down -- it may wait on the network, or its cost is not bounded --
+        that key and every one after it go to the pool at once, as before. So do
+        the keys left when the first ``inline_share`` of the time the request had
+        left has passed: this thread starts no verification after that, and the one
+        it is in is bounded by the decider (:mod:`provider.service.inline`).
+        True when the last answer made here came after ``deadline``: the request has
+        failed it, as it has when a drain finishes late (the verdict is cached all the same).
         """
         assert self._inline is not None
         now = time.monotonic()
         until = now + max(0.0, deadline - now) * self._inline_share
-        read = list(jobs)  # a job read here is handed off with its question, not read again
-        pool: list[list[int]] = []
-        here: list[tuple[list[int], Question, Callable[[], Result], float]] = []
-        for indices in work:
-            job = jobs[indices[0]]
+        for position, indices in enumerate(work):
             if time.monotonic() >= until:
-                pool.append(indices)
-                continue
+                hand_off(work[position:], jobs)
+                return False
+            job = jobs[indices[0]]
             start = time.perf_counter()
             try:
                 question = job.read()
@@ -479,23 +477,17 @@ class Dispatcher:
                 _fill(answers, indices, Answer(None, exc, seconds=time.perf_counter() - start))
                 continue
             how = self._inline(question, ctx)
-            read[indices[0]] = Job(job.cache_key, functools.partial(_given, question))
-            if how is None:
-                pool.append(indices)
-            else:
-                here.append((indices, question, how, start))
-        if pool:
-            hand_off(pool, read)
-        for position, (indices, question, how, start) in enumerate(here):
-            if time.monotonic() >= until:
-                hand_off([later for later, *_ in here[position:]], read)
+            if how is None:  # handed off with its question: not read again
+                read = list(jobs)
+                read[indices[0]] = Job(job.cache_key, functools.partial(_given, question))
+                hand_off(work[position:], read)
                 return False
             try:
-                answer = self._verdict(read[indices[0]], question, how(), start)
+                answer = self._verdict(job, question, how(), start)
             except DataError as exc:
                 answer = Answer(None, exc, seconds=time.perf_counter() - start, check=question.check)
             _fill(answers, indices, answer)
-        return bool(here) and time.monotonic() > deadline
+        return time.monotonic() > deadline
 
 
 def _given(question: Question) -> Question:
