@@ -38,7 +38,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -396,13 +396,22 @@ class Dispatcher:
             groups.setdefault(job.cache_key if job.cache_key is not None else index, []).append(index)
         if not groups:
             return cast(list[Answer], answers)
-        stop = threading.Event()
+        # The drains' stop flag, made with the first hand-off: a request answered in this thread needs none.
+        stops: list[threading.Event] = []
         futures: list[Future[None]] = []
 
         def hand_off(work: list[list[int]], jobs: Sequence[Job]) -> None:
-            batch = _Batch(jobs, iter(work), answers, deadline, stop)
+            if not stops:
+                stops.append(threading.Event())
+            batch = _Batch(jobs, iter(work), answers, deadline, stops[0])
             executor = self._executor()
             futures.extend(executor.submit(self._drain, batch, ctx) for _ in range(min(self._threads, len(work))))
+
+        def stop(pending: Iterable[Future[None]]) -> None:
+            for flag in stops:
+                flag.set()
+            for future in pending:
+                future.cancel()
 
         late = False
         if self._inline is None:
@@ -411,29 +420,26 @@ class Dispatcher:
             try:
                 late = self._here(jobs, list(groups.values()), answers, ctx, deadline, hand_off)
             except Exception as failure:
-                stop.set()
-                for future in futures:
-                    future.cancel()
+                stop(futures)
                 if isinstance(failure, TransientError):
                     raise
                 log.error("a check failed unexpectedly", exc_info=failure)
                 raise InternalError("internal error while verifying; see the service's log") from failure
-        done, not_done = wait(futures, timeout=max(0.0, deadline - time.monotonic()), return_when=FIRST_EXCEPTION)
+        done: set[Future[None]] = set()
+        not_done: set[Future[None]] = set()
+        if futures:
+            done, not_done = wait(futures, timeout=max(0.0, deadline - time.monotonic()), return_when=FIRST_EXCEPTION)
         for future in done:
             error = future.exception()
             if error is not None:
-                stop.set()
-                for other in not_done:
-                    other.cancel()
+                stop(not_done)
                 if isinstance(error, TransientError):
                     raise error
                 log.error("a check failed unexpectedly", exc_info=error)
                 raise InternalError("internal error while verifying; see the service's log") from error
         finished = sum(a is not None for a in answers)
         if late or not_done or finished < len(jobs):  # a drain that saw the deadline first stops early, done or not
-            stop.set()
-            for future in not_done:
-                future.cancel()
+            stop(not_done)
             raise DeadlineExceeded(
                 f"deadline passed: {finished} of {len(jobs)} keys answered in time; the rest are still being "
                 "verified, ask again"
