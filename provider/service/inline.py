@@ -11,9 +11,11 @@ answers them in the calling thread.
 
 A question is answered in the calling thread only when all of this holds,
 decided from the request and the compiled policy, failing safe (anything else,
-or anything unsure, goes to a verify thread as before):
+or anything unsure, goes to a verify thread as before, and so does every key
+of the request after it):
 
-1. it asks the ``manifest`` check (the others may read the cluster);
+1. it asks the ``manifest`` check, and that check is still
+   :func:`~provider.service.checks.check_manifest` (the others may read the cluster);
 2. its policy names only fields that never reach outside the process
    (:data:`OFFLINE_FIELDS`: no ``dryRun`` enabled, no ``signatureResourceRef``,
    no ``resourceBundleRef``, no ``trustedRoot``, no ``signers``, no ``attestors``)
@@ -61,7 +63,7 @@ from typing import Any
 from ..policy.schema import Policy
 from ..result import Result
 from ..review import Review
-from .checks import DEFAULT_CHECK, CheckContext, Question, judge
+from .checks import CHECKS, DEFAULT_CHECK, CheckContext, Question, check_manifest, judge
 
 #: Policy fields that never make a verification reach outside the process; ``dryRun`` only
 #: when not enabled (checked on the compiled policy). Not here, so answered by a verify
@@ -87,7 +89,7 @@ INLINE_SHARE = 0.25
 
 def inline_answer(question: Question, ctx: CheckContext) -> Callable[[], Result] | None:
     """How to answer ``question`` in the calling thread, or ``None``: hand it to a verify thread."""
-    if question.check != DEFAULT_CHECK:
+    if question.check != DEFAULT_CHECK or CHECKS.get(DEFAULT_CHECK) is not check_manifest:
         return None
     raw = question.policy
     if not isinstance(raw, dict) or not OFFLINE_FIELDS.issuperset(raw):

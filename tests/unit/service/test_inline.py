@@ -177,6 +177,16 @@ def test_only_fields_that_reach_nothing_outside_are_offline() -> None:
     assert inline_answer(Question("manifest", review, "not a policy"), ctx) is None
 
 
+def test_a_manifest_check_registered_in_place_of_the_built_in_one_is_not_bypassed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ctx = CheckContext()
+    ctx.policies.compile(POLICY)
+    question = Question("manifest", Review.for_object(signed("x")), POLICY)
+    monkeypatch.setitem(checks.CHECKS, "manifest", lambda review, policy, ctx: Result.allow("verified", "stand-in"))
+    assert inline_answer(question, ctx) is None
+
+
 def test_through_the_app_an_offline_gatekeeper_key_is_verified_in_the_request_thread(deciders: list[str]) -> None:
     app = create_app({"TESTING": True})
     client = app.test_client()
