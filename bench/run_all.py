@@ -4,6 +4,7 @@ Runs, one after the other (each in its own process, so none warms another's cach
 
 * ``bench/verify.py``   -- in-process ``decide()`` against its floor; growth with object size and keys;
 * ``bench/service.py``  -- the HTTPS service: server CPU per verification, latency, cache hits;
+* ``bench/inline_bound.py`` -- the costliest verification the request thread may take on, against the deadline;
 * ``bench/dryrun.py``   -- what a server-side dry-run adds;
 * ``bench/keyless.py``  -- keyless verification against a key verification;
 * ``bench/bundles.py``  -- OCI resource bundles from a real local registry against a signature on the object;
@@ -91,6 +92,7 @@ def main() -> int:
     steps = [
         ("verify", lambda: run_json("verify.py", *seconds)),
         ("service", lambda: run_json("service.py", *seconds)),
+        ("inline_bound", lambda: run_json("inline_bound.py")),
         ("dryrun", lambda: run_json("dryrun.py", *seconds)),
         ("keyless", lambda: run_json("keyless.py", *seconds)),
         ("bundles", lambda: run_json("bundles.py", *seconds)),
@@ -135,6 +137,9 @@ def print_report(r: dict[str, Any]) -> None:
         row = s[key]
         extra = f"; {row['server_mean_ms']:.2f} ms inside the server" if "server_mean_ms" in row else ""
         print(f"  {label:<26}: p50 {row['p50_ms']:.2f} ms  p99 {row['p99_ms']:.2f} ms{extra}")
+    b = r["inline_bound"]
+    print(f"  costliest verification in the request thread: {b['worst_inline_cpu_s'] * 1000:.0f} ms CPU, "
+          f"{b['ratio_to_deadline']:.2f}x the {b['deadline_seconds']} s deadline (bench/inline_bound.py)")  # fmt: skip
     d = r["dryrun"]
     print("\n## Dry-run path (bench/dryrun.py)")
     for key in ("floor", "dry_run_warm", "dry_run_cold", "create_only", "compare_only"):

@@ -15,7 +15,9 @@ a :class:`~provider.result.Result`.
 
 :class:`Dispatcher` answers the keys of one request: verdicts that did not use
 the live cluster come from an LRU cache keyed by the hash of the key; the rest
-are computed concurrently on a per-process thread pool; when the request's
+are computed concurrently on a per-process thread pool -- or, for questions that
+wait on nothing and whose cost the limits bound, in the calling thread
+(:mod:`provider.service.inline`: the hand-off costs more than it buys); when the request's
 deadline passes first, the request fails as a whole with
 :class:`DeadlineExceeded` (work already started finishes in the background and
 fills the cache, so Gatekeeper's retry is cheap).
@@ -31,12 +33,13 @@ cache hit or a repeated key in a request reuses the text.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -73,19 +76,30 @@ class PolicyCache:
     ) -> Policy:
         """The compiled policy; ``bounds`` are the operator's, ``deadline`` ends reading a trust-root file."""
         try:
-            canonical = json.dumps(raw, sort_keys=True, separators=(",", ":"), allow_nan=False)
+            key = self._key(raw, limits, bounds)
         except (TypeError, ValueError) as exc:
             raise PolicyError(f"policy: not JSON data ({str(exc)[:80]})") from exc
-        # The default trust root is part of a compiled keyless policy: one refreshed in the background
-        # (provider/service/trustroot.py) must reach policies compiled before it.
-        from ..keyless.trust import current_default_digest
-
-        key = digest(canonical, str(limits.max_keys), repr(bounds), current_default_digest())
         policy = self._cache.get(key)
         if policy is None:
             policy = Policy.from_dict(raw, limits=limits, bounds=bounds, deadline=deadline)
             self._cache.put(key, policy)
         return policy
+
+    def cached(self, raw: Any, limits: Limits = DEFAULT_LIMITS, bounds: Bounds = SERVICE) -> Policy | None:
+        """The policy :meth:`compile` compiled before, or ``None``: never compiles (compiling may read a file)."""
+        try:
+            return self._cache.get(self._key(raw, limits, bounds))
+        except (TypeError, ValueError):
+            return None
+
+    @staticmethod
+    def _key(raw: Any, limits: Limits, bounds: Bounds) -> bytes:
+        canonical = json.dumps(raw, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        # The default trust root is part of a compiled keyless policy: one refreshed in the background
+        # (provider/service/trustroot.py) must reach policies compiled before it.
+        from ..keyless.trust import current_default_digest
+
+        return digest(canonical, str(limits.max_keys), repr(bounds), current_default_digest())
 
 
 @dataclass(frozen=True)
@@ -281,6 +295,11 @@ class Answer:
     check: str = ""
 
 
+#: How the calling thread answers a question itself (a function of no arguments), or ``None``: hand it
+#: to a verify thread. The service's is :func:`provider.service.inline.inline_answer`.
+Inline = Callable[[Question, CheckContext], Callable[[], Result] | None]
+
+
 @dataclass(frozen=True)
 class _Batch:
     """The keys of one request being answered, shared by its drains."""
@@ -298,11 +317,17 @@ class _Batch:
 class Dispatcher:
     """Answers jobs from the cache or on a bounded thread pool, under a deadline."""
 
-    def __init__(self, cache: LRUCache[Verdict], threads: int) -> None:
+    def __init__(
+        self, cache: LRUCache[Verdict], threads: int, inline: Inline | None = None, inline_share: float = 0.5
+    ) -> None:
         self.cache = cache
         self._threads = threads
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        #: Which questions the calling thread answers itself (``None``: every one goes to the pool).
+        self._inline = inline
+        #: The share of a request's time left at its start during which the calling thread takes on more.
+        self._inline_share = inline_share
 
     def _executor(self) -> ThreadPoolExecutor:
         # Created on first use, after gunicorn has forked the worker: threads do not survive fork.
@@ -326,6 +351,9 @@ class Dispatcher:
             result = run_check(question.check, question.review, question.policy, ctx)
         except DataError as exc:
             return Answer(None, exc, seconds=time.perf_counter() - start, check=check)
+        return self._verdict(job, question, result, start)
+
+    def _verdict(self, job: Job, question: Question, result: Result, start: float) -> Answer:
         verdict = Verdict.of(question.check, result, question.review)
         if job.cache_key is not None and not result.used_cluster:
             self.cache.put(job.cache_key, verdict)
@@ -372,7 +400,8 @@ class Dispatcher:
         """One answer per job, in order; raises :class:`~provider.errors.TransientError` for the whole request.
 
         ``deadline`` is a :func:`time.monotonic` instant. Jobs with the same
-        cache key are computed once.
+        cache key are computed once. With an ``inline`` decider, the calling thread
+        answers the questions it accepts itself (:meth:`_here`), the rest go to the pool.
         """
         if ctx.deadline is None or ctx.deadline > deadline:
             ctx = dataclasses.replace(ctx, deadline=deadline)  # every read and fetch of the checks ends by it
@@ -385,29 +414,112 @@ class Dispatcher:
                     answers[index] = Answer(hit, None, cached=True)
                     continue
             groups.setdefault(job.cache_key if job.cache_key is not None else index, []).append(index)
-        if groups:
-            batch = _Batch(jobs, iter(list(groups.values())), answers, deadline, threading.Event())
-            stop = batch.stop
+        if not groups:
+            return cast(list[Answer], answers)
+        # The drains' stop flag, made with the first hand-off: a request answered in this thread needs none.
+        stops: list[threading.Event] = []
+        futures: list[Future[None]] = []
+
+        def hand_off(work: list[list[int]], jobs: Sequence[Job]) -> None:
+            if not stops:
+                stops.append(threading.Event())
+            batch = _Batch(jobs, iter(work), answers, deadline, stops[0])
             executor = self._executor()
-            futures = [executor.submit(self._drain, batch, ctx) for _ in range(min(self._threads, len(groups)))]
+            futures.extend(executor.submit(self._drain, batch, ctx) for _ in range(min(self._threads, len(work))))
+
+        def stop(pending: Iterable[Future[None]]) -> None:
+            for flag in stops:
+                flag.set()
+            for future in pending:
+                future.cancel()
+
+        late = False
+        if self._inline is None:
+            hand_off(list(groups.values()), jobs)
+        else:
+            try:
+                late = self._here(jobs, list(groups.values()), answers, ctx, deadline, hand_off)
+            except Exception as failure:
+                stop(futures)
+                if isinstance(failure, TransientError):
+                    raise
+                log.error("a check failed unexpectedly", exc_info=failure)
+                raise InternalError("internal error while verifying; see the service's log") from failure
+        done: set[Future[None]] = set()
+        not_done: set[Future[None]] = set()
+        if futures:
             done, not_done = wait(futures, timeout=max(0.0, deadline - time.monotonic()), return_when=FIRST_EXCEPTION)
-            for future in done:
-                error = future.exception()
-                if error is not None:
-                    stop.set()
-                    for other in not_done:
-                        other.cancel()
-                    if isinstance(error, TransientError):
-                        raise error
-                    log.error("a check failed unexpectedly", exc_info=error)
-                    raise InternalError("internal error while verifying; see the service's log") from error
-            finished = sum(a is not None for a in answers)
-            if not_done or finished < len(jobs):  # a drain that saw the deadline first stops early, done or not
-                stop.set()
-                for future in not_done:
-                    future.cancel()
-                raise DeadlineExceeded(
-                    f"deadline passed: {finished} of {len(jobs)} keys answered in time; the rest are still being "
-                    "verified, ask again"
-                )
-        return [a for a in answers if a is not None]
+        for future in done:
+            error = future.exception()
+            if error is not None:
+                stop(not_done)
+                if isinstance(error, TransientError):
+                    raise error
+                log.error("a check failed unexpectedly", exc_info=error)
+                raise InternalError("internal error while verifying; see the service's log") from error
+        finished = sum(a is not None for a in answers)
+        if late or not_done or finished < len(jobs):  # a drain that saw the deadline first stops early, done or not
+            stop(not_done)
+            raise DeadlineExceeded(
+                f"deadline passed: {finished} of {len(jobs)} keys answered in time; the rest are still being "
+                "verified, ask again"
+            )
+        return cast(list[Answer], answers)
+
+    def _here(  # noqa: PLR0917 - run()'s state
+        self,
+        jobs: Sequence[Job],
+        work: list[list[int]],
+        answers: list[Answer | None],
+        ctx: CheckContext,
+        deadline: float,
+        hand_off: Callable[[list[list[int]], Sequence[Job]], None],
+    ) -> bool:
+        """Answer in this thread, in order, the questions the ``inline`` decider accepts; hand the rest to the pool.
+
+        Each key is read, asked about and answered before the next is read, so a
+        request's parsed objects do not pile up (holding fifty at once made the
+        collector run five times as often). At the first question the decider
+        turns down -- it may wait on the network, or its cost is not bounded --
+        that key and every one after it go to the pool at once, as before. So do
+        the keys left when the first ``inline_share`` of the time the request had
+        left has passed: this thread starts no verification after that, and the one
+        it is in is bounded by the decider (:mod:`provider.service.inline`).
+        True when the last answer made here came after ``deadline``: the request has
+        failed it, as it has when a drain finishes late (the verdict is cached all the same).
+        """
+        assert self._inline is not None
+        now = time.monotonic()
+        until = now + max(0.0, deadline - now) * self._inline_share
+        for position, indices in enumerate(work):
+            if time.monotonic() >= until:
+                hand_off(work[position:], jobs)
+                return False
+            job = jobs[indices[0]]
+            start = time.perf_counter()
+            try:
+                question = job.read()
+            except DataError as exc:
+                _fill(answers, indices, Answer(None, exc, seconds=time.perf_counter() - start))
+                continue
+            how = self._inline(question, ctx)
+            if how is None:  # handed off with its question: not read again
+                read = list(jobs)
+                read[indices[0]] = Job(job.cache_key, functools.partial(_given, question))
+                hand_off(work[position:], read)
+                return False
+            try:
+                answer = self._verdict(job, question, how(), start)
+            except DataError as exc:
+                answer = Answer(None, exc, seconds=time.perf_counter() - start, check=question.check)
+            _fill(answers, indices, answer)
+        return time.monotonic() > deadline
+
+
+def _given(question: Question) -> Question:
+    return question
+
+
+def _fill(answers: list[Answer | None], indices: list[int], answer: Answer) -> None:
+    for index in indices:
+        answers[index] = answer

@@ -22,6 +22,7 @@ from .clientcerts import ClientCertificates
 from .cluster import cluster_clients, signature_sources
 from .config import Config
 from .heldpolicies import HeldPolicies
+from .inline import INLINE_SHARE, inline_answer
 
 #: Where the app keeps its Service (``app.extensions[EXTENSION]``).
 EXTENSION = "manifest_provider"
@@ -35,7 +36,8 @@ class Service:
         self.limits = config.effective_limits
         self.cache: LRUCache[Verdict] = LRUCache(config.cache_entries, ttl=config.cache_ttl_seconds)
         self.policies = PolicyCache(config.policy_cache_entries)
-        self.dispatcher = Dispatcher(self.cache, config.verify_threads)
+        # Questions that wait on nothing are answered in the request's own thread (provider/service/inline.py).
+        self.dispatcher = Dispatcher(self.cache, config.verify_threads, inline_answer, INLINE_SHARE)
         clients = cluster_clients(config, self.limits)
         self.dry_runner: Any = clients.dry_runner
         self.kube_client: Any = clients.kube_client
