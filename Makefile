@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install system-packages run test test-fast test-latest lock lock-venv lint bench soak fuzz clean kind-schemas data-sums chart
+.PHONY: install system-packages run test test-fast test-latest lock lock-venv lint bench soak fuzz clean kind-schemas profiles data-sums chart
 
 install: system-packages $(STAMP)
 
@@ -165,6 +165,10 @@ clean:
 ## kind-schemas: regenerate provider/data/kind_schemas.json from the installed kubernetes client's models
 kind-schemas: install
 	$(PY) tools/make_kind_schemas.py
+
+## profiles: regenerate provider/data/profiles.json (what the CLI and the service load) after editing provider/policy/profiles/*.yaml
+profiles: install
+	$(PY) tools/make_profiles.py
 
 ## chart: rewrite the Helm chart's generated parts (files/kinds.yaml, the code-derived schema enums, README.md) and the CRDs
 chart: install

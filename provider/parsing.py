@@ -55,8 +55,6 @@ import json
 import math
 import re
 import struct
-from decimal import Decimal
-from fractions import Fraction
 from typing import Any
 
 import yaml
@@ -262,7 +260,13 @@ def _json_number(number: float, error: type[DataError]) -> int | float:
     if not math.isfinite(number):
         raise error(f"YAML number {number!r} is not finite; JSON (and Kubernetes) cannot carry it")
     if number.is_integer() and abs(number) < 1e21:
-        return int(number) if abs(number) < _EXACT_WHOLE else int(Decimal(repr(number)))
+        if abs(number) < _EXACT_WHOLE:
+            return int(number)
+        # decimal (with numbers and its C module) is loaded for a whole float this large only: every
+        # command-line run reads YAML, almost none holds such a number.
+        from decimal import Decimal
+
+        return int(Decimal(repr(number)))
     return number
 
 
@@ -347,6 +351,8 @@ def _shortest_float32_digits(value: float) -> tuple[str, int]:
     """strconv's shortest digits for a positive float32: the fewest digits whose
     decimal reads back as this float32 (round half to even), the nearest such
     decimal when there are several. Exact rational arithmetic; keys only."""
+    from fractions import Fraction  # loaded for a float32 key only, not by every run that reads YAML
+
     bits = struct.unpack("<I", struct.pack("<f", value))[0]
     biased, fraction = bits >> 23, bits & 0x7FFFFF
     mantissa, exp2 = (fraction, -149) if biased == 0 else (fraction | 0x800000, biased - 150)

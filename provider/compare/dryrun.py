@@ -37,7 +37,6 @@ rejects the signed manifest itself).
 from __future__ import annotations
 
 import copy
-import hashlib
 import re
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -112,6 +111,8 @@ def dry_run_name(name: str, token: str = "") -> str:
     tail = DRY_RUN_SUFFIX + (f"-{token}" if token else "")
     if len(name) + len(tail) <= NAME_MAX:
         return name + tail
+    import hashlib  # for a long name only: a command-line verify need not load the interpreter's OpenSSL
+
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
     keep = NAME_MAX - len(tail) - len(digest) - 1
     return f"{name[:keep].rstrip('-.')}-{digest}{tail}"

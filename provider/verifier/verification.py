@@ -22,7 +22,6 @@ The steps of :func:`verify`, numbered as in ``docs/architecture.md``:
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -52,7 +51,14 @@ from .anchors import check_anchors
 from .context import Context
 from .fetching import find_envelope, secret_keys
 
-log = logging.getLogger("provider.verifier")
+
+def _warn(message: str, *args: object) -> None:
+    """A warning on the ``provider.verifier`` logger. :mod:`logging` (with ``traceback``, ``string`` and
+    ``threading``: ~3 ms of a command's start) is loaded for it when a warning is due, never by a
+    command-line ``verify`` that has none to give."""
+    import logging
+
+    logging.getLogger("provider.verifier").warning(message, *args)
 
 
 class DeletionFinalizersAdded(ContentMismatch):
@@ -248,9 +254,7 @@ def _compare(
     # 4. compare outside the ignored fields
     ident = ObjectIdentity.of(obj, namespace)
     if policy.unsafe_unanchored_ignore_fields and policy.ignore_fields:
-        log.warning(
-            "unsafeUnanchoredIgnoreFields is on for %s: ignore patterns match anywhere in a path", ident.describe()
-        )
+        _warn("unsafeUnanchoredIgnoreFields is on for %s: ignore patterns match anywhere in a path", ident.describe())
     added = deletion_finalizers_added(document, obj)
     if added:  # no ignore pattern, no dry-run and no exemption explains them (provider.compare.allocations)
         path = ("metadata", "finalizers")

@@ -56,6 +56,13 @@ NOT_FOR_A_KEY = (
     "provider.neighbours",
     "provider.cache",
     "provider.signatures.signing",
+    # standard-library modules loaded for a rare case only: a warning to log, a YAML number too large
+    # for a float's exact digits, a float32 key, a dry-run name too long to keep (hashlib: a key's
+    # fingerprint is taken with cryptography, loaded anyway)
+    "logging",
+    "hashlib",
+    "decimal",
+    "fractions",
 )
 #: Verification code and its libraries: what --help and --version must not load.
 VERIFICATION = ("yaml", "cryptography", "provider.policy", "provider.verifier", "provider.parsing", "provider.keys")

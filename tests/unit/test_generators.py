@@ -3,7 +3,8 @@
 A generator nobody runs breaks silently when code moves (``/work``'s style notes, "Finding
 things"; two sample generators did). Each script that writes committed files --
 ``policies/**/make_*.py`` (the policies' samples, Kyverno test files and Artifact Hub
-metadata) and ``tools/make_*.py`` (the Helm chart's generated parts, the kind schemas) -- runs
+metadata) and ``tools/make_*.py`` (the Helm chart's generated parts, the kind schemas, the
+profiles' JSON) -- runs
 here as a person runs it, in a fresh interpreter, on a copy of the folders it reads and
 writes; then every file of the copy is compared with the repository's, and the copy may hold
 no file the repository does not.
@@ -41,6 +42,11 @@ ELSEWHERE: dict[str, tuple[list[str], str, str]] = {
         ["--output", "kind_schemas.json"],
         "kind_schemas.json",
         "provider/data/kind_schemas.json",
+    ),
+    "tools/make_profiles.py": (
+        ["--output", "profiles.json"],
+        "profiles.json",
+        "provider/data/profiles.json",
     ),
 }
 
