@@ -30,8 +30,8 @@ from tests.support.kube_schema import validate_object
 from tests.support.subresources import KINDS, MUST_REACH_SERVICE, rules_send, subresources_of
 from tests.support.subresources import admission_request as subresource_request
 from tests.support.webhook_config import match_condition_holds, problems
-from tests.unit.test_chart_policies import CHART_LABELS, SAMPLE_KEY, SETTINGS, generated, without_chart_labels
-from tests.unit.test_manifests import render as render_overlay
+from tests.manifests.test_chart_policies import CHART_LABELS, SAMPLE_KEY, SETTINGS, generated, without_chart_labels
+from tests.manifests.test_deployment import render as render_overlay
 
 WEBHOOK, POLICIES = "manifests.manifest-provider.io", "policies.manifest-provider.io"
 

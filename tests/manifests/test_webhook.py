@@ -24,7 +24,7 @@ from tests.support.heldpolicies import CRD_FILES
 from tests.support.subresources import MUST_REACH_SERVICE, rules_send, subresources_of
 from tests.support.subresources import admission_request as subresource_request
 from tests.support.webhook_config import match_condition_holds, problems
-from tests.unit.test_manifests import MANIFESTS, env, kustomize_command, one, render
+from tests.manifests.test_deployment import MANIFESTS, env, kustomize_command, one, render
 
 WEBHOOK = "manifests.manifest-provider.io"
 POLICIES = "policies.manifest-provider.io"

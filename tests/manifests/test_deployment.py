@@ -52,7 +52,7 @@ EXPECTED_NAMESPACE = {
 
 
 def yaml_files() -> list[Path]:
-    """YAML files, not Helm templates (Go templates whose output tests/unit/test_chart.py parses)."""
+    """YAML files, not Helm templates (Go templates whose output tests/manifests/test_chart.py parses)."""
     files = [p for d in (REPO / "policies", MANIFESTS) for p in sorted(d.rglob("*")) if p.suffix in (".yaml", ".yml")]
     return [p for p in files if "templates" not in p.relative_to(MANIFESTS.parent).parts]
 
