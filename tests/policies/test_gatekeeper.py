@@ -23,8 +23,8 @@ import yaml
 
 from provider.bounds import LOCAL
 from provider.objects import _REF_FIELDS
-from provider.policy.schema import KEY_OPERATIONS, OPERATIONS, PROFILES, Policy
 from provider.policy import schema as policy_module
+from provider.policy.schema import KEY_OPERATIONS, OPERATIONS, PROFILES, Policy
 from provider.review import Review
 from provider.verifier import decide
 from tests.support.data import REPO, load_yaml
