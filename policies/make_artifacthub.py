@@ -1,7 +1,7 @@
 """Write the Artifact Hub metadata (``artifacthub-pkg.yml``) of every policy, from the policy itself.
 
 ``python policies/make_artifacthub.py`` rewrites each file; the test
-tests/unit/test_policies_artifacthub.py fails when one is out of date.
+tests/policies/test_artifacthub.py fails when one is out of date.
 
 Each policy folder is an Artifact Hub package with one version at a time (the
 "single package, single version" layout of Artifact Hub's repositories guide):

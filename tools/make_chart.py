@@ -14,7 +14,7 @@
   ``values.yaml``'s defaults.
 
 ``python tools/make_chart.py`` writes them (``make chart``);
-``tests/unit/test_chart.py`` fails when a committed file differs from what this
+``tests/manifests/test_chart.py`` fails when a committed file differs from what this
 writes. The shipped policies, alerts and dashboard are not copied: the chart's
 ``files/`` links to them.
 """

@@ -10,7 +10,7 @@ profiles were read with before) and writes the data it returns, unchanged, into
 one JSON document keyed by profile name; :func:`provider.policy.schema.load_profile`
 validates that data exactly as it validated the YAML's.
 
-``tests/unit/test_generators.py`` reruns this script and compares its output with
+``tests/policies/test_generators.py`` reruns this script and compares its output with
 the committed file, and ``tests/unit/test_profiles_data.py`` compares the committed
 file with the YAML: a profile edited without rerunning ``make profiles`` fails both.
 """

@@ -43,7 +43,7 @@ Signatures (a violation means "does not verify"):
   either half, and ECDSA verification has no low-``s`` rule.
 
 What the backends do on their own (cryptography 50 with OpenSSL 4.0, PyNaCl 1.6's
-libsodium; tests/unit/test_keys_strength.py pins the cases): libsodium's verify
+libsodium; tests/unit/keys/test_rules.py pins the cases): libsodium's verify
 refuses ``S >= L``, a small-order or non-canonical ``A`` and a small-order ``R``
 (``_crypto_sign_ed25519_verify_detached`` in ``crypto_sign/ed25519/ref10/open.c``);
 OpenSSL refuses ``S >= L`` but loads any 32 bytes as an Ed25519 key and verifies the

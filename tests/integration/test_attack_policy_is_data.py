@@ -1,7 +1,8 @@
 """A policy is data, on the real server: gunicorn over TLS, both routes (issue 25).
 
-The unit side of these attack classes is ``tests/unit/test_attack_policy_is_data.py``;
-here the same bodies reach a real worker. Before the fix, a body whose
+The unit side of these attack classes is in the files of what each attacks
+(``tests/unit/keyless/test_trust_files.py``, ``tests/unit/kube/test_configmap_tenants.py``,
+``tests/unit/oci/test_registry_redirects.py``, ...); here the same bodies reach a real worker. Before the fix, a body whose
 ``trustedRoot`` named a FIFO or ``/proc/self/fd/N`` (the worker's own pipes)
 blocked the verifying thread for ever, and after bodies naming fds 0-31 every
 request on that worker answered ``deadline-exceeded`` on both routes, the honest

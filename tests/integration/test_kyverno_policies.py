@@ -1,7 +1,7 @@
 """The Kyverno policies against the real service.
 
 Kyverno cannot run here; what it would do is reproduced in
-``tests/unit/test_policies_kyverno.py`` and driven here over TLS:
+``tests/policies/test_kyverno.py`` and driven here over TLS:
 
 * ClusterPolicy: the exact body Kyverno builds from the rule's ``data``
   (``{{ request }}`` substituted), sent with no Content-Type as older Kyverno

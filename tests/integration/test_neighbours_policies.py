@@ -123,7 +123,7 @@ def test_template_is_its_src_rego(name: str) -> None:
     template = yaml.safe_load((directory / "template.yaml").read_text())
     kind = template["spec"]["crd"]["spec"]["names"]["kind"]
     assert template["metadata"]["name"] == kind.lower() == package_of(source)
-    assert "import rego.v1" not in source  # Gatekeeper's framework refuses it (test_policies_gatekeeper_ingest.py)
+    assert "import rego.v1" not in source  # Gatekeeper's framework refuses it (test_gatekeeper_ingest.py)
     assert constraint(name)["kind"] == kind
     assert constraint(name)["spec"]["enforcementAction"] == "dryrun"
 

@@ -21,7 +21,7 @@
 # "docker.io/my-org/", "index.docker.io/my-org/" and "my-org/".
 #
 # The Kyverno policy always-pull-private-images implements the same rule
-# (tests/unit/test_policies_kyverno.py holds both to it, case by case).
+# (tests/policies/test_kyverno.py holds both to it, case by case).
 # Pods only: workloads reach this template through Gatekeeper's expansion
 # of their pod templates.
 package k8salwayspullprivateimages

@@ -21,7 +21,7 @@ both, as ``manifest-provider sign`` does for a two-document file) and writes:
 * the public key inside the three Kyverno policies and the observer overlay's
   policy, replacing the previous one.
 
-``tests/unit/test_generators.py`` reruns this script on a copy of the
+``tests/policies/test_generators.py`` reruns this script on a copy of the
 repository and compares what it writes with what is committed.
 
 The private key is thrown away: these are examples, and a policy trusting a

@@ -1,6 +1,6 @@
 # Unit tests for src.rego with `external_data` replaced by fixed answers in
 # Gatekeeper's shape: {responses, errors, status_code, system_error}.
-# Run by tests/unit/test_policies_gatekeeper.py under the OPA engine.
+# Run by tests/policies/test_gatekeeper.py under the OPA engine.
 package k8sverifymanifestsignature
 
 import future.keywords.contains

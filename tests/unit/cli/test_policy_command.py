@@ -317,7 +317,7 @@ def test_the_validating_policy_evaluates_to_the_policy(
 def test_the_validating_policy_takes_no_ca(
     capsys: pytest.CaptureFixture[str], files: dict[str, Path], ca: list[str]
 ) -> None:
-    """Kyverno's CEL http.Client(ca) cannot call (tests/unit/test_policies_kyverno_cel.py): a CA is refused, with why."""
+    """Kyverno's CEL http.Client(ca) cannot call (tests/policies/test_kyverno_cel.py): a CA is refused, with why."""
     err = refused(capsys, "kyverno-cel", "-k", files["key"], *[str(files["ca"]) if a == "CA" else a for a in ca])
     assert "kyverno-cel takes no CA" in err and "--kyverno-trust" in err
 

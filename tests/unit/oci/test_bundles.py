@@ -17,11 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from provider.bounds import LOCAL
-from provider.cli import main
-from provider.keys.pem import private_pem
 from provider.limits import Limits
 from provider.oci.bundles import OciBundleSource
 from provider.oci.registry import RegistryClient
@@ -31,6 +28,7 @@ from provider.review import Review
 from provider.signatures.signing import dump_yaml
 from provider.signatures.sources import Reference, Sources
 from provider.verifier import decide
+from tests.support.bundles import KEY, OBJECT, sign_image
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap
 from tests.support.registry import (
@@ -50,9 +48,7 @@ from tests.support.registry import (
     trickle,
 )
 
-KEY = make_key("ecdsa-p256", 40)
 OTHER = make_key("ecdsa-p256", 41)
-OBJECT = configmap("app", mode="production")
 
 
 @pytest.fixture(scope="module")
@@ -60,19 +56,6 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
     running = Registry(tmp_path_factory.mktemp("registry"))
     yield running
     running.stop()
-
-
-def sign_image(tmp_path: Path, ref: str, *, key: Any = KEY, tarball: bool = False, docs: Any = None) -> dict[str, Any]:
-    """``manifest-provider sign --image ref``: the signed output document."""
-    source = tmp_path / "app.yaml"
-    source.write_text(dump_yaml(docs or [OBJECT]))
-    key_file = tmp_path / "key.pem"
-    key_file.write_bytes(private_pem(key, None))
-    out = tmp_path / "app.signed.yaml"
-    args = ["sign", "-f", str(source), "--key", str(key_file), "--image", ref, "-o", str(out)]
-    assert main([*args, "--tarball"] if tarball else args) == 0
-    (signed, *_) = yaml.safe_load_all(out.read_text())
-    return dict(signed)
 
 
 def policy(registry_host: str, **extra: Any) -> dict[str, Any]:

@@ -30,10 +30,10 @@ from provider.result import Result
 from provider.review import Review
 from provider.signatures.sources import Sources
 from provider.verifier import decide
+from tests.support.bundles import sign_image
 from tests.support.fakeapi import FakeApiServer, runner_for
 from tests.support.keys import make_key, public_key_pem
 from tests.support.registry import Misbehaving, Registry
-from tests.unit.oci.test_bundles import sign_image
 
 KEY = make_key("ecdsa-p256", 40)
 USER, PASSWORD = "puller", "s3cret-pull"

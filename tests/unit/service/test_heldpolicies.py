@@ -219,7 +219,7 @@ def test_the_service_threads_stop(fake: FakeApiServer, tmp_path: Path) -> None:
 
 
 def test_every_request_the_service_made_is_one_the_shipped_rbac_allows(cluster: Cluster) -> None:
-    """The webhook overlay's ClusterRole (and the chart's, tests/unit/test_chart.py) against what was really asked."""
+    """The webhook overlay's ClusterRole (and the chart's, tests/manifests/test_chart.py) against what was really asked."""
     import re
 
     import yaml

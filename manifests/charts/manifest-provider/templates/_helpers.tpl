@@ -149,7 +149,7 @@ provider/cli/_generate.py. Every list item and map value is wrapped in dyn() (CE
 and map literals must otherwise hold one type); strings are Go's ASCII-only quoting
 (%+q), whose escapes (\n, \", \\, \uXXXX, \UXXXXXXXX, \a \b \f \r \t \v, \xHH below
 0x20) are CEL's too (cel-spec langdef.md, "String and Bytes Values"). Map keys come out
-sorted; tests/unit/test_chart_policies.py evaluates both and compares.
+sorted; tests/manifests/test_chart_policies.py evaluates both and compares.
 */}}
 {{- define "mp.cel" -}}
 {{- $v := .value -}}

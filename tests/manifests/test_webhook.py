@@ -21,10 +21,10 @@ import yaml
 from provider.service.config import Config
 from provider.service.routes import ADMISSION_PATH, API_SERVER_MARGIN_SECONDS
 from tests.support.heldpolicies import CRD_FILES
+from tests.support.overlays import MANIFESTS, env, kustomize_command, one, render
 from tests.support.subresources import MUST_REACH_SERVICE, rules_send, subresources_of
 from tests.support.subresources import admission_request as subresource_request
 from tests.support.webhook_config import match_condition_holds, problems
-from tests.unit.test_manifests import MANIFESTS, env, kustomize_command, one, render
 
 WEBHOOK = "manifests.manifest-provider.io"
 POLICIES = "policies.manifest-provider.io"

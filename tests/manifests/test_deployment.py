@@ -18,7 +18,6 @@ import os
 import shutil
 import stat
 import subprocess
-import tempfile
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -30,11 +29,20 @@ from provider.service.config import ENV_PREFIX, Config
 from provider.service.devcerts import make_dev_pki
 from tests.support.data import REPO
 from tests.support.gatekeeper_framework import provider_problems
+from tests.support.overlays import (
+    BASE,
+    DRYRUN_RBAC,
+    DRYRUN_RBAC_STAND_IN,
+    MANIFESTS,
+    OVERLAYS,
+    container,
+    env,
+    kustomize_command,
+    one,
+    render,
+)
 from tests.support.pods import tuf_cache_volume
 
-MANIFESTS = REPO / "manifests"
-BASE = MANIFESTS / "base"
-OVERLAYS = {name: MANIFESTS / "overlays" / name for name in ("gatekeeper", "kyverno", "kyverno-cel", "webhook")}
 CA_SCRIPT = MANIFESTS / "scripts" / "ca-bundle.sh"
 SETTINGS = {ENV_PREFIX + name.upper() for name in Config.__dataclass_fields__}
 #: Secrets an overlay mounts that something other than these manifests creates.
@@ -53,7 +61,7 @@ EXPECTED_NAMESPACE = {
 
 
 def yaml_files() -> list[Path]:
-    """YAML files, not Helm templates (Go templates whose output tests/unit/test_chart.py parses)."""
+    """YAML files, not Helm templates (Go templates whose output tests/manifests/test_chart.py parses)."""
     files = [p for d in (REPO / "policies", MANIFESTS) for p in sorted(d.rglob("*")) if p.suffix in (".yaml", ".yml")]
     return [p for p in files if "templates" not in p.relative_to(MANIFESTS.parent).parts]
 
@@ -64,20 +72,6 @@ def test_every_yaml_parses(path: Path) -> None:
     assert docs
     for doc in docs:
         assert isinstance(doc, dict)
-
-
-#: Written with the dry-run feature (docs/dryrun.md); listed in the base from the start.
-DRYRUN_RBAC = "dryrun-rbac.yaml"
-#: What renders in its place while it is absent, so the other checks still run.
-DRYRUN_RBAC_STAND_IN = """\
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: manifest-provider-dryrun
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: manifest-provider-dryrun}
-subjects:
-  - {kind: ServiceAccount, name: manifest-provider, namespace: manifest-provider}
-"""
 
 
 def test_base_kustomization_lists_existing_files() -> None:
@@ -92,56 +86,11 @@ def test_base_kustomization_lists_existing_files() -> None:
 # --- rendering ----------------------------------------------------------------------------
 
 
-def kustomize_command() -> list[str] | None:
-    if shutil.which("kustomize"):
-        return ["kustomize", "build"]
-    if shutil.which("kubectl"):
-        return ["kubectl", "kustomize"]
-    return None
-
-
-_rendered: dict[str, list[dict[str, Any]]] = {}
-
-
-def render(overlay: str) -> list[dict[str, Any]]:
-    if overlay not in _rendered:
-        command = kustomize_command()
-        if command is None:
-            pytest.skip("no kustomize or kubectl to render the overlays; the base checks below still run")
-        root = MANIFESTS
-        if not (BASE / DRYRUN_RBAC).exists():
-            root = Path(tempfile.mkdtemp(prefix="manifests-")) / "manifests"
-            shutil.copytree(MANIFESTS, root)
-            (root / "base" / DRYRUN_RBAC).write_text(DRYRUN_RBAC_STAND_IN)
-        target = root / OVERLAYS[overlay].relative_to(MANIFESTS)
-        out = subprocess.run([*command, str(target)], capture_output=True, text=True, timeout=120, check=False)
-        if root != MANIFESTS:
-            shutil.rmtree(root.parent, ignore_errors=True)
-        assert out.returncode == 0, out.stderr
-        _rendered[overlay] = [d for d in yaml.safe_load_all(out.stdout) if d]
-    return _rendered[overlay]
-
-
-def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
-    found = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
-    assert len(found) == 1, (kind, name, len(found))
-    return dict(found[0])
-
-
 def engines_rule(policy: dict[str, Any]) -> dict[str, Any]:
     """The NetworkPolicy's rule for the API port; the only other one admits Prometheus to the metrics port."""
     rules = policy["spec"]["ingress"]
     assert [[p["port"] for p in r["ports"]] for r in rules] == [["https"], ["metrics"]]
     return dict(rules[0])
-
-
-def container(deployment: dict[str, Any]) -> dict[str, Any]:
-    (c,) = deployment["spec"]["template"]["spec"]["containers"]
-    return dict(c)
-
-
-def env(deployment: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e.get("value", "") for e in container(deployment)["env"]}
 
 
 OVERLAY_NAMES = list(OVERLAYS)

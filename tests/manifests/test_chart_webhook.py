@@ -24,14 +24,14 @@ from provider.bounds import SERVICE
 from provider.policy.schema import Policy
 from provider.policystore.objects import read_policy_object
 from provider.service.routes import ADMISSION_PATH, API_SERVER_MARGIN_SECONDS
+from tests.support.chart_policies import CHART_LABELS, SAMPLE_KEY, SETTINGS, generated, without_chart_labels
 from tests.support.heldpolicies import CRD_FILES
 from tests.support.helm import find, render
 from tests.support.kube_schema import validate_object
+from tests.support.overlays import render as render_overlay
 from tests.support.subresources import KINDS, MUST_REACH_SERVICE, rules_send, subresources_of
 from tests.support.subresources import admission_request as subresource_request
 from tests.support.webhook_config import match_condition_holds, problems
-from tests.unit.test_chart_policies import CHART_LABELS, SAMPLE_KEY, SETTINGS, generated, without_chart_labels
-from tests.unit.test_manifests import render as render_overlay
 
 WEBHOOK, POLICIES = "manifests.manifest-provider.io", "policies.manifest-provider.io"
 

@@ -49,10 +49,10 @@ import helm_python
 import pytest
 import yaml
 
-from provider.cli import main
 from provider.policy.schema import Policy
 from provider.review import Review
 from provider.verifier import decide
+from tests.support.chart_policies import GATEKEEPER, SAMPLE_KEY, SAMPLES, SETTINGS, generated, without_chart_labels
 from tests.support.data import REPO, load_yaml
 from tests.support.gatekeeper_framework import ingest, provider_problems
 from tests.support.helm import CHART, OVERLAY_NAMESPACES, find, render
@@ -72,70 +72,13 @@ from tests.support.kyverno_cel import type_check
 from tests.support.live import PUBLIC_KEY, deployment, reimaged, signed, signed_configmap
 from tests.support.opa import parse_rego
 
-GATEKEEPER = REPO / "policies" / "gatekeeper" / "verify-manifest-signature"
-SAMPLES = GATEKEEPER / "samples" / "k8sverifymanifestsignature"
-SAMPLE_KEY = load_yaml(SAMPLES / "constraint.yaml")[0]["spec"]["parameters"]["keys"][0]
 #: Every supported Kyverno release: each rendered Kyverno policy is checked against each one's CRDs and rules.
 KYVERNO_VERSIONS = list(VERSIONS)
 KYVERNO_CRDS = {version: crds(version) for version in KYVERNO_VERSIONS}
 #: What engine=kyverno-cel fills in for Kyverno's trust store (manifests/scripts/ca-bundle.sh --kyverno-trust).
 CA_SCRIPT = REPO / "manifests" / "scripts" / "ca-bundle.sh"
 KYVERNO_VALUES = REPO / "manifests" / "overlays" / "kyverno-cel" / "kyverno-values.yaml"
-CHART_LABELS = {
-    "helm.sh/chart",
-    "app.kubernetes.io/name",
-    "app.kubernetes.io/instance",
-    "app.kubernetes.io/version",
-    "app.kubernetes.io/managed-by",
-    "app.kubernetes.io/part-of",
-}
 
-#: (id, scope and enforcement values, policy document, the same as flags of `manifest-provider policy`).
-SETTINGS: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]] = [
-    (
-        "as-shipped-scope",
-        {"kinds": ["ConfigMap", "apps/Deployment"], "namespaces": ["demo"]},
-        {"keys": [SAMPLE_KEY]},
-        ["--match-kind", "ConfigMap,apps/Deployment", "--match-namespace", "demo"],
-    ),
-    (
-        "enforced-everywhere-signers",
-        {"kinds": ["core/Pod", "apps/StatefulSet", "CertificateSigningRequest"], "namespaces": ["*"], "enforce": True},
-        {
-            "signers": [{"subject": "release-bot@example.com", "issuer": "https://accounts.google.com"}],
-            "keys": [SAMPLE_KEY],
-            "keyOperation": "MustAll",
-        },
-        [
-            "--match-kind",
-            "core/Pod",
-            "--match-kind",
-            "apps/StatefulSet,CertificateSigningRequest",
-            "--match-namespace",
-            "*",
-            "--enforce",
-        ],
-    ),
-    (
-        "threshold-dry-run-profiles",
-        {"kinds": ["apps/Deployment", "ConfigMap", "core/ConfigMap"], "namespaces": ["shop", "web"]},
-        {
-            "keys": [{"publicKey": SAMPLE_KEY, "name": "team"}],
-            "threshold": 1,
-            "dryRun": {"enabled": True, "namespace": "manifest-provider"},
-            "defaults": ["k8s-manifest-sigstore", "common", "argocd"],
-            "ignoreFields": [{"objects": [{"kind": "ConfigMap"}], "fields": ["data.note"]}],
-            "skipUsers": [{"users": ["system:serviceaccount:shop:operator"], "objects": [{"kind": "Deployment"}]}],
-        },
-        ["--match-kind", "apps/Deployment,ConfigMap", "--match-namespace", "shop,web"],
-    ),
-    (
-        "text-cel-spells-differently",
-        {"kinds": ["ConfigMap"], "namespaces": ["demo"]},
-        {"keys": [SAMPLE_KEY], "signers": ['jöhn\t<dev>&"ops"@example.com', "🔑@example.com"]},
-        ["--match-kind", "ConfigMap", "--match-namespace", "demo"],
-    ),
-]
 ENGINES = ["gatekeeper", "kyverno", "kyverno-cel"]
 #: The engines whose policy carries the service CA (``--ca-file``); kyverno-cel refuses one.
 CA_IN_POLICY = {"gatekeeper", "kyverno"}
@@ -149,27 +92,6 @@ def chart_docs(engine: str, scope: dict[str, Any], policy: dict[str, Any]) -> li
     return render(chart_values(engine, scope, policy), namespace=OVERLAY_NAMESPACES[engine])
 
 
-def generated(
-    capsys: pytest.CaptureFixture[str],
-    tmp_path: Path,
-    engine: str,
-    *,
-    policy: dict[str, Any],
-    flags: list[str],
-    ca: str | None,
-) -> list[dict[str, Any]]:
-    """``manifest-provider policy ENGINE -c policy.yaml [--ca-file ca.crt] FLAGS``, parsed."""
-    (tmp_path / "policy.yaml").write_text(yaml.safe_dump(policy, allow_unicode=True))
-    ca_flags: list[str] = []
-    if ca is not None:
-        (tmp_path / "ca.crt").write_text(ca)
-        ca_flags = ["--ca-file", str(tmp_path / "ca.crt")]
-    code = main(["policy", engine, "-c", str(tmp_path / "policy.yaml"), *ca_flags, *flags])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    return [d for d in yaml.safe_load_all(out) if d]
-
-
 def secret_ca(docs: list[dict[str, Any]]) -> str:
     """The CA of the chart's generated Secret (PEM)."""
     return base64.b64decode(find(docs, "Secret")["data"]["ca.crt"]).decode()
@@ -181,13 +103,6 @@ def holds_certificate(doc: dict[str, Any], pem: str) -> bool:
     lines = [line for line in pem.splitlines() if line and not line.startswith("-----")]
     assert lines
     return any(line in text for line in lines)
-
-
-def without_chart_labels(doc: dict[str, Any]) -> dict[str, Any]:
-    doc = copy.deepcopy(doc)
-    labels = doc["metadata"].pop("labels")
-    assert set(labels) == CHART_LABELS, labels  # the chart adds its labels and nothing else
-    return doc
 
 
 def cel_value(expression: str) -> Any:

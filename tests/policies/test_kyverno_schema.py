@@ -18,7 +18,7 @@ Then the expressions, as the engine reads them:
 * CEL -- every expression of a ValidatingPolicy -- compiles with
   cel-python, calls only CEL's standard functions and macros or Kyverno's
   ``http`` library, reads only the variables Kyverno binds, and evaluates on
-  every test resource (``tests/unit/test_policies_kyverno.py`` binds
+  every test resource (``tests/policies/test_kyverno.py`` binds
   ``http.Client(...).Post``).
 """
 

@@ -531,7 +531,7 @@ def test_provider_resource(path: Path) -> None:
     # Whole seconds; the order of the budgets is tests/unit/test_deadlines.py's.
     assert isinstance(spec["timeout"], int)
     # No placeholder Gatekeeper's webhook would refuse: manifests/scripts/ca-bundle.sh adds the CA
-    # (tests/unit/test_manifests.py checks what it renders against Gatekeeper's rules).
+    # (tests/manifests/test_deployment.py checks what it renders against Gatekeeper's rules).
     assert "caBundle" not in spec
     assert provider_problems(provider) == ["caBundle should be set for HTTPS scheme"]
     assert "insecureTLSSkipVerify" not in spec

@@ -62,7 +62,7 @@ from tests.support.keyless import World, issue_leaf, make_ca, pem
 from tests.support.keys import make_key, public_key_pem
 from tests.support.manifests import configmap, sign
 
-WYCHEPROOF = Path(__file__).resolve().parents[1] / "assets" / "wycheproof"
+WYCHEPROOF = Path(__file__).resolve().parents[2] / "assets" / "wycheproof"
 D = "cosign.sigstore.dev"
 #: The DER prefix of an Ed25519 SubjectPublicKeyInfo (RFC 8410 section 4): the 32 key bytes follow.
 ED25519_SPKI_PREFIX = bytes.fromhex("302a300506032b6570032100")

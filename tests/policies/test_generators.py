@@ -125,7 +125,7 @@ def test_every_generator_writes_what_is_committed(regenerated: Path) -> None:
         for name, path in ours.items()
         if masked(path.read_text(), committed) != masked(theirs[name].read_text(), rerun)
     ]
-    assert differing == [], "out of date: rerun the generators (tests/unit/test_generators.py lists them)"
+    assert differing == [], "out of date: rerun the generators (tests/policies/test_generators.py lists them)"
     # The masks are not the whole story: random values were found, and as many in each tree.
     assert len(committed) == len(rerun) > 10
 
