@@ -196,7 +196,7 @@ UNMIRRORED: dict[str, str] = {
     "readers.py": "the strict readers, through the policy they read: tests/unit/policy/test_schema.py",
     "resources.py": "resources to kinds, through audit events: tests/unit/audit/test_events.py",
     "review.py": "a review read from each engine's request: tests/unit/service/wire/test_admission.py, "
-    "tests/unit/test_verifier.py",
+    "tests/unit/verifier/test_verification.py",
     "version.py": "--version: tests/integration/test_cli_habits.py",
     "keyless/identity.py": "a signer's identity: tests/unit/keyless/test_signer.py",
     "keys/signers.py": "who signed, counted once: tests/unit/keyless/test_signer.py, tests/unit/test_properties.py",
