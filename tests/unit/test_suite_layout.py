@@ -200,6 +200,15 @@ UNMIRRORED: dict[str, str] = {
     "version.py": "--version: tests/integration/test_cli_habits.py",
     "keyless/identity.py": "a signer's identity: tests/unit/keyless/test_signer.py",
     "keys/signers.py": "who signed, counted once: tests/unit/keyless/test_signer.py, tests/unit/test_properties.py",
+    "keys/trusted.py": "a policy's key text read as PEM or OpenPGP: tests/unit/keys/test_openpgp.py, "
+    "tests/integration/test_cli_imports.py",
+    "kube/client.py": "the API client, through what it carries: tests/unit/kube/test_dryrun.py, "
+    "tests/unit/kube/test_dryrun_deadline.py, tests/unit/kube/test_keysecrets.py",
+    "verifier/anchors.py": "step 2, through verify and decide: tests/unit/verifier/test_verification.py, "
+    "tests/unit/test_properties.py",
+    "verifier/context.py": "what decide and verify pass on: tests/unit/verifier/test_verification.py",
+    "verifier/fetching.py": "step 1's signatures and Secret-held keys: tests/unit/verifier/test_verification.py, "
+    "tests/unit/kube/test_keysecrets.py",
     "kube/secrets.py": "Secrets read for keys and credentials: tests/unit/kube/test_keysecrets.py, "
     "tests/unit/kube/test_credentials.py",
     "oci/auth.py": "registry credentials: tests/unit/oci/test_registry_auth.py",
@@ -216,6 +225,7 @@ UNMIRRORED: dict[str, str] = {
     "tests/unit/service/test_face.py",
     "service/state.py": "the per-process service: tests/unit/service/test_face.py, tests/unit/service/wire/test_admission.py",
     "service/worker.py": "gunicorn's hooks: tests/unit/service/test_serve.py",
+    "cli/_args.py": f"the parser's declarations, {_COMMAND} tests/unit/cli/test_parser_declarations.py",
     "cli/_common.py": f"the shared flags, {_COMMAND} tests/unit/cli/test_policy_flags.py",
     "cli/_convert_kyverno.py": f"convert-policy's Kyverno reader, {_COMMAND} tests/unit/cli/test_convert_policy.py",
     "cli/_follow.py": f"observe --follow, {_COMMAND} tests/integration/test_observe_cli.py",
