@@ -210,6 +210,8 @@ DOCKER_CONFIG_JSON_KEY = ".dockerconfigjson"
 #: The data keys a pull Secret keeps its Docker config under (k8s.io/api core/v1 types.go
 #: ``DockerConfigJsonKey``, ``DockerConfigKey``): the only ones a ``pullSecrets`` entry may name.
 PULL_SECRET_KEYS = (DOCKER_CONFIG_JSON_KEY, ".dockercfg")
+#: Pull Secrets one policy may name: one per registry its repositories lie in, and then some.
+MAX_PULL_SECRETS = 8
 
 
 @dataclass(frozen=True)
@@ -236,9 +238,12 @@ class BundleOptions:
         A policy's list narrows the operator's and never widens it (:mod:`provider.bounds`).
         """
         data = check_fields(data, where, ("repositories", "timeoutSeconds", "pullSecrets"))
+        listed = read_list(data.get("pullSecrets"), f"{where}.pullSecrets")
+        if len(listed) > MAX_PULL_SECRETS:
+            # Each is a GET of the API server on a bundle fetch: a bound on what one policy makes every request ask.
+            raise PolicyError(f"{where}.pullSecrets: {len(listed)} entries; at most {MAX_PULL_SECRETS}")
         pull_secrets = tuple(
-            _pull_secret(item, f"{where}.pullSecrets[{i}]", pull_namespaces)
-            for i, item in enumerate(read_list(data.get("pullSecrets"), f"{where}.pullSecrets"))
+            _pull_secret(item, f"{where}.pullSecrets[{i}]", pull_namespaces) for i, item in enumerate(listed)
         )
         if len(set(pull_secrets)) != len(pull_secrets):
             raise PolicyError(f"{where}.pullSecrets: the same Secret is listed twice")

@@ -22,7 +22,7 @@ from provider.keys.refs import SecretKeyRef, load_secret_key
 from provider.oci.auth import parse_docker_config
 from provider.policy.schema import Policy
 from provider.review import Review
-from provider.signatures.sources import Sources
+from provider.signatures.sources import MAX_PULL_SECRETS, Sources
 from provider.verifier import decide
 from tests.support.keys import make_key
 from tests.support.manifests import configmap, sign
@@ -122,3 +122,17 @@ def test_what_a_key_secret_holds_that_is_a_private_key_or_a_weak_key_is_still_sa
         load_secret_key(ref, private, 64)
     with pytest.raises(PolicyError, match="no PEM block"):
         load_secret_key(ref, "hunter2", 64)
+
+
+def test_a_policy_names_a_bounded_number_of_pull_secrets() -> None:
+    """Before: any number, each a GET of the API server on every bundle fetch of every request."""
+    bounds = Bounds(key_secret_namespaces=("keys",), pull_secret_namespaces=("keys",), bundle_repositories=None)
+    for count, allowed in ((MAX_PULL_SECRETS, True), (MAX_PULL_SECRETS + 1, False), (5000, False)):
+        bundle = {"repositories": ["registry.example.com/bundles"],
+                  "pullSecrets": [{"namespace": "keys", "name": f"pull-{i}"} for i in range(count)]}  # fmt: skip
+        policy = {"keys": ["k8s://keys/team"], "resourceBundleRef": bundle}
+        if allowed:
+            assert len(Policy.from_dict(policy, bounds=bounds).resource_bundle.pull_secrets) == count  # type: ignore[union-attr]
+        else:
+            with pytest.raises(PolicyError, match=f"at most {MAX_PULL_SECRETS}"):
+                Policy.from_dict(policy, bounds=bounds)
