@@ -31,6 +31,10 @@ rules of :mod:`provider.keys.rules` judge it. Exactly one: cosign reads the
 first PEM block and ignores the rest, which would let a second key ride in a
 Secret unseen; an entry is one key, as an inline ``publicKey`` entry is.
 
+No reference may name a key pair's private half (``cosign.key``,
+``cosign.password``): the service never reads one. A value that is not a key
+is refused without a parser's words about it (:func:`load_secret_key`).
+
 Who may name which Secret is the operator's bound
 (:attr:`provider.bounds.Bounds.key_secret_namespaces`), checked when the
 policy is read, before anything is asked of the cluster. The Secret is read at
@@ -92,6 +96,11 @@ def _checked(namespace: str, name: str, key: str, where: str, label: str | None)
         raise PolicyError(f"{where}: {name[:80]!r} is not a Secret name")
     if not _DATA_KEY.match(key):
         raise PolicyError(f"{where}: {key[:80]!r} is not a Secret data key")
+    if key in PRIVATE_KEYS:
+        raise PolicyError(
+            f"{where}: {key!r} is the private half of a cosign key pair; a policy names the public key "
+            f"({DEFAULT_KEY}), and the service never reads a private key or its password"
+        )
     return SecretKeyRef(namespace, name, key, label)
 
 
@@ -150,12 +159,33 @@ class KeySecretReader(Protocol):
     def read_key(self, namespace: str, name: str, key: str, deadline: float) -> str: ...
 
 
+def _without_the_values_words(message: str) -> str:
+    """A key loader's ``message`` without what a parser said of the value: the text after ``": "`` or ``" ("``.
+
+    The loaders append the parser's own words that way (``PEM block 'PUBLIC KEY' could not be read:
+    <cryptography's error>``, ``the OpenPGP key does not parse (Malformed CTB: MSB of ptag (0b01001000)
+    ...)``), and those are read off the value -- one byte's bits, a length, an offset. What remains says
+    what the value is (not a key, a private key, an unsupported key type), which is all the writer of a
+    denied object may learn of a Secret.
+    """
+    cuts = [i for i in (message.find(": "), message.find(" (")) if i >= 0]
+    return message[: min(cuts)] if cuts else message
+
+
 def load_secret_key(ref: SecretKeyRef, text: str, max_keys: int) -> PublicKey | OpenPGPKey:
-    """The one key a Secret's value holds, judged as an inline key is (module docstring)."""
+    """The one key a Secret's value holds, judged as an inline key is (module docstring).
+
+    A value that is not one usable key is refused naming the reference and what the value is, never
+    with a parser's words about it (:func:`_without_the_values_words`): the denial goes back to
+    whoever wrote the object, and the Secret is not theirs to read.
+    """
     try:
         keys = load_trusted_keys(text, ref.label, max_keys)
     except PolicyError as exc:
-        raise PolicyError(f"the key Secret {ref}: {exc.message}") from exc
+        raise PolicyError(
+            f"the key Secret {ref}: {_without_the_values_words(exc.message)} (check the value with "
+            "`manifest-provider verify -k` on a copy of it)"
+        ) from None
     if len(keys) != 1:
         raise PolicyError(
             f"the key Secret {ref} holds {len(keys)} keys; a Secret-held key entry is one key (list one entry per "

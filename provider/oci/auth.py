@@ -123,7 +123,12 @@ def parse_docker_config(text: str | bytes, where: str) -> dict[str, Credential]:
     data = text.encode() if isinstance(text, str) else text
     if len(data) > MAX_CONFIG_BYTES:
         raise AuthError(f"{where}: larger than {MAX_CONFIG_BYTES} bytes")
-    document = load_json(data, error=AuthError, what=where)
+    try:
+        document = load_json(data, error=AuthError, what=where)
+    except AuthError:
+        # Not json's own words: they say where the value stops parsing (a password's leading digits), and
+        # the value may be a Secret the reader of the denial may not read.
+        raise AuthError(f"{where} is not a JSON document (a Docker config is one)") from None
     if not isinstance(document, dict):
         raise AuthError(f"{where}: not a JSON object")
     auths = document.get("auths", document)

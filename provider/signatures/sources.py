@@ -207,6 +207,11 @@ def _registry_host(text: str) -> str | None:
 
 #: The data key of a ``kubernetes.io/dockerconfigjson`` Secret (k8s.io/api core/v1 ``DockerConfigJsonKey``).
 DOCKER_CONFIG_JSON_KEY = ".dockerconfigjson"
+#: The data keys a pull Secret keeps its Docker config under (k8s.io/api core/v1 types.go
+#: ``DockerConfigJsonKey``, ``DockerConfigKey``): the only ones a ``pullSecrets`` entry may name.
+PULL_SECRET_KEYS = (DOCKER_CONFIG_JSON_KEY, ".dockercfg")
+#: Pull Secrets one policy may name: one per registry its repositories lie in, and then some.
+MAX_PULL_SECRETS = 8
 
 
 @dataclass(frozen=True)
@@ -233,9 +238,12 @@ class BundleOptions:
         A policy's list narrows the operator's and never widens it (:mod:`provider.bounds`).
         """
         data = check_fields(data, where, ("repositories", "timeoutSeconds", "pullSecrets"))
+        listed = read_list(data.get("pullSecrets"), f"{where}.pullSecrets")
+        if len(listed) > MAX_PULL_SECRETS:
+            # Each is a GET of the API server on a bundle fetch: a bound on what one policy makes every request ask.
+            raise PolicyError(f"{where}.pullSecrets: {len(listed)} entries; at most {MAX_PULL_SECRETS}")
         pull_secrets = tuple(
-            _pull_secret(item, f"{where}.pullSecrets[{i}]", pull_namespaces)
-            for i, item in enumerate(read_list(data.get("pullSecrets"), f"{where}.pullSecrets"))
+            _pull_secret(item, f"{where}.pullSecrets[{i}]", pull_namespaces) for i, item in enumerate(listed)
         )
         if len(set(pull_secrets)) != len(pull_secrets):
             raise PolicyError(f"{where}.pullSecrets: the same Secret is listed twice")
@@ -279,6 +287,13 @@ def _pull_secret(item: Any, where: str, namespaces: tuple[str, ...] | None) -> S
     if not isinstance(item, dict):
         raise PolicyError(f"{where}: expected {{namespace, name}} of a kubernetes.io/dockerconfigjson Secret")
     ref = secret_ref_from_dict({"key": DOCKER_CONFIG_JSON_KEY, **item}, where)
+    if ref.key not in PULL_SECRET_KEYS:
+        # Any other data key would have the verifier parse some other Secret value (a password, a TLS key) as a
+        # Docker config, and say in the denial how far it got.
+        raise PolicyError(
+            f"{where}.key: {ref.key[:80]!r} is not where a pull Secret keeps its Docker config; use "
+            f"{' or '.join(PULL_SECRET_KEYS)} (the data key of a kubernetes.io/dockerconfigjson or dockercfg Secret)"
+        )
     if namespaces is not None and ref.namespace not in namespaces:
         raise PolicyError(
             f"{where}: policies may not read pull Secrets in namespace {ref.namespace!r}; they may read only the "

@@ -63,9 +63,11 @@ def request(obj: dict[str, Any] | None, *, operation: str = "CREATE", user: str 
             groups: list[str] | None = None, **fields: Any) -> dict[str, Any]:  # fmt: skip
     target = obj or fields.get("oldObject") or {}
     meta = target.get("metadata", {})
+    group, _, version = str(target.get("apiVersion", "v1")).rpartition("/")
     return {
         "uid": "u-1",
-        "kind": {"group": "", "version": "v1", "kind": target.get("kind")},
+        # The object's own type, as the API server names it (a scale request's is autoscaling/v1 Scale).
+        "kind": {"group": group, "version": version, "kind": target.get("kind")},
         "resource": {"group": "", "version": "v1", "resource": f"{str(target.get('kind')).lower()}s"},
         "operation": operation,
         "namespace": meta.get("namespace"),

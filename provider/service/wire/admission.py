@@ -40,8 +40,12 @@ answer: ``staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/request/admi
 A body that cannot be read as such a request is answered like any verdict
 (HTTP 200, ``allowed: false``, reason ``request-invalid``) with whatever uid
 could be read, so the denial says why wherever it can; the API server sends a
-``uid`` and an ``operation`` in every request (both required fields), so a
-request without them is refused here.
+``uid``, an ``operation`` and a ``kind`` in every request (required fields),
+and with a CREATE or UPDATE the ``object`` converted to that ``kind``
+(``staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/generic/conversion.go`` at
+b484f3924952490e3ed6ff733453a275cc536927):
+a request without them, or whose object is of another kind, is refused here
+(policies match the object's kind: a missing or misspelt one would match none).
 """
 
 from __future__ import annotations
@@ -119,7 +123,43 @@ def read_review(body: bytes, limits: Limits = DEFAULT_LIMITS, *, seen_uid: Any =
         raise RequestError("request.operation: required")
     if not isinstance(request.get("userInfo"), dict):
         raise RequestError("request.userInfo: required")
-    return uid, Review.from_admission(request, where="request")
+    read = Review.from_admission(request, where="request")
+    _check_object_kind(request, read)
+    return uid, read
+
+
+def _api_version(gvk: dict[str, Any]) -> str:
+    group, version = gvk.get("group") or "", gvk.get("version") or ""
+    return f"{group}/{version}" if group else str(version)
+
+
+def _check_object_kind(request: dict[str, Any], read: Review) -> None:
+    """A CREATE or UPDATE carries an object, and it is of the request's ``kind`` (module docstring).
+
+    Policies match the object by its ``apiVersion`` and ``kind``; the API server
+    converts the object to the request's ``kind`` before sending it, so anything
+    else is not the API server's request, and judging it would let a missing or
+    misspelt kind match no policy (allowed, out of scope) or a missing object
+    match nothing at all.
+    """
+    gvk = request.get("kind")
+    if not isinstance(gvk, dict) or not all(isinstance(gvk.get(k, ""), str) for k in ("group", "version", "kind")):
+        raise RequestError("request.kind: required ({group, version, kind}; the API server always sends it)")
+    if read.operation not in ("CREATE", "UPDATE"):
+        return  # a DELETE's old object, a CONNECT's options: never verified (decide() allows them unverified)
+    obj = read.object
+    if obj is None:
+        article = "an" if read.operation == "UPDATE" else "a"
+        raise RequestError(f"request.object: required for {article} {read.operation} (the object written)")
+    for field in ("apiVersion", "kind"):
+        if not isinstance(obj.get(field), str) or not obj.get(field):
+            raise RequestError(f"request.object.{field}: required (the API server sends the object with it)")
+    expected = (_api_version(gvk), gvk.get("kind"))
+    if (obj["apiVersion"], obj["kind"]) != expected:
+        raise RequestError(
+            f"request.object is {str(obj['apiVersion'])[:80]} {str(obj['kind'])[:80]}, which is not the request's kind "
+            f"({str(expected[0])[:80]} {str(expected[1])[:80]}); the API server sends the object converted to it"
+        )
 
 
 def _signers(signers: tuple[Signer, ...]) -> str:
