@@ -71,17 +71,27 @@ def pytest_fixture_setup(fixturedef: pytest.FixtureDef[object], request: pytest.
                     'mark its module pytest.mark.fake_api(per="module")', pytrace=False)  # fmt: skip
 
 
-@pytest.fixture(autouse=True)
-def _provider_logging_as_found() -> Iterator[None]:
-    """Undo what a test's in-process ``serve``/``configure_logging`` did to the ``provider`` logger.
+#: The ``provider`` logger as the interpreter made it, before any test module was imported.
+_PROVIDER_LOGGER = logging.getLogger("provider")
+_PRISTINE = (_PROVIDER_LOGGER.level, _PROVIDER_LOGGER.propagate, list(_PROVIDER_LOGGER.handlers))
 
-    ``configure_logging`` stops propagation (the JSON handler writes to stderr itself), which
-    hides every later test's records from ``caplog``: a test that reads the log must not
-    depend on which tests ran before it.
+
+def _pristine_provider_logger() -> None:
+    level, propagate, handlers = _PRISTINE
+    _PROVIDER_LOGGER.setLevel(level)
+    _PROVIDER_LOGGER.propagate = propagate
+    _PROVIDER_LOGGER.handlers[:] = handlers
+
+
+@pytest.fixture(autouse=True)
+def _provider_logging_pristine() -> Iterator[None]:
+    """Each test starts and ends with the ``provider`` logger as the interpreter made it.
+
+    ``configure_logging`` (an in-process ``serve``, or an app a test module builds at import)
+    stops propagation and raises the level, which hides every later test's records from
+    ``caplog``: a test that reads the log must not depend on which tests ran or were
+    collected before it. A test that configures logging itself still sees its own setup.
     """
-    logger = logging.getLogger("provider")
-    state = (logger.level, logger.propagate, list(logger.handlers))
+    _pristine_provider_logger()
     yield
-    logger.setLevel(state[0])
-    logger.propagate = state[1]
-    logger.handlers[:] = state[2]
+    _pristine_provider_logger()
