@@ -40,7 +40,8 @@ from typing import Any
 from urllib.parse import quote
 
 from ..bounds import Bounds
-from ..errors import ProviderError
+from ..errors import PolicyError, ProviderError
+from ..keys.refs import KeySecretReader
 from ..policy.schema import Policy
 from ..policystore.combine import Admission, admit, check_policy_object
 from ..policystore.files import SOURCE as FILES_SOURCE
@@ -150,6 +151,34 @@ class _NamespaceWatch:
         if event == "watch-error":
             self.store.failed(NAMESPACES_SOURCE, str(fields.get("error", "")))
         _log(event, **fields)
+
+
+class SecretBudget:
+    """Reads at most ``limit`` distinct Secret-held key values for one admission request.
+
+    One policy names at most ``max_keys`` keys, but a request is judged by every held policy
+    that matches it -- a namespace's tenants may hold dozens, each naming other Secrets -- and
+    each value not in the reader's cache is a GET on the API server within the request's
+    deadline. Past the budget a policy's key is ``policy-invalid`` (its denial, or its warning
+    in Audit), never skipped: a request is never allowed for a key left unread. Values read
+    once for this request are free to read again.
+    """
+
+    def __init__(self, reader: KeySecretReader, limit: int) -> None:
+        self._reader, self._limit = reader, limit
+        self._seen: set[tuple[str, str, str]] = set()
+        self._lock = threading.Lock()
+
+    def read_key(self, namespace: str, name: str, key: str, deadline: float) -> str:
+        with self._lock:
+            if (namespace, name, key) not in self._seen:
+                if len(self._seen) >= self._limit:
+                    raise PolicyError(
+                        f"the policies matching this request name more than {self._limit} distinct keys kept in "
+                        f"Secrets; at most {self._limit} are read for one request"
+                    )
+                self._seen.add((namespace, name, key))
+        return self._reader.read_key(namespace, name, key, deadline)
 
 
 class HeldPolicies:
@@ -340,6 +369,10 @@ class HeldPolicies:
             refused = check_policy_object(review, policies, compile_now, self._bounds)
             if refused is not None:
                 return refused
+
+        if ctx.sources is not None and ctx.sources.keys is not None:
+            budget = SecretBudget(ctx.sources.keys, self._limits.max_keys)
+            ctx = dataclasses.replace(ctx, sources=dataclasses.replace(ctx.sources, keys=budget))
 
         def evaluate(held: HeldPolicy, admitted: Review) -> Any:
             assert held.policy is not None

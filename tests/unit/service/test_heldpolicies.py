@@ -8,6 +8,7 @@ something to happen at all (:data:`PATIENCE`), never for how fast.
 
 from __future__ import annotations
 
+import base64
 import copy
 import threading
 import time
@@ -74,7 +75,9 @@ class Cluster:
         return next((c for c in conditions if c["type"] == "Ready"), None)
 
 
-def start(fake: FakeApiServer, tmp_path: Path, *, install: bool = True) -> tuple[Cluster, Callable[[], None]]:
+def start(
+    fake: FakeApiServer, tmp_path: Path, *, install: bool = True, **settings: Any
+) -> tuple[Cluster, Callable[[], None]]:
     if install:
         for crd in CRDS.values():
             fake.install_crd(crd)
@@ -82,7 +85,7 @@ def start(fake: FakeApiServer, tmp_path: Path, *, install: bool = True) -> tuple
         fake.add({"apiVersion": "v1", "kind": "Namespace",
                   "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name, **labels}}})  # fmt: skip
     app = create_app({"KUBECONFIG": str(fake.kubeconfig(tmp_path / "kubeconfig")), "WATCH_POLICIES": True,
-                      "DEADLINE_SECONDS": 20, "TESTING": True})  # fmt: skip
+                      "DEADLINE_SECONDS": 20, "TESTING": True, **settings})  # fmt: skip
     service: Service = app.extensions[EXTENSION]
     return Cluster(fake, app.test_client(), service), service.held.stop
 
@@ -256,3 +259,31 @@ def test_every_request_the_service_made_is_one_the_shipped_rbac_allows(cluster: 
         assert any(verb in r["verbs"] and group in r["apiGroups"] and resource in r["resources"] for r in role["rules"]), (
             verb, group, resource,
         )  # fmt: skip
+
+
+def test_one_request_reads_at_most_max_keys_secrets_whatever_the_policies_matching_it_name(
+    fake: FakeApiServer, tmp_path: Path
+) -> None:
+    """Two policies of 40 Secret-held keys each: the first is read, the second runs out and denies, never skipped."""
+    fake.namespaces.add("keys")
+    pem = public_key_pem(KEY)
+    for i in range(80):
+        fake.add({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"k{i}", "namespace": "keys"},
+                  "type": "Opaque", "data": {"cosign.pub": base64.b64encode(pem.encode()).decode()}})  # fmt: skip
+        fake.granted_names.setdefault("secrets", set()).add(("keys", f"k{i}"))
+    running, stop = start(fake, tmp_path, KEY_SECRET_NAMESPACES="keys")
+    try:
+        configmaps = {"kinds": [{"apiGroups": [""], "kinds": ["ConfigMap"]}]}
+        for n in range(2):
+            refs = [f"k8s://keys/k{n * 40 + i}" for i in range(40)]
+            running.add(cluster_policy(f"many-keys-{n}", {"keys": refs}, match=configmaps))
+        wait_for(lambda: running.ready() and len(running.service.held.store.policies) == 2, "both policies held")
+        answer = running.answer(SIGNED)
+        assert answer["allowed"] is False and answer["status"]["reason"] == "policy-invalid"
+        assert "at most 64 are read for one request" in answer["status"]["message"]
+        reads = [
+            r for r in fake.requests if r.method == "GET" and r.path.startswith("/api/v1/namespaces/keys/secrets/")
+        ]
+        assert len({r.path for r in reads}) == 64
+    finally:
+        stop()
