@@ -57,7 +57,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Self
 
 from ..deadlines import Deadline, DeadlineSocket, DeadlineSSLSocket, open_connection, tls_for_deadlines
@@ -421,6 +421,18 @@ class KubeClient:
             raise TransientError(
                 f"{self.source} could not be reached ({what}): {_why(exc)}", reason="transient-error"
             ) from exc
+
+    def get_within(self, path: str, deadline: float, max_bytes: int, *, late: str) -> Response:
+        """``GET path`` by ``deadline`` (a :func:`time.monotonic` instant), reading at most ``max_bytes`` of the answer.
+
+        For one named object a check reads under the request's deadline (a signature ConfigMap, a key
+        Secret): ``late`` is the :class:`TransientError` when no time is left to ask at all.
+        """
+        seconds = deadline - time.monotonic()
+        if seconds <= 0:
+            raise TransientError(late, reason="transient-error")
+        limits = replace(self.limits, max_api_response_bytes=min(self.limits.max_api_response_bytes, max_bytes))
+        return self.exchange("GET", path, Deadline.after(seconds), what=f"GET {path}", limits=limits)
 
     def exchange(
         self,

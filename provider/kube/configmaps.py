@@ -23,13 +23,10 @@ ever asked for.
 
 from __future__ import annotations
 
-import dataclasses
 import re
-import time
 from collections.abc import Callable
 from typing import Any
 
-from ..deadlines import Deadline
 from ..errors import TransientError
 from .client import KubeClient
 
@@ -58,14 +55,10 @@ class KubeConfigMapReader:
     def read_data(self, namespace: str, name: str, deadline: float) -> dict[str, str] | None:
         if not _NAMESPACE.match(namespace) or not _NAME.match(name):
             raise TransientError("the signature ConfigMap's namespace or name is not a Kubernetes name")
-        seconds = deadline - time.monotonic()
-        if seconds <= 0:
-            raise TransientError("no time was left to read the signature ConfigMap", reason="transient-error")
         runner = self._client()
         path = f"/api/v1/namespaces/{namespace}/configmaps/{name}"
-        limit = min(runner.limits.max_api_response_bytes, MAX_CONFIGMAP_RESPONSE_BYTES)
-        limits = dataclasses.replace(runner.limits, max_api_response_bytes=limit)
-        response = runner.exchange("GET", path, Deadline.after(seconds), what=f"GET {path}", limits=limits)
+        late = "no time was left to read the signature ConfigMap"
+        response = runner.get_within(path, deadline, MAX_CONFIGMAP_RESPONSE_BYTES, late=late)
         if response.status == 404:
             return None
         if response.status != 200:

@@ -57,7 +57,6 @@ from collections.abc import Callable
 from typing import Any
 
 from ..cache import LRUCache, digest
-from ..deadlines import Deadline
 from ..errors import PolicyError, TransientError
 from ..keys.refs import KEY_REFERENCE, PRIVATE_KEYS
 from .client import KubeClient
@@ -146,14 +145,11 @@ class KubeKeySecretReader:
         return found.value
 
     def _read(self, namespace: str, name: str, key: str, deadline: float) -> _Read:
-        seconds = deadline - time.monotonic()
-        if seconds <= 0:
-            raise TransientError("no time was left to read a key Secret", reason="transient-error")
         runner = self._client()
         path = f"/api/v1/namespaces/{namespace}/secrets/{name}"
-        limit = min(runner.limits.max_api_response_bytes, MAX_SECRET_RESPONSE_BYTES)
-        limits = dataclasses.replace(runner.limits, max_api_response_bytes=limit)
-        response = runner.exchange("GET", path, Deadline.after(seconds), what=f"GET {path}", limits=limits)
+        response = runner.get_within(
+            path, deadline, MAX_SECRET_RESPONSE_BYTES, late="no time was left to read a key Secret"
+        )
         where = f"{KEY_REFERENCE}{namespace}/{name}"
         if response.status in (403, 404):
             return self._refused(where, key, f"the API server answered HTTP {response.status}: {response.message}")
