@@ -19,6 +19,8 @@ thread, the worst of ``--repeat`` runs):
   (a content-mismatch: the differences are all counted);
 * **most documents**: a payload of :attr:`Limits.max_documents` documents, the
   object's being the last one;
+* **field patterns**: a map of as many keys as a message carries, each tried against
+  :data:`~provider.service.inline.INLINE_MAX_PATTERNS` ``ignoreFields`` patterns;
 
 and, for comparison, the question the limits alone would allow without the
 threshold -- 64 such RSA keys against 64 signature sets, 4096 checks -- estimated
@@ -52,7 +54,7 @@ from provider.keys.pem import generate_key, load_public_keys, public_pem
 from provider.limits import DEFAULT_LIMITS
 from provider.service.checks import CheckContext
 from provider.service.config import Config
-from provider.service.inline import INLINE_SHARE, MAX_PAIRS, inline_answer
+from provider.service.inline import INLINE_MAX_PATTERNS, INLINE_SHARE, MAX_PAIRS, inline_answer
 from provider.service.wire.gatekeeper import read_key
 from provider.signatures.envelope import DEFAULT_DOMAIN, set_key
 from provider.signatures.signing import sign_documents
@@ -128,6 +130,16 @@ def scenarios() -> dict[str, tuple[str, str]]:
     found["most documents"] = (
         question(with_sets(signed_all[-1], 6), two_keys),
         f"{LIMITS.max_documents} documents of {per_document} items, the object's last; 2 keys x 7 sets",
+    )
+    # A map's keys are each tried against every pattern at the map: the most keys a message carries (distinct
+    # names compress less than equal values), and the most patterns the calling thread takes (INLINE_MAX_PATTERNS).
+    keyed = {**widget("keyed", 0), "spec": {"map": {f"k{i}": "x" for i in range(60_000)}}}
+    (signed_keyed,) = sign_documents([keyed], signer)
+    patterns = {"keys": [public_pem(signer).decode()],
+                "ignoreFields": [{"fields": [f"spec.map.z{i}*" for i in range(INLINE_MAX_PATTERNS)]}]}  # fmt: skip
+    found["field patterns"] = (
+        question(signed_keyed, patterns),
+        f"60000 map keys, each against {INLINE_MAX_PATTERNS} ignoreFields patterns; 1 key",
     )
     return found
 

@@ -31,8 +31,12 @@ The one mechanism for every exchange with a deadline this project makes:
 interrupted, so a name is resolved in a thread of its own (at most
 :data:`MAX_LOOKUPS` at once per process) that the caller stops waiting for at the
 deadline: a resolver that never answers costs the caller its deadline and a slot
-until the resolver gives up, never more. An IP address is used as it is, without
-a thread.
+until the resolver gives up, never more. Callers asking for a name already being
+looked up wait for that lookup: a name that never resolves (a registry whose DNS
+is down, which every admission a bundle policy matches asks for) holds one slot,
+and other names -- another registry, an API server named by host name -- keep the
+rest. With every slot taken, a lookup fails at its deadline (closed). An IP
+address is used as it is, without a thread.
 """
 
 from __future__ import annotations
@@ -46,8 +50,9 @@ from dataclasses import dataclass
 from typing import Any
 
 #: Host-name lookups running at once in one process. A lookup the caller stopped waiting for
-#: keeps its slot until ``getaddrinfo`` returns (the resolver's own timeout, seconds); with
-#: every slot taken, a further lookup fails at its deadline -- closed, never unbounded.
+#: keeps its slot until ``getaddrinfo`` returns (the resolver's own timeout, seconds); lookups of
+#: one name share one slot; with every slot taken, a further lookup fails at its deadline --
+#: closed, never unbounded.
 MAX_LOOKUPS = 8
 _LOOKUP_SLOTS = threading.BoundedSemaphore(MAX_LOOKUPS)
 
@@ -149,39 +154,71 @@ class DeadlineSSLSocket(_Armed, ssl.SSLSocket):
         super().do_handshake(block)
 
 
+class _Lookup:
+    """One ``getaddrinfo`` in progress, which every caller asking for the same name and port waits for."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.found: Sequence[AddressInfo] = ()
+        self.failed: BaseException | None = None
+
+
+#: Lookups in progress by (host, port): a name that never resolves holds one slot, however many wait for it.
+_IN_FLIGHT: dict[tuple[str, int], _Lookup] = {}
+_IN_FLIGHT_LOCK = threading.Lock()
+
+
 def resolve(host: str, port: int, deadline: float) -> Sequence[AddressInfo]:
     """The addresses of ``host`` (TCP), looked up by ``deadline`` or :class:`TimeoutError`.
 
     An IP address needs no lookup. A name is looked up in a daemon thread the
-    caller waits for until the deadline (module docstring); its failure is the
-    :class:`socket.gaierror` it raised.
+    caller waits for until the deadline (module docstring); a caller asking for a
+    name already being looked up waits for that lookup rather than starting another,
+    so a name that never resolves holds one slot, not all of them. A failure is
+    the :class:`socket.gaierror` the lookup raised.
     """
     try:
         return socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST)
     except socket.gaierror:
         pass  # a name, not an address
-    left = deadline - time.monotonic()
-    if left <= 0 or not _LOOKUP_SLOTS.acquire(timeout=left):
-        raise TimeoutError(f"no time was left to look up {host[:80]!r}")
-    done = threading.Event()
-    found: list[Sequence[AddressInfo]] = []
-    failed: list[BaseException] = []
-
-    def lookup() -> None:
-        try:
-            found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
-        except BaseException as exc:  # handed to the caller, if it still waits
-            failed.append(exc)
-        finally:
-            _LOOKUP_SLOTS.release()
-            done.set()
-
-    threading.Thread(target=lookup, name="deadline-lookup", daemon=True).start()
-    if not done.wait(max(0.0, deadline - time.monotonic())):
+    key = (host, port)
+    with _IN_FLIGHT_LOCK:
+        lookup = _IN_FLIGHT.get(key)
+    if lookup is None:
+        left = deadline - time.monotonic()
+        if left <= 0 or not _LOOKUP_SLOTS.acquire(timeout=left):
+            raise TimeoutError(f"no time was left to look up {host[:80]!r}")
+        with _IN_FLIGHT_LOCK:
+            lookup = _IN_FLIGHT.get(key)
+            started = lookup is None
+            if started:
+                lookup = _IN_FLIGHT[key] = _Lookup()
+        if started:
+            threading.Thread(target=_look_up, args=(key, lookup), name="deadline-lookup", daemon=True).start()
+        else:
+            _LOOKUP_SLOTS.release()  # another caller started it meanwhile
+    assert lookup is not None
+    if not lookup.done.wait(max(0.0, deadline - time.monotonic())):
         raise TimeoutError(f"looking up {host[:80]!r} did not finish by the deadline")
-    if failed:
-        raise failed[0]
-    return found[0]
+    failed = lookup.failed
+    if isinstance(failed, OSError):
+        raise type(failed)(*failed.args)  # each caller its own exception: a shared one collects tracebacks
+    if failed is not None:
+        raise failed
+    return lookup.found
+
+
+def _look_up(key: tuple[str, int], lookup: _Lookup) -> None:
+    try:
+        lookup.found = socket.getaddrinfo(key[0], key[1], type=socket.SOCK_STREAM)
+    except BaseException as exc:  # handed to the callers still waiting
+        lookup.failed = exc
+    finally:
+        with _IN_FLIGHT_LOCK:
+            if _IN_FLIGHT.get(key) is lookup:
+                del _IN_FLIGHT[key]
+        _LOOKUP_SLOTS.release()
+        lookup.done.set()
 
 
 def open_connection(host: str, port: int, deadline: float) -> DeadlineSocket:

@@ -73,6 +73,11 @@ class Limits:
     max_root_certificates: int = 64
     #: Difference items reported in a result (the count is always exact).
     max_diff_items: int = 50
+    #: Field patterns one policy names (``ignoreFields`` and ``sensitiveFields`` patterns, ``skipUsers``
+    #: entries' ``fields``; the built-in profiles' are not counted). Each is tried at every position of
+    #: every object it may apply to, and a ``skipUsers`` entry's fields diff the whole object, so a
+    #: policy's patterns multiply what one verification costs; real policies name tens.
+    max_field_patterns: int = 128
     #: Characters of a value quoted in a human message.
     max_quoted_value: int = 80
     #: Bytes of one Kubernetes API response the dry-run client reads (a

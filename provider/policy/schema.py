@@ -655,6 +655,18 @@ def _read_ignore_fields(data: dict[str, Any], where: str) -> tuple[bool, tuple[I
     return unanchored, ignore_fields
 
 
+def _check_field_patterns(
+    rules: Sequence[IgnoreRule], skip_users: Sequence[UserRule], limits: Limits, where: str
+) -> None:
+    """At most ``limits.max_field_patterns`` field patterns: each multiplies what verifying an object costs."""
+    count = sum(len(rule.fields) for rule in rules) + sum(len(rule.fields) for rule in skip_users)
+    if count > limits.max_field_patterns:
+        raise PolicyError(
+            f"{where}: {count} field patterns in ignoreFields, sensitiveFields and skipUsers; at most "
+            f"{limits.max_field_patterns} are read (each is tried at every field of every object it applies to)"
+        )
+
+
 def _compile_signers(
     anchors: _Anchors, trusted_root: Any, limits: Limits, bounds: Bounds, deadline: float | None
 ) -> tuple[_Anchors, TrustRoot | None]:
@@ -739,6 +751,9 @@ class Policy:
         domain = _read_domain(data, where)
         defaults = _read_defaults(data, where)
         unanchored, ignore_fields = _read_ignore_fields(data, where)
+        sensitive_fields = _each(data, "sensitiveFields", where, _sensitive_rule)
+        skip_users = _each(data, "skipUsers", where, UserRule.from_dict)
+        _check_field_patterns((*ignore_fields, *sensitive_fields), skip_users, limits, where)
         anchors, trusted_root = _compile_signers(anchors, data.get("trustedRoot"), limits, bounds, deadline)
         return cls(
             keys=anchors.keys,
@@ -748,10 +763,10 @@ class Policy:
             trusted_root=trusted_root,
             annotation_domain=domain,
             ignore_fields=ignore_fields,
-            sensitive_fields=_each(data, "sensitiveFields", where, _sensitive_rule),
+            sensitive_fields=sensitive_fields,
             skip_objects=_skip_refs(data.get("skipObjects"), f"{where}.skipObjects"),
             in_scope_objects=_refs(data.get("inScopeObjects"), f"{where}.inScopeObjects"),
-            skip_users=_each(data, "skipUsers", where, UserRule.from_dict),
+            skip_users=skip_users,
             dry_run=DryRunOptions.from_dict(data.get("dryRun", {}), f"{where}.dryRun"),
             defaults=defaults,
             unsafe_unanchored_ignore_fields=unanchored,

@@ -35,7 +35,7 @@ from typing import Any
 from ..errors import ConfigError, DataError, PolicyError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..parsing import load_yaml_stream
-from .objects import KINDS, HeldPolicy
+from .objects import CLUSTER_KIND, KINDS, HeldPolicy
 from .store import PolicyStore
 
 #: Seconds between two looks at the files.
@@ -125,7 +125,10 @@ def read_policy_files(path: Path, limits: Limits = DEFAULT_LIMITS) -> list[tuple
                     raise ConfigError(f"{where}: a {str(kind)[:60]}, not a ClusterManifestPolicy or ManifestPolicy")
                 meta = obj.get("metadata")
                 meta = meta if isinstance(meta, dict) else {}
-                key = (str(obj["kind"]), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+                # A cluster policy's namespace is cleared when it is held (policystore/objects.py, as the API
+                # server clears it): two of one name are one policy whatever namespace each file writes in.
+                namespace = "" if obj["kind"] == CLUSTER_KIND else str(meta.get("namespace") or "")
+                key = (str(obj["kind"]), namespace, str(meta.get("name") or ""))
                 if key in seen:
                     raise ConfigError(f"{where}: {key[0]} {key[2]!r} is also in {seen[key]}")
                 seen[key] = where

@@ -26,7 +26,13 @@ of the request after it):
    keys only -- none kept in a Secret, no OpenPGP keys, no keyless or
    certificate signers -- and no dry-run, bundle or ConfigMap source;
 4. its cost is bounded well inside the deadline: at most
-   :data:`MAX_PAIRS` (keys x signature sets) signature checks.
+   :data:`MAX_PAIRS` (keys x signature sets) signature checks, and at most
+   :data:`INLINE_MAX_PATTERNS` field patterns of the policy's own, no more than one
+   ``skipUsers`` entry with ``fields`` and no ``unsafeUnanchoredIgnoreFields`` -- each
+   pattern is tried at every position of the object and each such entry diffs all of
+   it, so a policy's patterns multiply the object's cost (a thousand of them against a
+   20 000-key map held the thread for seconds; :attr:`~provider.limits.Limits.max_field_patterns`
+   bounds them on a verify thread).
 
 Why the deadline still holds. A verify thread let the request thread answer
 ``deadline-exceeded`` at the deadline however long a check took; the calling
@@ -82,6 +88,12 @@ OFFLINE_FIELDS = frozenset({
 #: usual case, is 1.
 MAX_PAIRS = 16
 
+#: The most field patterns (``ignoreFields``, ``sensitiveFields``, ``skipUsers`` fields) of the policy's own a
+#: question answered in the calling thread may carry. A pattern at a map is tried against each of its keys
+#: (~0.2 µs): eight against the largest map an object can carry are tens of milliseconds
+#: (``bench/inline_bound.py``, "field patterns").
+INLINE_MAX_PATTERNS = 8
+
 #: The share of the time a request has left during which the calling thread starts verifications
 #: of its own (:meth:`provider.service.checks.Dispatcher._here`); the rest go to the pool.
 INLINE_SHARE = 0.25
@@ -97,7 +109,7 @@ def inline_answer(question: Question, ctx: CheckContext) -> Callable[[], Result]
     policy = ctx.policies.cached(raw, ctx.limits, ctx.bounds)
     if policy is None or not offline(policy):
         return None
-    if len(policy.keys) * signature_sets_at_most(question.review) > MAX_PAIRS:
+    if len(policy.keys) * signature_sets_at_most(question.review) > MAX_PAIRS or not few_patterns(policy):
         return None
     return functools.partial(judge, question.review, policy, ctx)
 
@@ -114,6 +126,14 @@ def offline(policy: Policy) -> bool:
         and not policy.attestors
         and policy.trusted_root is None
     )
+
+
+def few_patterns(policy: Policy) -> bool:
+    """Whether the policy's own field patterns cost little enough for the calling thread (module docstring, 4)."""
+    scoped = [rule for rule in policy.skip_users if rule.fields]
+    patterns = sum(len(rule.fields) for rule in (*policy.ignore_fields, *policy.sensitive_fields))
+    patterns += sum(len(rule.fields) for rule in scoped)
+    return patterns <= INLINE_MAX_PATTERNS and len(scoped) <= 1 and not policy.unsafe_unanchored_ignore_fields
 
 
 def signature_sets_at_most(review: Review) -> int:

@@ -72,7 +72,10 @@ PUBLIC_GOOD = "https://tuf-repo-cdn.sigstore.dev"
 TARGET = "trusted_root.json"
 #: Seconds before a failed refresh is tried again.
 RETRY_SECONDS = 300.0
-#: Seconds one download may take at most (the background thread's, never a request's).
+#: Seconds one read of a download may wait (the background thread's, never a request's). python-tuf's fetcher
+#: applies it to each socket read, not to the download: a repository that sends a byte within every 30 s keeps
+#: a refresh going for as long as the file's signed length allows -- the root in use stays, and its age
+#: (``manifest_provider_trusted_root_age_seconds``) grows where an alert sees it.
 DOWNLOAD_TIMEOUT = 30.0
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from provider.errors import PolicyError
+from provider.limits import Limits
 from provider.objects import ObjectIdentity
 from provider.policy.schema import PROFILES, Policy, load_profile
 from tests.support.data import UPSTREAM, load_yaml
@@ -131,3 +132,27 @@ def test_ignore_set_depends_on_the_object_and_is_cached() -> None:
 def test_ignore_fields_without_objects_apply_to_everything() -> None:
     p = policy(ignoreFields=[{"fields": ["data.x"]}])
     assert p.ignore_set_for(ObjectIdentity("apps", "v1", "Deployment", "d", "ns")).ignores(("data", "x"))
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        lambda n: {"ignoreFields": [{"fields": [f"spec.m.z{i}*" for i in range(n)]}]},
+        lambda n: {"sensitiveFields": [{"fields": [f"spec.m.z{i}*" for i in range(n // 2)]}],
+                   "ignoreFields": [{"fields": [f"spec.m.y{i}*" for i in range(n - n // 2)]}]},
+        lambda n: {"skipUsers": [{"users": ["alice"], "fields": [f"spec.m.z{i}"]} for i in range(n)]},
+    ],
+    ids=["ignoreFields", "ignoreFields and sensitiveFields", "skipUsers fields"],
+)  # fmt: skip
+def test_a_policy_names_at_most_max_field_patterns_field_patterns(field: Any) -> None:
+    """Every field pattern is tried at every position of every object it may apply to, and a ``skipUsers`` entry's
+    fields diff the whole object: a policy of a thousand ``spec.m.z{i}*`` (366 KB, well within a request) held a
+    verifying thread for seconds on a 20 000-key map, a 16 MiB body for hours. The count is bounded, and a policy
+    over it is invalid, saying how many it holds and how many are read."""
+    limits = Limits(max_field_patterns=8)
+    keys = {"keys": [public_key_pem(make_key())]}
+    Policy.from_dict({**keys, **field(8)}, limits=limits)
+    with pytest.raises(PolicyError) as caught:
+        Policy.from_dict({**keys, **field(9)}, limits=limits)
+    assert "9 field patterns" in caught.value.message and "at most 8" in caught.value.message
+    assert Limits().max_field_patterns == 128

@@ -164,3 +164,19 @@ def test_a_policy_that_reads_but_does_not_compile_is_held_as_invalid(tmp_path: P
     assert reader.read() and store.problem() is None
     (held,) = store.policies.cluster
     assert not held.ready and "no keys" in held.error
+
+
+def test_two_cluster_policies_of_one_name_are_a_duplicate_whatever_namespace_they_carry(tmp_path: Path) -> None:
+    """A ClusterManifestPolicy's ``metadata.namespace`` is cleared (the API server clears it, and so does the store):
+    two of one name in different files, one with a namespace written in, are the same policy. The second used to
+    replace the first without a word -- an Enforce policy gone because another file named it too."""
+    strict = cluster_policy("shared", KEYS)
+    other = cluster_policy("shared", KEYS, action="Audit")
+    other["metadata"]["namespace"] = "team-b"
+    write_policies(tmp_path / "a.yaml", strict)
+    write_policies(tmp_path / "b.yaml", other)
+    reader, store = files(tmp_path)
+    assert not reader.read()
+    problem = store.problem()
+    assert problem is not None and "ClusterManifestPolicy 'shared' is also in" in problem and "a.yaml" in problem
+    assert not store.ready

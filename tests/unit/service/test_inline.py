@@ -22,7 +22,7 @@ from provider.service import checks
 from provider.service.app import create_app
 from provider.service.checks import CheckContext, DeadlineExceeded, Job, Question
 from provider.service.config import load_config
-from provider.service.inline import MAX_PAIRS, OFFLINE_FIELDS, inline_answer
+from provider.service.inline import INLINE_MAX_PATTERNS, MAX_PAIRS, OFFLINE_FIELDS, inline_answer
 from provider.service.state import EXTENSION, Service
 from provider.signatures.sources import Sources
 from tests.support.keys import make_key, public_key_pem
@@ -206,3 +206,41 @@ def test_through_the_app_an_offline_gatekeeper_key_is_verified_in_the_request_th
     finally:
         app.extensions[EXTENSION].dispatcher.shutdown()
     assert deciders[0].startswith("verify") and deciders[1] == threading.current_thread().name
+
+
+@pytest.mark.parametrize(
+    "patterns",
+    [
+        pytest.param({"ignoreFields": [{"fields": [f"data.z{i}*" for i in range(INLINE_MAX_PATTERNS + 1)]}]},
+                     id="ignoreFields"),
+        pytest.param({"sensitiveFields": [{"fields": [f"data.z{i}*" for i in range(INLINE_MAX_PATTERNS + 1)]}]},
+                     id="sensitiveFields"),
+        pytest.param({"skipUsers": [{"users": ["alice"], "fields": [f"data.z{i}"]} for i in range(2)]},
+                     id="skipUsers with fields"),
+    ],
+)  # fmt: skip
+def test_a_policy_whose_field_patterns_multiply_the_object_goes_to_a_verify_thread(
+    service: Service, deciders: list[str], patterns: dict[str, Any]
+) -> None:
+    """Each field pattern at a position is tried against every key there, and each ``skipUsers`` entry with
+    ``fields`` that covers the requester diffs the whole object: a policy's patterns multiply the object's cost,
+    which neither the limits nor :data:`MAX_PAIRS` bound (a thousand ``data.z{i}*`` against a 20 000-key map held
+    the calling thread for seconds). Past a few, the question goes to a verify thread, where the deadline answers."""
+    policy = {**POLICY, **patterns}
+    for name in ("first", "second"):
+        run(service, job(name, policy))
+    assert len(deciders) == 2 and all(name.startswith("verify") for name in deciders)
+    few = {key: [{**rule, "fields": rule["fields"][:INLINE_MAX_PATTERNS]} for rule in rules[:1]]
+           for key, rules in patterns.items()}  # fmt: skip
+    for name in ("third", "fourth"):
+        run(service, job(name, {**POLICY, **few}))
+    assert deciders[-1] == threading.current_thread().name
+
+
+def test_upstream_s_unanchored_ignore_patterns_go_to_a_verify_thread(service: Service, deciders: list[str]) -> None:
+    """``unsafeUnanchoredIgnoreFields`` searches every differing path with each pattern on RE2 (microseconds each):
+    not bounded by the object's limits alone."""
+    policy = {**POLICY, "unsafeUnanchoredIgnoreFields": True, "ignoreFields": [{"fields": ["data.other"]}]}
+    for name in ("first", "second"):
+        run(service, job(name, policy))
+    assert len(deciders) == 2 and all(name.startswith("verify") for name in deciders)
