@@ -18,6 +18,11 @@ the service is not ready; after it the set is *broken* and every request is
 denied with why, until a read succeeds again (fail closed: a half-read set is
 not the operator's policy, and the last one may be what they meant to replace).
 A policy that reads but does not compile is held as invalid, like a watched one.
+Files that change while they are read (their identities differ after the read) replace
+nothing either; they are read again at the next look. A file rewritten in place can still
+be seen between its truncation and its new content -- an empty or cut set, read as what it
+says: write policy files as the kubelet writes a ConfigMap volume, to a new file renamed into
+place (``docs/operations.md``).
 
 Only regular files are opened, without blocking (a FIFO or device in the
 directory is an error, never a hang), and each is size-limited.
@@ -167,6 +172,11 @@ class PolicyFiles:
                     held.append(self.load(obj))
                 except PolicyError as exc:
                     raise ConfigError(f"{where}: {exc.message}") from None
+            if fingerprint(self.path) != seen:
+                # Written while read: what was read may be half of it (a file rewritten in place).
+                # Keep what is held, and read again at the next look.
+                self.log("policy-files-changing", path=str(self.path))
+                return False
         except ConfigError as exc:
             self.store.failed(SOURCE, exc.message, broken=True)
             self.log("policy-files-unreadable", path=str(self.path), error=exc.message[:400])

@@ -180,3 +180,26 @@ def test_two_cluster_policies_of_one_name_are_a_duplicate_whatever_namespace_the
     problem = store.problem()
     assert problem is not None and "ClusterManifestPolicy 'shared' is also in" in problem and "a.yaml" in problem
     assert not store.ready
+
+
+def test_files_that_change_while_read_replace_nothing_and_are_read_again(tmp_path: Path) -> None:
+    """A read that overlaps a write may hold half of it: the set held stays, and the next look reads it whole."""
+    path = write_policies(tmp_path / "p.yaml", cluster_policy("old", KEYS))
+    store = PolicyStore([(SOURCE, f"the policy files ({path})")])
+    writes = []
+
+    def load_while_written(obj: dict[str, Any]) -> HeldPolicy:
+        if len(writes) < 1 and obj["metadata"]["name"] == "new":  # the writer is still at work
+            writes.append(1)
+            write_policies(path, cluster_policy("new", KEYS), cluster_policy("also-new", KEYS))
+        return load(obj)
+
+    reader = PolicyFiles(str(path), store, load_while_written, poll_seconds=60)
+    assert reader.read()
+    write_policies(path, cluster_policy("new", KEYS))
+    assert reader.changed()
+    assert not reader.read()
+    assert [h.name for h in store.policies.cluster] == ["old"] and store.problem() is None
+    assert reader.changed()  # looked at again at the next poll
+    assert reader.read()
+    assert sorted(h.name for h in store.policies.cluster) == ["also-new", "new"]
