@@ -78,6 +78,10 @@ class Limits:
     #: every object it may apply to, and a ``skipUsers`` entry's fields diff the whole object, so a
     #: policy's patterns multiply what one verification costs; real policies name tens.
     max_field_patterns: int = 128
+    #: ``skipUsers`` entries with ``fields`` in one policy: each one that matches the requester diffs
+    #: the whole object against its old version, so they multiply an UPDATE's cost by their number;
+    #: real policies name a handful (a controller, an autoscaler).
+    max_field_rules: int = 16
     #: Characters of a value quoted in a human message.
     max_quoted_value: int = 80
     #: Bytes of one Kubernetes API response the dry-run client reads (a

@@ -665,6 +665,12 @@ def _check_field_patterns(
             f"{where}: {count} field patterns in ignoreFields, sensitiveFields and skipUsers; at most "
             f"{limits.max_field_patterns} are read (each is tried at every field of every object it applies to)"
         )
+    with_fields = sum(1 for rule in skip_users if rule.fields)
+    if with_fields > limits.max_field_rules:
+        raise PolicyError(
+            f"{where}.skipUsers: {with_fields} entries with fields; at most {limits.max_field_rules} are read (each "
+            "compares the whole object with its old version)"
+        )
 
 
 def _compile_signers(

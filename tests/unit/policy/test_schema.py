@@ -156,3 +156,18 @@ def test_a_policy_names_at_most_max_field_patterns_field_patterns(field: Any) ->
         Policy.from_dict({**keys, **field(9)}, limits=limits)
     assert "9 field patterns" in caught.value.message and "at most 8" in caught.value.message
     assert Limits().max_field_patterns == 128
+
+
+def test_a_policy_names_at_most_max_field_rules_skip_users_entries_with_fields() -> None:
+    """Each ``skipUsers`` entry with ``fields`` that matches the requester diffs the whole object with its old
+    version: 128 of them (one field each, within the pattern bound) made one UPDATE cost 128 diffs."""
+    keys = {"keys": [public_key_pem(make_key())]}
+
+    def entries(n: int) -> dict[str, Any]:
+        return {"skipUsers": [{"users": ["alice"], "fields": [f"spec.m.z{i}"]} for i in range(n)]}
+
+    Policy.from_dict({**keys, **entries(16)})
+    with pytest.raises(PolicyError) as caught:
+        Policy.from_dict({**keys, **entries(17)})
+    assert "17 entries with fields" in caught.value.message and "at most 16" in caught.value.message
+    assert caught.value.message.startswith("policy.skipUsers")
