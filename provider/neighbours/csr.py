@@ -57,13 +57,12 @@ import base64
 import binascii
 import ipaddress
 import re
-import socket
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..deadlines import resolve
 from ..errors import PolicyError, RequestError, TransientError, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
 from ..readers import check_fields, read_bool, read_int
@@ -84,8 +83,6 @@ DEFAULT_ALLOWED_DNS_NAMES = 1
 #: kubelet-csr-approver's DNS deadline (one second for all lookups); ours may be raised to 2 s,
 #: still inside Gatekeeper's 3 s webhook budget.
 DEFAULT_DNS_TIMEOUT, MAX_DNS_TIMEOUT = 1.0, 2.0
-#: Concurrent lookups per process; more wait for none and fail as transient (DNS is down or slow).
-_DNS_SLOTS = threading.BoundedSemaphore(16)
 
 _PEM = re.compile(
     r"\s*-----BEGIN CERTIFICATE REQUEST-----\r?\n([A-Za-z0-9+/=\r\n]+)-----END CERTIFICATE REQUEST-----\s*\Z"
@@ -431,29 +428,18 @@ def _dns_checks(request: CertificateRequest, policy: CsrPolicy, resolver: Resolv
 def system_resolver(name: str, timeout: float) -> tuple[str, ...]:
     """The host's resolver (``getaddrinfo``), bounded by ``timeout`` seconds.
 
-    ``getaddrinfo`` cannot be interrupted, so it runs on a daemon thread that is
-    abandoned at the deadline; at most 16 run at once per process. No answer in
-    time, or no free slot, is a :class:`~provider.errors.TransientError`.
+    The one bounded lookup every exchange uses (:func:`provider.deadlines.resolve`): a
+    lookup that cannot be interrupted runs on a daemon thread abandoned at the deadline,
+    and callers asking for one name share its lookup. No answer in time is a
+    :class:`~provider.errors.TransientError`; a name that does not resolve has no addresses.
     """
-    if not _DNS_SLOTS.acquire(blocking=False):
-        raise TransientError("too many DNS lookups are already waiting; DNS is slow or down")
-    answer: list[tuple[str, ...]] = []
-    done = threading.Event()
-
-    def work() -> None:
-        try:
-            infos = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
-            answer.append(tuple(sorted({str(info[4][0]) for info in infos})))
-        except (OSError, UnicodeError):
-            answer.append(())
-        finally:
-            _DNS_SLOTS.release()
-            done.set()
-
-    threading.Thread(target=work, name="csr-dns", daemon=True).start()
-    if not done.wait(timeout):
-        raise TransientError(f"DNS lookup of {name[:80]!r} did not finish within {timeout:.2f} s")
-    return answer[0]
+    try:
+        infos = resolve(name, 0, time.monotonic() + timeout)
+    except TimeoutError:
+        raise TransientError(f"DNS lookup of {name[:80]!r} did not finish within {timeout:.2f} s") from None
+    except (OSError, UnicodeError):
+        return ()
+    return tuple(sorted({str(info[4][0]) for info in infos}))
 
 
 def check_request(
