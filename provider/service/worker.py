@@ -79,7 +79,6 @@ from typing import Any
 
 from gunicorn import http, util
 from gunicorn import sock as gunicorn_sock
-from gunicorn.http.wsgi import Response as GunicornResponse
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
 from ..deadlines import DeadlineSocket, DeadlineSSLSocket
@@ -125,66 +124,6 @@ def too_large(cfg: Any) -> bytes:
         + f"Content-Length: {len(text)}\r\n\r\n".encode()
         + text
     )
-
-
-class _Held:
-    """Stands in for the socket while gunicorn writes a response head: keeps the bytes instead of sending them."""
-
-    def __init__(self) -> None:
-        self.data = b""
-
-    def sendall(self, data: bytes) -> None:
-        self.data += data
-
-
-class OneWriteResponse(GunicornResponse):  # type: ignore[misc]
-    """gunicorn's response, with its head sent together with the first body bytes.
-
-    gunicorn sends the head (status line and header fields) with one ``sendall``
-    and each body chunk with another: two TLS records, two ``write`` system calls
-    and two deadline armings for every answer, though the service's answers are
-    one small JSON body each. Here the head gunicorn builds is held and leaves
-    with the first body bytes, or at :meth:`close` when there are none (a HEAD
-    request, a 204, an empty body). The bytes on the wire are the same; only
-    their grouping into records changes. Responses are never sent with
-    ``sendfile`` (the service sends no files; ``sendfile`` would write the body
-    before the held head).
-    """
-
-    sock: Any
-    _held = b""
-
-    def send_headers(self) -> None:
-        if self.headers_sent:
-            return
-        sock, self.sock = self.sock, _Held()
-        try:
-            super().send_headers()
-        finally:
-            held, self.sock = self.sock, sock
-        self._held = held.data
-
-    def _flush_head(self) -> None:
-        if self._held:
-            head, self._held = self._held, b""
-            util.write(self.sock, head)
-
-    def _emit_body(self, data: bytes) -> None:
-        if self._held and not self.chunked:
-            head, self._held = self._held, b""
-            util.write(self.sock, head + data)
-            return
-        self._flush_head()
-        super()._emit_body(data)
-
-    def close(self) -> None:
-        if not self.headers_sent:
-            self.send_headers()
-        self._flush_head()
-        super().close()
-
-    def sendfile(self, respiter: Any) -> bool:
-        return False
 
 
 class GuardedConn(TConn):  # type: ignore[misc]
@@ -274,16 +213,15 @@ class GuardedThreadWorker(ThreadWorker):  # type: ignore[misc]
         app: Callable[..., Iterable[bytes]] = getattr(self, "wsgi")  # noqa: B009 - set by gunicorn, untyped
 
         def guarded(environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
-            response = getattr(start_response, "__self__", None)
-            if type(response) is GunicornResponse:
-                response.__class__ = OneWriteResponse  # the head leaves with the body (OneWriteResponse)
             result = app(environ, start_response)
             # The answer is ready: writing it gets its own budget.
             sock = environ.get("gunicorn.socket")
             if isinstance(sock, (DeadlineSSLSocket, DeadlineSocket)):
                 sock.set_deadline(time.monotonic() + WRITE_SECONDS)
-            if environ.get(CLOSE_CONNECTION) and response is not None and hasattr(response, "force_close"):
-                response.force_close()
+            if environ.get(CLOSE_CONNECTION):
+                response = getattr(start_response, "__self__", None)
+                if response is not None and hasattr(response, "force_close"):
+                    response.force_close()
             return result
 
         self.wsgi = guarded
