@@ -319,6 +319,11 @@ def gunicorn_options(config: Config, tls: _RotatingContext | None = None) -> dic
         # gunicorn >= 25.1 opens a control socket at a fixed per-user path: one
         # more way in, and a clash between two servers on one machine.
         "control_socket_disable": True,
+        # gunicorn's own parser, always: with ``auto`` (the default) gunicorn switches to the
+        # optional C parser (gunicorn_h1c) whenever that package happens to be installed, and the
+        # request heads the server accepts -- and how the worker refuses those too large -- would
+        # change with what else is on the machine. (Measured: it parses a head about 5 us faster.)
+        "http_parser": "python",
     }
     if not config.unsafe_http:
         assert config.cert is not None and config.key is not None

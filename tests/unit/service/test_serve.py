@@ -139,6 +139,8 @@ def test_gunicorn_runs_gthread_workers_preloaded_with_tls(pki: DevPki) -> None:
     assert options["cert_reqs"] == ssl.CERT_OPTIONAL
     assert options["ssl_context"](None, None).minimum_version == ssl.TLSVersion.TLSv1_2
     assert options["control_socket_disable"] is True
+    # the same parser whatever else is installed (gunicorn's "auto" picks gunicorn_h1c when present)
+    assert options["http_parser"] == "python"
 
 
 def test_the_gthread_internals_the_worker_extends_are_there() -> None:
