@@ -604,22 +604,9 @@ def kyverno_kind_selector(selector: str) -> tuple[str, str, str, str]:
     also separates a subresource. A group needs the version part: a two-part
     ``example.com/Widget`` reads as kind ``example.com``, subresource ``Widget``.
     """
-    parts = selector.split("/")
-    parts = parts[:-1] + parts[-1].split(".")
-    versioned = re.fullmatch(r"v\d((alpha|beta)\d)?|\*", parts[0]) is not None
-    if len(parts) == 1:
-        return "*", "*", parts[0], ""
-    if len(parts) == 2:
-        if parts == ["*", "*"]:
-            return "*", "*", "*", "*"
-        if parts[0] == "*" and parts[1].lower() == parts[1]:
-            return "*", "*", "*", parts[1]
-        return ("*", parts[0], parts[1], "") if versioned else ("*", "*", parts[0], parts[1])
-    if len(parts) == 3:
-        return ("*", parts[0], parts[1], parts[2]) if versioned else (parts[0], parts[1], parts[2], "")
-    if len(parts) == 4:
-        return parts[0], parts[1], parts[2], parts[3]
-    return "", "", "", ""
+    from ._convert_kyverno import parse_kind_selector  # the one reading of that grammar
+
+    return parse_kind_selector(selector) or ("", "", "", "")
 
 
 def written_scope(engine: str, docs: list[dict[str, Any]]) -> Scope:

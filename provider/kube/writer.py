@@ -72,17 +72,21 @@ class KubeWriter:
         query = None if method == "GET" else [("fieldManager", FIELD_MANAGER)]
         return self.runner.request(method, path, timeout=self.timeout, what=f"{method} {path}", query=query, body=body)
 
-    def write(self, obj: dict[str, Any]) -> WriteOutcome:
+    def _located(self, obj: dict[str, Any], verb: str) -> tuple[Resource, dict[str, Any], str | None, str, str]:
+        """``obj``'s resource, metadata, namespace, collection path and object path; a RequestError without a name."""
         resource = self._resource(obj)
         meta = obj.get("metadata")
         meta = meta if isinstance(meta, dict) else {}
         name, namespace = meta.get("name"), meta.get("namespace")
         if not isinstance(name, str) or not name or (resource.namespaced and not isinstance(namespace, str)):
             raise RequestError(
-                f"a {resource.kind} to write needs a name{' and a namespace' if resource.namespaced else ''}"
+                f"a {resource.kind} to {verb} needs a name{' and a namespace' if resource.namespaced else ''}"
             )
         collection = resource.collection(namespace if resource.namespaced else None)
-        path = f"{collection}/{quote(name, safe='')}"
+        return resource, meta, namespace, collection, f"{collection}/{quote(name, safe='')}"
+
+    def write(self, obj: dict[str, Any]) -> WriteOutcome:
+        resource, meta, namespace, collection, path = self._located(obj, "write")
         for _ in range(ATTEMPTS):
             status, current = self._call("GET", path)
             if status == 404 and _is_status(current):
@@ -112,15 +116,7 @@ class KubeWriter:
 
     def delete(self, obj: dict[str, Any]) -> Literal["deleted", "absent"]:
         """Delete the owned object ``obj`` names (its apiVersion, kind, name, namespace)."""
-        resource = self._resource(obj)
-        meta = obj.get("metadata")
-        meta = meta if isinstance(meta, dict) else {}
-        name, namespace = meta.get("name"), meta.get("namespace")
-        if not isinstance(name, str) or not name or (resource.namespaced and not isinstance(namespace, str)):
-            raise RequestError(
-                f"a {resource.kind} to delete needs a name{' and a namespace' if resource.namespaced else ''}"
-            )
-        path = f"{resource.collection(namespace if resource.namespaced else None)}/{quote(name, safe='')}"
+        resource, _, namespace, _, path = self._located(obj, "delete")
         for _ in range(ATTEMPTS):
             status, current = self._call("GET", path)
             if status == 404 and _is_status(current):
