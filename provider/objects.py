@@ -12,6 +12,7 @@ every object: omit the field to match any, or write ``*``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,11 @@ from .errors import PolicyError
 from .readers import unknown_field_message
 
 # --- name patterns ----------------------------------------------------------------
+
+#: A DNS-1123 label (k8s.io/apimachinery pkg/util/validation ``IsDNS1123Label``): a namespace's form.
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+#: A DNS-1123 subdomain's characters and length (``IsDNS1123Subdomain``, at most 253): most objects' names.
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
 
 
 class Glob:

@@ -36,6 +36,7 @@ from typing import Any, Generic, Literal, TypedDict, TypeVar
 from ..compare.dryrun import DryRunner
 from ..errors import RequestError, TransientError
 from ..limits import DEFAULT_LIMITS, Limits
+from ..objects import DNS_LABEL, DNS_SUBDOMAIN
 from ..policy.schema import Policy
 from ..result import TRAFFIC_CLASSES, Result, TrafficClass
 from ..verifier import decide
@@ -341,8 +342,6 @@ class Summary:
 
 # --- suggestions (the paper, section 4.2) ------------------------------------------
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
 _KIND = re.compile(r"[A-Za-z][A-Za-z0-9]{0,62}\Z")
 
 
@@ -379,7 +378,7 @@ def suggestions(summary: Summary) -> list[Suggestion]:
             if n
         )
         namespace, _, name = username[len(SERVICE_ACCOUNT_PREFIX) :].partition(":")
-        if not (_DNS_LABEL.match(namespace) and _DNS_SUBDOMAIN.match(name)):
+        if not (DNS_LABEL.match(namespace) and DNS_SUBDOMAIN.match(name)):
             found.append(Suggestion(username, "not a valid service account name; not proposed"))
         elif account.outside:
             found.append(
@@ -390,7 +389,7 @@ def suggestions(summary: Summary) -> list[Suggestion]:
                 )
             )
         elif account.too_many_kinds or not all(
-            _KIND.match(k) and (not g or _DNS_SUBDOMAIN.match(g)) for g, k in account.kinds
+            _KIND.match(k) and (not g or DNS_SUBDOMAIN.match(g)) for g, k in account.kinds
         ):
             found.append(
                 Suggestion(

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, PolicyError
+from ..objects import DNS_LABEL
 from ..resources import BUILTIN_KINDS, SCALABLE_KINDS
 
 ENGINES = ("gatekeeper", "kyverno", "kyverno-cel", "webhook")
@@ -700,6 +701,6 @@ def parse_namespaces(values: Iterable[str]) -> tuple[str, ...]:
             raise ConfigError("--match-namespace '*' means every namespace; give it alone")
         return ()
     for name in names:
-        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", name):
+        if not DNS_LABEL.match(name):
             raise ConfigError(f"--match-namespace {name!r}: not a namespace name (DNS-1123 label)")
     return names

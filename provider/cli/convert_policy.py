@@ -41,6 +41,7 @@ import yaml
 
 from ..bounds import SERVICE
 from ..errors import PolicyError
+from ..objects import DNS_LABEL
 from . import COMMANDS, EXIT_OK, EXIT_UNVERIFIED
 from ._args import command_parser
 from ._common import read_documents
@@ -267,7 +268,6 @@ def outputs(conversion: Conversion, output: str) -> list[Any]:
 
 #: Gatekeeper match fields a held policy's match says the same way.
 _HELD_MATCH = ("kinds", "namespaces", "namespaceSelector")
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 
 
 def _held_match(conversion: Conversion, rule: Rule) -> dict[str, Any]:
@@ -278,7 +278,7 @@ def _held_match(conversion: Conversion, rule: Rule) -> dict[str, Any]:
     match = {k: source[k] for k in _HELD_MATCH if source.get(k)}
     if "labelSelector" in source:
         match["objectSelector"] = source["labelSelector"]
-    if any(not _NAMESPACE.match(str(n)) for n in match.get("namespaces", [])):
+    if any(not DNS_LABEL.match(str(n)) for n in match.get("namespaces", [])):
         del match["namespaces"]  # a prefix or suffix pattern: not said here (listed as lost)
     return match
 
@@ -307,7 +307,7 @@ def not_in_the_output(conversion: Conversion, output: str) -> list[str]:
         source = conversion.gatekeeper_match or {}
         for key in sorted(set(source) - {*_HELD_MATCH, "labelSelector"}):
             lost.append(f"spec.match.{key}: not carried by a held policy's match; it checks what that left out (wider)")
-        if any(not _NAMESPACE.match(str(n)) for n in source.get("namespaces") or []):
+        if any(not DNS_LABEL.match(str(n)) for n in source.get("namespaces") or []):
             lost.append("spec.match.namespaces: a prefix or suffix pattern is not carried; every namespace (wider)")
         return lost
     for rule in conversion.rules:

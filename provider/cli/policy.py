@@ -23,13 +23,13 @@ operator must think twice about (:func:`scope_warnings`).
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..bounds import LOCAL
 from ..errors import ConfigError
+from ..objects import DNS_LABEL, DNS_SUBDOMAIN
 from ..version import __version__
 from . import COMMANDS, EXIT_OK
 from ._args import add_policy_flags, command_parser
@@ -239,9 +239,9 @@ def _run_webhook(args: argparse.Namespace) -> int:
             "policy webhook takes no CA: the service is called by the API server, whose "
             "ValidatingWebhookConfiguration carries the CA (docs/quickstart-webhook.md)"
         )
-    if args.namespace is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", args.namespace):
+    if args.namespace is not None and not DNS_LABEL.match(args.namespace):
         raise ConfigError(f"--namespace {args.namespace!r}: not a namespace name (DNS-1123 label)")
-    if args.name is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?", args.name):
+    if args.name is not None and not DNS_SUBDOMAIN.match(args.name):
         raise ConfigError(f"--name {args.name!r}: not an object name (DNS-1123 subdomain)")
     policy = build_policy(args)
     Policy.from_dict(policy, bounds=LOCAL, where=policy_where(args))

@@ -35,11 +35,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..objects import ObjectIdentity
+from ..objects import DNS_LABEL, ObjectIdentity
 from ..readers import child_mapping
 
 #: apimachinery pkg/util/validation: IsDNS1123Label (63) and IsDNS1123Subdomain (253).
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 _DNS_SUBDOMAIN_PART = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS_SUBDOMAIN = re.compile(rf"{_DNS_SUBDOMAIN_PART}(\.{_DNS_SUBDOMAIN_PART})*\Z")
 #: helm/helm pkg/chartutil/validate_name.go: a release name is at most 53 characters of a DNS subdomain.
@@ -47,7 +46,7 @@ HELM_RELEASE_NAME_MAX = 53
 
 
 def is_dns_label(value: Any) -> bool:
-    return isinstance(value, str) and bool(_DNS_LABEL.match(value))
+    return isinstance(value, str) and bool(DNS_LABEL.match(value))
 
 
 def is_dns_subdomain(value: Any, limit: int = 253) -> bool:

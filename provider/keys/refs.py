@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..bounds import Bounds
 from ..errors import PolicyError
+from ..objects import DNS_LABEL, DNS_SUBDOMAIN
 from ..readers import check_fields, read_str
 from .pem import PublicKey
 from .trusted import is_openpgp_key, load_trusted_keys
@@ -65,8 +66,6 @@ DEFAULT_KEY = "cosign.pub"
 #: Data keys of a cosign key-pair Secret that hold the private half (``secret.go`` ``secret()``).
 PRIVATE_KEYS = ("cosign.key", "cosign.password")
 
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
 #: A Secret's data key (k8s.io/apimachinery ``validation.IsConfigMapKey``: ``[-._a-zA-Z0-9]+``, at most 253).
 _DATA_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}\Z")
 
@@ -90,9 +89,9 @@ class SecretKeyRef:
 
 
 def _checked(namespace: str, name: str, key: str, where: str, label: str | None) -> SecretKeyRef:
-    if not _NAMESPACE.match(namespace):
+    if not DNS_LABEL.match(namespace):
         raise PolicyError(f"{where}: {namespace[:80]!r} is not a namespace name")
-    if not _NAME.match(name):
+    if not DNS_SUBDOMAIN.match(name):
         raise PolicyError(f"{where}: {name[:80]!r} is not a Secret name")
     if not _DATA_KEY.match(key):
         raise PolicyError(f"{where}: {key[:80]!r} is not a Secret data key")

@@ -23,11 +23,11 @@ ever asked for.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import TransientError
+from ..objects import DNS_LABEL, DNS_SUBDOMAIN
 from .client import KubeClient
 
 #: Bytes of the API server's answer read for one ConfigMap. The API server refuses a ConfigMap whose
@@ -35,9 +35,6 @@ from .client import KubeClient
 #: ``ValidateConfigMap``, ``corev1.MaxSecretSize``; k8s.io/api core/v1/types.go); a signature
 #: ConfigMap's values are base64, which JSON does not escape, so 2 MiB leaves room for its metadata.
 MAX_CONFIGMAP_RESPONSE_BYTES = 2 * 1024 * 1024
-
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
 
 
 class KubeConfigMapReader:
@@ -53,7 +50,7 @@ class KubeConfigMapReader:
         return self._built
 
     def read_data(self, namespace: str, name: str, deadline: float) -> dict[str, str] | None:
-        if not _NAMESPACE.match(namespace) or not _NAME.match(name):
+        if not DNS_LABEL.match(namespace) or not DNS_SUBDOMAIN.match(name):
             raise TransientError("the signature ConfigMap's namespace or name is not a Kubernetes name")
         runner = self._client()
         path = f"/api/v1/namespaces/{namespace}/configmaps/{name}"

@@ -50,7 +50,6 @@ import base64
 import binascii
 import dataclasses
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -59,6 +58,7 @@ from typing import Any
 from ..cache import LRUCache, digest
 from ..errors import PolicyError, TransientError
 from ..keys.refs import KEY_REFERENCE, PRIVATE_KEYS
+from ..objects import DNS_LABEL, DNS_SUBDOMAIN
 from .client import KubeClient
 
 log = logging.getLogger("provider.keysecrets")
@@ -73,9 +73,6 @@ MAX_SECRET_RESPONSE_BYTES = 2 * 1024 * 1024
 MAX_KEY_BYTES = 256 * 1024
 #: Values kept per worker process; a policy names Secrets only in the namespaces the operator lists.
 MAX_ENTRIES = 256
-
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
-_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +121,7 @@ class KubeKeySecretReader:
             return lock
 
     def read_key(self, namespace: str, name: str, key: str, deadline: float) -> str:
-        if not _NAMESPACE.match(namespace) or not _NAME.match(name):
+        if not DNS_LABEL.match(namespace) or not DNS_SUBDOMAIN.match(name):
             raise PolicyError("a key Secret's namespace or name is not a Kubernetes name")
         cache_key = digest(namespace, name, key)
         found = self._cache.get(cache_key)

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -56,7 +55,7 @@ from ..keys.pem import PublicKey
 from ..keys.refs import SecretKeyRef, check_allowed, is_key_reference, parse_key_reference, secret_ref_from_dict
 from ..keys.trusted import is_openpgp_key, load_trusted_keys
 from ..limits import DEFAULT_LIMITS, Limits
-from ..objects import NamePattern, ObjectIdentity, ObjectRef
+from ..objects import DNS_SUBDOMAIN, NamePattern, ObjectIdentity, ObjectRef
 from ..readers import check_fields, read_list, read_str
 from ..regexes import PolicyRegex
 from ..resources import BUILTIN_KINDS, SCALABLE_KINDS
@@ -78,7 +77,6 @@ KEY_OPERATIONS: tuple[KeyOperation, ...] = ("AtLeastOne", "MustAll")
 PROFILES = ("k8s-manifest-sigstore", "common", "kyverno", "argocd", "flux", "helm", "openshift")
 DEFAULT_PROFILES = ("k8s-manifest-sigstore", "common")
 
-_DOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
 
 _POLICY_FIELDS = (
     "keys", "signers", "keyOperation", "threshold", "trustedRoot", "annotationDomain",
@@ -628,7 +626,7 @@ def _read_requirement(data: dict[str, Any], where: str, anchors: int) -> tuple[K
 
 def _read_domain(data: dict[str, Any], where: str) -> str:
     domain = read_str(data.get("annotationDomain", DEFAULT_DOMAIN), f"{where}.annotationDomain")
-    if not _DOMAIN_RE.match(domain):
+    if not DNS_SUBDOMAIN.match(domain):
         raise PolicyError(f"{where}.annotationDomain: {domain[:60]!r} is not a DNS subdomain")
     return domain
 

@@ -27,7 +27,6 @@ import dataclasses
 import json
 import logging
 import os
-import re
 import sys
 import threading
 import time
@@ -40,6 +39,7 @@ from typing import Any, cast
 from ..bounds import Bounds
 from ..errors import ConfigError
 from ..limits import DEFAULT_LIMITS, Limits
+from ..objects import DNS_LABEL
 from ..signatures.sources import parse_repository_prefix
 
 ENV_PREFIX = "MANIFEST_PROVIDER_"
@@ -395,9 +395,6 @@ def _check(config: Config) -> Config:
     return _check_bounds(config)
 
 
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
-
-
 def _check_bounds(config: Config) -> Config:
     """The policy bounds, checked and normalised: a typo must not widen them, nor fail on the first request."""
     if config.registry_auth_file is not None and (
@@ -412,7 +409,7 @@ def _check_bounds(config: Config) -> Config:
             raise ConfigError(f"{where}: {path[:80]!r} is not an absolute, normalised path (no '..', '.', '//')")
     for name in ("signature_namespaces", "dry_run_namespaces", "key_secret_namespaces", "pull_secret_namespaces"):
         for namespace in getattr(config, name):
-            if not _NAMESPACE.match(namespace):
+            if not DNS_LABEL.match(namespace):
                 raise ConfigError(
                     f"{env_name(name)}: {namespace[:80]!r} is not a namespace name (no patterns: list each one)"
                 )

@@ -76,6 +76,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import DataError, PolicyError, ProviderError, Unsigned, VerificationFailure
 from ..limits import DEFAULT_LIMITS, Limits
+from ..objects import DNS_LABEL, DNS_SUBDOMAIN
 from ..parsing import load_json
 from ..readers import check_fields, read_list, read_str
 from .envelope import (
@@ -513,11 +514,9 @@ class ConfigMapRef:
         """``k8s://ConfigMap/NAMESPACE/NAME`` (``kubeutil.ParseObjectRefInClusterWithKind``; a namespace required)."""
         value = read_str(text, where)
         parts = value.removeprefix(IN_CLUSTER_PREFIX).split("/") if value.startswith(IN_CLUSTER_PREFIX) else []
-        label = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
-        subdomain = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\Z")
         if len(parts) != 3 or parts[0] not in CONFIGMAP_KINDS:
             raise PolicyError(f"{where}: expected k8s://ConfigMap/NAMESPACE/NAME, got {value[:80]!r}")
-        if not label.match(parts[1]) or not subdomain.match(parts[2]):
+        if not DNS_LABEL.match(parts[1]) or not DNS_SUBDOMAIN.match(parts[2]):
             raise PolicyError(f"{where}: {value[:80]!r} names an invalid namespace or ConfigMap name")
         return cls(parts[1], parts[2])
 
